@@ -1,0 +1,129 @@
+package resilient
+
+import (
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// BreakerState is the state of a host's circuit breaker.
+type BreakerState uint8
+
+// Breaker states.
+const (
+	BreakerClosed BreakerState = iota
+	BreakerHalfOpen
+	BreakerOpen
+)
+
+// String returns "closed", "half-open" or "open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerHalfOpen:
+		return "half-open"
+	case BreakerOpen:
+		return "open"
+	}
+	return "unknown"
+}
+
+// BreakerSettings configures the per-host circuit breakers (built on
+// github.com/sony/gobreaker/v2's TwoStepCircuitBreaker). Zero fields take the
+// documented defaults, resolved once when the Transport is built.
+//
+// Outcomes the Classifier calls retryable (5xx, 429, timeouts, resets) count
+// as failures; successes and terminal answers such as 4xx count as successes
+// (the host is up, the request was wrong); a cancelled caller counts as
+// neither. While open, a request fails at once with ErrCircuitOpen and is not
+// sent; after OpenTimeout the breaker is half-open and lets HalfOpenProbes
+// requests through; that many successes close it, one failure opens it again.
+type BreakerSettings struct {
+	// FailureRatio trips the breaker when failures ÷ requests in the window
+	// reach it (default 0.5).
+	FailureRatio float64
+	// MinRequests is the number of requests in the window below which the
+	// breaker never trips (default 20).
+	MinRequests uint32
+	// Window is the rolling period over which requests are counted while
+	// closed, in 10 buckets (default 10 s).
+	Window time.Duration
+	// OpenTimeout is how long the breaker stays open before letting probes
+	// through (default 5 s).
+	OpenTimeout time.Duration
+	// HalfOpenProbes is how many requests may be in flight while half-open,
+	// and how many successes close the breaker (default 1).
+	HalfOpenProbes uint32
+}
+
+// DefaultBreakerSettings returns the defaults: trip at a failure ratio of 0.5
+// over at least 20 requests in a 10 s window, stay open 5 s, then let 1 probe
+// through.
+func DefaultBreakerSettings() BreakerSettings {
+	return BreakerSettings{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 5 * time.Second, HalfOpenProbes: 1}
+}
+
+func (s BreakerSettings) resolved() BreakerSettings {
+	d := DefaultBreakerSettings()
+	if s.FailureRatio <= 0 || s.FailureRatio > 1 {
+		s.FailureRatio = d.FailureRatio
+	}
+	if s.MinRequests == 0 {
+		s.MinRequests = d.MinRequests
+	}
+	if s.Window <= 0 {
+		s.Window = d.Window
+	}
+	if s.OpenTimeout <= 0 {
+		s.OpenTimeout = d.OpenTimeout
+	}
+	if s.HalfOpenProbes == 0 {
+		s.HalfOpenProbes = d.HalfOpenProbes
+	}
+	return s
+}
+
+// errBreakerFailure and errBreakerExcluded are what the Transport reports to
+// gobreaker for a retryable outcome and for a cancelled caller.
+var (
+	errBreakerFailure  = errorString("resilient: retryable outcome")
+	errBreakerExcluded = errorString("resilient: excluded outcome")
+)
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func fromGobreaker(s gobreaker.State) BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}
+
+// newBreaker builds h's breaker. OnStateChange runs under gobreaker's mutex,
+// so it only records; the Transport dispatches events after the call returns.
+func newBreaker(s BreakerSettings, h *hostState, now func() time.Time) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	s = s.resolved()
+	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         h.name,
+		MaxRequests:  s.HalfOpenProbes,
+		Interval:     s.Window,
+		BucketPeriod: s.Window / 10,
+		Timeout:      s.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.Requests >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(c.Requests)
+		},
+		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				h.openUntil.Store(now().Add(s.OpenTimeout).UnixNano())
+			}
+			h.recordTransition(fromGobreaker(from), fromGobreaker(to))
+		},
+	})
+}

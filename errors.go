@@ -1,0 +1,133 @@
+package resilient
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. They are never returned bare by RoundTrip: RoundTrip returns
+// an *Error whose Unwrap yields one of them (the reason retries stopped) and the
+// last cause, so errors.Is works on the result of http.Client.Do, through the
+// *url.Error that net/http wraps around it.
+var (
+	// ErrRetriesExhausted: every allowed attempt was made and the last one
+	// failed with a retryable outcome.
+	ErrRetriesExhausted = errors.New("resilient: retries exhausted")
+	// ErrBudgetExhausted: the retry budget of the destination host refused a
+	// retry. It is a client-side decision, not a server answer.
+	ErrBudgetExhausted = errors.New("resilient: retry budget exhausted")
+	// ErrCircuitOpen: the destination host's circuit breaker is open (or its
+	// half-open probes are all in flight) and the attempt was not sent.
+	// Error.RetryAt says when the breaker will let a probe through.
+	ErrCircuitOpen = errors.New("resilient: circuit open")
+	// ErrBodyNotReplayable: the request body could not be read, or could not
+	// be read again, so no further attempt could be sent.
+	ErrBodyNotReplayable = errors.New("resilient: request body not replayable")
+	// ErrKeyExpired: the operation's pending key is older than the key
+	// retention window (WithKeyRetention); the server may have forgotten it,
+	// so reusing it could create a duplicate. Reconcile, then Delete the
+	// operation from the Store.
+	ErrKeyExpired = errors.New("resilient: idempotency key expired")
+	// ErrOperationMismatch: the operation named with ContextWithOperation was
+	// first claimed with a different request (method, URL or body).
+	ErrOperationMismatch = errors.New("resilient: operation claimed with a different request")
+	// ErrInvalidKey: a caller-supplied idempotency key is empty, longer than
+	// 255 bytes or not printable ASCII. Nothing was sent.
+	ErrInvalidKey = errors.New("resilient: invalid idempotency key")
+	// ErrDelayTooLong: the server asked to wait (Retry-After) longer than the
+	// configured maximum, or longer than the time left before the context's
+	// deadline, so the Transport returned instead of sleeping.
+	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
+	// ErrStore: the Store failed (it is down or returned an error). The request
+	// was not sent without its durable key.
+	ErrStore = errors.New("resilient: store failed")
+	// ErrInvalidRequest: the request cannot be sent at all (nil URL, missing
+	// host, scheme other than http or https).
+	ErrInvalidRequest = errors.New("resilient: invalid request")
+)
+
+// Error describes a request that did not end with a response. RoundTrip
+// returns it (wrapped by http.Client in a *url.Error) when the last attempt
+// produced no response, or when the Transport refused to send at all.
+//
+// Use errors.As to get it and errors.Is to test Reason or the cause:
+//
+//	var re *resilient.Error
+//	if errors.As(err, &re) && re.Unknown {
+//		// the effect may exist: keep re.Key and resolve later
+//	}
+//	if errors.Is(err, resilient.ErrCircuitOpen) { ... }
+type Error struct {
+	// Key is the operation's idempotency key ("" if the request had none).
+	Key string
+	// Operation is the name given with ContextWithOperation, if any.
+	Operation string
+	// Attempts is the number of attempts sent (0 when nothing was sent).
+	Attempts int
+	// Category classifies the last outcome (or the refusal).
+	Category Category
+	// StatusCode is the status of the last response seen, 0 if none.
+	StatusCode int
+	// Unknown is true when an attempt may have reached the server and no
+	// definitive answer followed: the effect may or may not exist. It is false
+	// when nothing was applied for sure (dial error, breaker open, budget
+	// refused before sending, a 4xx answer).
+	Unknown bool
+	// RetryAt is when the circuit breaker will let a probe through, set with
+	// ErrCircuitOpen; zero otherwise.
+	RetryAt time.Time
+	// Reason is why the Transport stopped: one of the sentinel errors of this
+	// package, or the caller's context error.
+	Reason error
+	// Err is the last cause (a network error, a context error, a store error);
+	// nil when the last attempt had a response.
+	Err error
+}
+
+// Error returns a one-line description without secrets: no headers, no body.
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Reason != nil {
+		b.WriteString(e.Reason.Error())
+	} else {
+		b.WriteString("resilient: request failed")
+	}
+	b.WriteString(" (attempts ")
+	b.WriteString(strconv.Itoa(e.Attempts))
+	if e.Category != "" {
+		b.WriteString(", category ")
+		b.WriteString(string(e.Category))
+	}
+	if e.StatusCode != 0 {
+		b.WriteString(", last status ")
+		b.WriteString(strconv.Itoa(e.StatusCode))
+	}
+	if e.Key != "" {
+		b.WriteString(", key ")
+		b.WriteString(e.Key)
+	}
+	if e.Unknown {
+		b.WriteString(", outcome unknown")
+	}
+	b.WriteString(")")
+	if e.Err != nil && e.Err != e.Reason {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns Reason and Err, so errors.Is and errors.As see both.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Reason == nil && e.Err == nil:
+		return nil
+	case e.Reason == nil:
+		return []error{e.Err}
+	case e.Err == nil || e.Err == e.Reason:
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Err}
+}

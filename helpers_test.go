@@ -1,0 +1,103 @@
+package resilient_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sent is what the stub base transport saw for one attempt.
+type sent struct {
+	method string
+	header http.Header
+	body   []byte
+}
+
+// step scripts one attempt's outcome.
+type step func(*http.Request) (*http.Response, error)
+
+// stub is a base RoundTripper that plays a script (the last step repeats),
+// records every attempt and counts response bodies opened and closed.
+type stub struct {
+	mu     sync.Mutex
+	steps  []step
+	sent   []sent
+	opened atomic.Int32
+	closed atomic.Int32
+}
+
+func newStub(steps ...step) *stub { return &stub{steps: steps} }
+
+func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
+	var b []byte
+	if req.Body != nil {
+		b, _ = io.ReadAll(req.Body)
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	i := min(len(s.sent), len(s.steps)-1)
+	s.sent = append(s.sent, sent{method: req.Method, header: req.Header.Clone(), body: b})
+	st := s.steps[i]
+	s.mu.Unlock()
+	resp, err := st(req)
+	if resp != nil {
+		s.opened.Add(1)
+		resp.Body = &countBody{Reader: resp.Body, closed: &s.closed}
+		resp.Request = req
+	}
+	return resp, err
+}
+
+func (s *stub) attempts() []sent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]sent(nil), s.sent...)
+}
+
+type countBody struct {
+	io.Reader
+	closed *atomic.Int32
+	once   sync.Once
+}
+
+func (b *countBody) Close() error {
+	b.once.Do(func() { b.closed.Add(1) })
+	return nil
+}
+
+// reply returns a step answering code with headers given as "Name: value".
+func reply(code int, headers ...string) step {
+	return func(req *http.Request) (*http.Response, error) {
+		h := make(http.Header)
+		for _, kv := range headers {
+			k, v, _ := strings.Cut(kv, ":")
+			h.Add(k, strings.TrimSpace(v))
+		}
+		body := http.StatusText(code)
+		return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
+	}
+}
+
+// replyBody returns a step answering code with a body.
+func replyBody(code int, body string, headers ...string) step {
+	return func(req *http.Request) (*http.Response, error) {
+		resp, _ := reply(code, headers...)(req)
+		resp.Body = io.NopCloser(bytes.NewReader([]byte(body)))
+		resp.ContentLength = int64(len(body))
+		return resp, nil
+	}
+}
+
+// fail returns a step failing with err.
+func fail(err error) step {
+	return func(*http.Request) (*http.Response, error) { return nil, err }
+}

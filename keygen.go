@@ -1,0 +1,132 @@
+package resilient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// MaxKeyLength is the longest idempotency key the Transport accepts from a
+// caller (and the longest most servers store).
+const MaxKeyLength = 255
+
+// NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string: 48 bits of
+// Unix milliseconds, then random bits from crypto/rand, so keys minted in
+// sequence sort in time order and their age can be read back (KeyTime). It is
+// the default key function.
+func NewKey() (string, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("resilient: minting key: %w", err)
+	}
+	return u.String(), nil
+}
+
+// ValidateKey reports whether key can be sent as an idempotency key: non-empty,
+// at most MaxKeyLength bytes, printable ASCII (0x20–0x7E, no leading or
+// trailing space). The error wraps ErrInvalidKey and never echoes the key.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	case len(key) > MaxKeyLength:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), MaxKeyLength)
+	case key[0] == ' ' || key[len(key)-1] == ' ':
+		return fmt.Errorf("%w: leading or trailing space", ErrInvalidKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("%w: byte %d is not printable ASCII", ErrInvalidKey, i)
+		}
+	}
+	return nil
+}
+
+type ctxKey int
+
+const (
+	keyCtxKey ctxKey = iota
+	opCtxKey
+	reportCtxKey
+)
+
+// ContextWithKey returns a copy of ctx carrying an idempotency key chosen by
+// the caller. The Transport sends it on every attempt of a request made with
+// that context (unless the request already has the key header), whatever the
+// method. An invalid key makes RoundTrip fail with ErrInvalidKey before
+// anything is sent.
+func ContextWithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtxKey, key)
+}
+
+// KeyFromContext returns the key set with ContextWithKey.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyCtxKey).(string)
+	return k, ok
+}
+
+// ContextWithOperation returns a copy of ctx naming a logical operation, such
+// as "refund:ch_123". With a Store (WithStore), the Transport claims the
+// operation's key from the Store before the first attempt — minting and
+// persisting it on first sight — so a process that restarts after a crash and
+// repeats the operation sends the same key. Without a Store the name is only
+// reported.
+func ContextWithOperation(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, opCtxKey, op)
+}
+
+// OperationFromContext returns the name set with ContextWithOperation.
+func OperationFromContext(ctx context.Context) (string, bool) {
+	op, ok := ctx.Value(opCtxKey).(string)
+	return op, ok
+}
+
+// methodSet is a small set of HTTP methods; a bitmask of the common ones with
+// a slice for the rest keeps the per-request check free of maps.
+type methodSet struct {
+	bits  uint16
+	other []string
+}
+
+var methodBits = [...]string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace,
+}
+
+func newMethodSet(methods ...string) methodSet {
+	var s methodSet
+	for _, m := range methods {
+		m = strings.ToUpper(m)
+		found := false
+		for i, b := range methodBits {
+			if m == b {
+				s.bits |= 1 << i
+				found = true
+			}
+		}
+		if !found {
+			s.other = append(s.other, m)
+		}
+	}
+	return s
+}
+
+func (s methodSet) has(m string) bool {
+	if m == "" {
+		m = http.MethodGet
+	}
+	for i, b := range methodBits {
+		if m == b {
+			return s.bits&(1<<i) != 0
+		}
+	}
+	for _, o := range s.other {
+		if o == m {
+			return true
+		}
+	}
+	return false
+}

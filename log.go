@@ -1,0 +1,55 @@
+package resilient
+
+import (
+	"context"
+	"log/slog"
+)
+
+// logObserver turns Events into slog records: retries at Debug, successful
+// outcomes at Info, other outcomes at Warn. Attributes: idempotency_key,
+// attempt, delay, status, category, outcome (plus host, method, operation and
+// error where set). No headers, no bodies.
+func logObserver(l *slog.Logger) Observer {
+	return func(ctx context.Context, e Event) {
+		var level slog.Level
+		var msg string
+		switch e.Kind {
+		case EventRetry:
+			level, msg = slog.LevelDebug, "resilient: retry"
+		case EventOutcome:
+			level, msg = slog.LevelInfo, "resilient: outcome"
+			if e.Outcome != OutcomeSuccess && e.Outcome != OutcomeReplayed {
+				level = slog.LevelWarn
+			}
+		case EventBreaker:
+			l.LogAttrs(ctx, slog.LevelWarn, "resilient: breaker", slog.String("host", e.Host),
+				slog.String("from", e.From.String()), slog.String("to", e.To.String()))
+			return
+		default:
+			return
+		}
+		if !l.Enabled(ctx, level) {
+			return
+		}
+		attrs := []slog.Attr{
+			slog.String("idempotency_key", e.Key),
+			slog.Int("attempt", max(e.Attempt, e.Attempts)),
+			slog.Duration("delay", e.Delay),
+			slog.Int("status", e.StatusCode),
+			slog.String("category", string(e.Category)),
+			slog.String("outcome", e.Outcome),
+			slog.String("host", e.Host),
+			slog.String("method", e.Method),
+		}
+		if e.Operation != "" {
+			attrs = append(attrs, slog.String("operation", e.Operation))
+		}
+		if e.Unknown {
+			attrs = append(attrs, slog.Bool("unknown", true))
+		}
+		if e.Err != nil {
+			attrs = append(attrs, slog.String("error", e.Err.Error()))
+		}
+		l.LogAttrs(ctx, level, msg, attrs...)
+	}
+}

@@ -1,0 +1,125 @@
+package resilient
+
+import (
+	"context"
+	"time"
+)
+
+// Report records what the Transport did for one request: its key, each
+// attempt and wait, and why it stopped. Attach an empty Report to the
+// request's context with ContextWithReport and read it after the response
+// (or error) is returned:
+//
+//	rep := new(resilient.Report)
+//	req = req.WithContext(resilient.ContextWithReport(ctx, rep))
+//	resp, err := client.Do(req)
+//	log.Println(rep.Key, len(rep.Attempts), rep.Replayed)
+//
+// A Report belongs to one request at a time; it is written by RoundTrip and
+// must not be read until RoundTrip returns. Redirects followed by
+// http.Client append to the same Report.
+type Report struct {
+	// Key is the idempotency key sent, "" if none.
+	Key string
+	// Operation is the name from ContextWithOperation, if any.
+	Operation string
+	// Attempts lists every attempt sent, in order.
+	Attempts []AttemptReport
+	// Replayed is true when the final response came from the server's
+	// idempotency store.
+	Replayed bool
+	// SingleAttempt is true when the body could not be replayed (over the
+	// buffer limit, no GetBody), so no retry was possible.
+	SingleAttempt bool
+	// Stopped is why the Transport stopped retrying (ErrRetriesExhausted,
+	// ErrBudgetExhausted, ErrCircuitOpen, ErrDelayTooLong, a context error…),
+	// nil when the last outcome was a success or terminal.
+	Stopped error
+	// Unknown is true when the outcome is unknown (see Error.Unknown).
+	Unknown bool
+}
+
+// AttemptReport describes one attempt.
+type AttemptReport struct {
+	// Attempt is 0 for the first attempt.
+	Attempt int
+	// Wait is how long the Transport waited before sending it (backoff,
+	// Retry-After, host pause; not rate-limit waits).
+	Wait time.Duration
+	// StatusCode is the response status, 0 if the attempt failed.
+	StatusCode int
+	// Err is the attempt's error, nil if it had a response.
+	Err error
+	// Action and Category are the Classifier's verdict.
+	Action   Action
+	Category Category
+	// Replayed is true when the server answered from its idempotency store.
+	Replayed bool
+	// Duration is how long the attempt took until response headers or error.
+	Duration time.Duration
+}
+
+// ContextWithReport returns a copy of ctx that makes the Transport fill r.
+func ContextWithReport(ctx context.Context, r *Report) context.Context {
+	return context.WithValue(ctx, reportCtxKey, r)
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventAttempt: an attempt finished and was classified.
+	EventAttempt EventKind = iota + 1
+	// EventRetry: the Transport decided to retry after Delay.
+	EventRetry
+	// EventOutcome: RoundTrip is returning; Outcome says how.
+	EventOutcome
+	// EventBreaker: a host's circuit breaker changed state (From, To).
+	EventBreaker
+)
+
+// Outcome values of an EventOutcome (and of the "outcome" log attribute).
+const (
+	OutcomeSuccess          = "success"
+	OutcomeReplayed         = "replayed"
+	OutcomeTerminal         = "terminal"
+	OutcomeRetry            = "retry"
+	OutcomeRetriesExhausted = "retries_exhausted"
+	OutcomeBudgetExhausted  = "budget_exhausted"
+	OutcomeCircuitOpen      = "circuit_open"
+	OutcomeDelayTooLong     = "delay_too_long"
+	OutcomeCanceled         = "canceled"
+	OutcomeError            = "error"
+)
+
+// Event is what an Observer receives. Fields that do not apply to the Kind
+// are zero. It never carries headers or bodies.
+type Event struct {
+	Kind      EventKind
+	Host      string
+	Method    string
+	Key       string
+	Operation string
+	// Attempt is the attempt number, 0 for the first.
+	Attempt int
+	// Attempts is the number of attempts sent (EventOutcome).
+	Attempts   int
+	StatusCode int
+	Category   Category
+	Action     Action
+	// Delay is the wait before the next attempt (EventRetry).
+	Delay time.Duration
+	// Duration is the attempt's (EventAttempt) or the whole request's
+	// (EventOutcome) duration.
+	Duration time.Duration
+	Replayed bool
+	Unknown  bool
+	// Outcome is one of the Outcome… constants (EventOutcome).
+	Outcome string
+	// From and To are breaker states (EventBreaker).
+	From, To BreakerState
+	Err      error
+}
+
+// Observer receives Events. See WithObserver.
+type Observer func(ctx context.Context, e Event)

@@ -1,0 +1,541 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/resilienthttp/resilient/persist"
+	"github.com/sony/gobreaker/v2"
+)
+
+// Transport is an http.RoundTripper that makes requests safe to retry.
+//
+// For each request (one logical operation) it chooses an idempotency key once,
+// before the first attempt — the caller's header or ContextWithKey, the key a
+// Store holds for a named operation, or a new UUIDv7 for POST and PATCH — and
+// sends that same key on every attempt. It classifies each attempt's outcome
+// (DefaultClassifier), waits with jittered backoff (FullJitter by default)
+// but never less than a server-directed Retry-After and never past the
+// context's deadline, and stops when attempts run out, the host's retry budget
+// refuses, or the host's circuit breaker is open.
+//
+// The zero Transport is not usable; build one with NewTransport, or an
+// *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
+// by multiple goroutines and should be reused: its per-host budgets and
+// breakers only work if it is shared by the requests to a host.
+//
+// RoundTrip keeps the RoundTripper contract: it never modifies the caller's
+// request (each attempt is sent on a copy); it takes its context from
+// req.Context(); it closes the request body on every path; it returns a
+// response or an error, never both. When the last attempt produced a response
+// — a final 503 included — that response is returned with a nil error, so the
+// caller sees the real status. Otherwise the error is an *Error whose Reason
+// says why retries stopped and whose Unknown field says whether the effect
+// may exist. Bodies of discarded responses are drained (up to 64 KiB) and
+// closed.
+type Transport struct {
+	base  http.RoundTripper
+	cfg   config
+	hosts sync.Map // URL.Host → *hostState
+}
+
+// NewTransport returns a Transport that sends attempts through base
+// (http.DefaultTransport if nil), configured by opts.
+func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base, cfg: defaultConfig()}
+	for _, o := range opts {
+		o(&t.cfg)
+	}
+	if t.cfg.logger != nil {
+		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
+	}
+	return t
+}
+
+// CloseIdleConnections closes idle connections of the base transport, if it
+// supports it (http.Client.CloseIdleConnections calls it).
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// attemptHeaderValues avoids an allocation per attempt for the attempt header.
+var attemptHeaderValues = func() (v [16][]string) {
+	for i := range v {
+		v[i] = []string{strconv.Itoa(i)}
+	}
+	return v
+}()
+
+func attemptValue(n int) []string {
+	if n < len(attemptHeaderValues) {
+		return attemptHeaderValues[n]
+	}
+	return []string{strconv.Itoa(n)}
+}
+
+// call is the state of one RoundTrip.
+type call struct {
+	t         *Transport
+	req       *http.Request
+	ctx       context.Context
+	host      *hostState
+	rep       *Report
+	key       string
+	op        string
+	body      *replayBody
+	start     time.Time
+	attempts  int
+	ambiguous bool
+	status    int
+	category  Category
+	lastErr   error
+}
+
+// RoundTrip sends req, retrying as configured. See Transport for the
+// guarantees. Errors are *Error values; errors.Is works with ErrInvalidKey,
+// ErrInvalidRequest, ErrBodyNotReplayable, ErrStore, ErrOperationMismatch,
+// ErrKeyExpired, ErrCircuitOpen, ErrBudgetExhausted, ErrRetriesExhausted,
+// ErrDelayTooLong and the context's errors.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := &call{t: t, req: req, ctx: req.Context(), start: t.cfg.now()}
+	c.rep, _ = c.ctx.Value(reportCtxKey).(*Report)
+	c.op, _ = OperationFromContext(c.ctx)
+	if c.rep != nil {
+		c.rep.Operation = c.op
+	}
+	if err := checkRequest(req); err != nil {
+		closeReqBody(req)
+		return nil, c.fail(ErrInvalidRequest, CategoryTerminal, err)
+	}
+	if err := c.identity(); err != nil {
+		closeReqBody(req)
+		c.key = "" // never echo an invalid key
+		return nil, c.fail(ErrInvalidKey, CategoryClient, err)
+	}
+	body, err := newReplayBody(req, t.cfg.maxBodyBuffer)
+	if err != nil {
+		return nil, c.fail(ErrBodyNotReplayable, CategoryClient, err)
+	}
+	c.body = body
+	if c.op != "" && t.cfg.store != nil {
+		if err := c.claim(); err != nil {
+			c.body.close()
+			return nil, err
+		}
+	}
+	if c.rep != nil {
+		c.rep.Key = c.key
+		c.rep.SingleAttempt = !body.replayable
+	}
+	c.host = t.host(req.URL.Host)
+	return c.loop()
+}
+
+func checkRequest(req *http.Request) error {
+	switch {
+	case req.URL == nil:
+		return errors.New("nil URL")
+	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
+		return fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
+	case req.URL.Host == "":
+		return errors.New("no host in URL")
+	case req.Header == nil:
+		return errors.New("nil Header")
+	}
+	return nil
+}
+
+func closeReqBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// identity chooses the operation's key: the caller's header, the context's
+// key, the key of the request this one is a redirect of, or (for the
+// configured methods) a new one. A Store claim may replace it later.
+func (c *call) identity() error {
+	cfg := &c.t.cfg
+	if vs := c.req.Header[cfg.keyHeader]; len(vs) > 0 {
+		c.key = vs[0]
+		return ValidateKey(c.key)
+	}
+	if k, ok := KeyFromContext(c.ctx); ok {
+		c.key = k
+		return ValidateKey(k)
+	}
+	// http.Client follows a 307/308 by calling RoundTrip again with a new
+	// request whose Response is the redirect; that response's Request is the
+	// attempt we sent, with the key. Same method, same operation, same key.
+	if prev := c.req.Response; prev != nil && prev.Request != nil && prev.Request.Method == c.req.Method {
+		if k := prev.Request.Header.Get(cfg.keyHeader); k != "" {
+			c.key = k
+			return nil
+		}
+	}
+	if cfg.keyMethods.has(c.req.Method) || (c.op != "" && cfg.store != nil) {
+		k, err := cfg.keyFunc()
+		if err != nil {
+			return err
+		}
+		c.key = k
+		return ValidateKey(k)
+	}
+	return nil
+}
+
+// loop is the attempt loop of the design: admission, attempt, classify,
+// retry or return.
+func (c *call) loop() (*http.Response, error) {
+	cfg := &c.t.cfg
+	var wait, prevDelay time.Duration
+	for n := 0; ; n++ {
+		if err := c.admit(&wait); err != nil {
+			c.body.close()
+			return nil, err
+		}
+		done, err := c.allowBreaker()
+		if err != nil {
+			c.body.close()
+			return nil, err
+		}
+		if n == 0 && c.host.budget != nil {
+			c.host.budget.Deposit()
+		}
+		resp, d, err := c.attempt(n, wait, done)
+		if d.Action != Retry {
+			return c.finish(resp, d, err, nil)
+		}
+
+		// Retryable: find a reason to stop, else pay for the retry.
+		delay := d.Delay
+		if cfg.backoff != nil {
+			delay = max(delay, cfg.backoff.Delay(n+1, prevDelay))
+		}
+		var stop error
+		switch {
+		case c.attempts >= cfg.maxAttempts:
+			stop = ErrRetriesExhausted
+		case !c.body.replayable:
+			stop = ErrBodyNotReplayable
+		case d.Delay > cfg.retryAfterMax:
+			stop = ErrDelayTooLong
+		case !c.fits(delay):
+			stop = ErrDelayTooLong
+		case c.host.breakerOpen():
+			stop = ErrCircuitOpen
+		case c.host.budget != nil && !c.host.budget.Withdraw():
+			stop = ErrBudgetExhausted
+		}
+		if stop != nil {
+			return c.finish(resp, d, err, stop)
+		}
+		c.emit(Event{Kind: EventRetry, Attempt: n + 1, Delay: delay, StatusCode: c.status, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: err})
+		if resp != nil {
+			if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && d.Delay > 0 {
+				c.host.pause(cfg.now(), d.Delay)
+			}
+			discard(resp)
+		}
+		if err := sleep(c.ctx, delay); err != nil {
+			c.body.close()
+			return nil, c.fail(err, CategoryCanceled, err)
+		}
+		wait, prevDelay = delay, delay
+	}
+}
+
+// fits reports whether waiting d leaves time before the context's deadline.
+func (c *call) fits(d time.Duration) bool {
+	dl, ok := c.ctx.Deadline()
+	return !ok || c.t.cfg.now().Add(d).Before(dl)
+}
+
+// admit waits for the host's rate limiter and server-directed pause.
+func (c *call) admit(wait *time.Duration) error {
+	h := c.host
+	if p := h.pausedFor(c.t.cfg.now()); p > 0 {
+		if !c.fits(p) {
+			return c.fail(ErrDelayTooLong, CategoryRateLimit, c.lastErr)
+		}
+		if err := sleep(c.ctx, p); err != nil {
+			return c.fail(err, CategoryCanceled, err)
+		}
+		*wait += p
+	}
+	if h.limiter != nil {
+		if err := h.limiter.Wait(c.ctx); err != nil {
+			if ctxErr := c.ctx.Err(); ctxErr != nil {
+				return c.fail(ctxErr, CategoryCanceled, err)
+			}
+			// The limiter refuses waits that would pass the deadline.
+			return c.fail(ErrDelayTooLong, CategoryRateLimit, err)
+		}
+	}
+	return nil
+}
+
+// allowBreaker asks the host's breaker for permission to send.
+func (c *call) allowBreaker() (func(error), error) {
+	h := c.host
+	if h.breaker == nil {
+		return nil, nil
+	}
+	done, err := h.breaker.Allow()
+	c.dispatchTransitions()
+	if err != nil {
+		e := c.fail(ErrCircuitOpen, CategoryCircuitOpen, err)
+		if errors.Is(err, gobreaker.ErrOpenState) {
+			e.(*Error).RetryAt = time.Unix(0, h.openUntil.Load())
+		}
+		return nil, e
+	}
+	return done, nil
+}
+
+// attempt sends attempt n and classifies it. The returned response (nil on
+// error) is the caller's to return or discard.
+func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Response, Decision, error) {
+	cfg := &c.t.cfg
+	ctx, cancel := c.ctx, context.CancelFunc(nil)
+	if cfg.attemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, cfg.attemptTimeout)
+	}
+	areq := c.req.WithContext(ctx)
+	areq.Header = c.req.Header.Clone()
+	if areq.Header == nil {
+		areq.Header = make(http.Header, 2)
+	}
+	if c.key != "" {
+		areq.Header[cfg.keyHeader] = []string{c.key}
+	}
+	if cfg.attemptHeader != "" {
+		areq.Header[cfg.attemptHeader] = attemptValue(n)
+	}
+	body, err := c.body.body(n)
+	if err != nil {
+		// Only a retry can get here (GetBody failed); nothing is sent.
+		if cancel != nil {
+			cancel()
+		}
+		if done != nil {
+			done(errBreakerExcluded)
+		}
+		return nil, Decision{Action: Terminal, Category: CategoryClient}, err
+	}
+	if n == 0 {
+		c.body.first = nil // the base transport owns it now
+	}
+	areq.Body = body
+	areq.GetBody = c.body.rewind()
+
+	sent := cfg.now()
+	resp, err := c.t.base.RoundTrip(areq)
+	took := cfg.now().Sub(sent)
+	c.attempts++
+	switch {
+	case resp != nil && err != nil:
+		// A base transport that breaks the contract: trust the error.
+		resp.Body.Close()
+		resp = nil
+	case resp == nil && err == nil:
+		err = errors.New("resilient: base transport returned no response and no error")
+	}
+	var d Decision
+	if err != nil && c.ctx.Err() != nil {
+		// The caller gave up; nothing else matters.
+		err = errors.Join(c.ctx.Err(), err)
+		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
+	} else {
+		d = cfg.classifier(Outcome{Request: areq, Response: resp, Err: err, Keyed: c.key != "", Now: cfg.now()})
+	}
+	if done != nil {
+		switch {
+		case d.Category == CategoryCanceled:
+			done(errBreakerExcluded)
+		case d.Action == Retry:
+			done(errBreakerFailure)
+		default:
+			done(nil)
+		}
+		c.dispatchTransitions()
+	}
+	if cancel != nil {
+		if resp != nil {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		} else {
+			cancel()
+		}
+	}
+
+	c.category, c.lastErr = d.Category, err
+	if resp != nil {
+		c.status = resp.StatusCode
+		c.ambiguous = d.Ambiguous
+	} else if d.Ambiguous {
+		c.ambiguous = true
+	}
+	if c.rep != nil {
+		ar := AttemptReport{Attempt: n, Wait: wait, Err: err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Duration: took}
+		if resp != nil {
+			ar.StatusCode = resp.StatusCode
+		}
+		c.rep.Attempts = append(c.rep.Attempts, ar)
+	}
+	if len(cfg.observers) > 0 {
+		e := Event{Kind: EventAttempt, Attempt: n, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: took, Err: err}
+		if resp != nil {
+			e.StatusCode = resp.StatusCode
+		}
+		c.emit(e)
+	}
+	return resp, d, err
+}
+
+// finish ends the call: records the outcome with the Store, fills the
+// Report, emits the outcome, and returns resp or an *Error.
+func (c *call) finish(resp *http.Response, d Decision, err error, stop error) (*http.Response, error) {
+	c.body.close()
+	c.record(resp != nil && !c.ambiguous || resp == nil && d.Action == Terminal && !c.ambiguous)
+	outcome := outcomeOf(resp, d, stop)
+	if c.rep != nil {
+		c.rep.Stopped = stop
+		c.rep.Replayed = resp != nil && d.Replayed
+		c.rep.Unknown = resp == nil && c.ambiguous
+	}
+	if resp != nil {
+		c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, StatusCode: resp.StatusCode, Category: d.Category, Action: d.Action,
+			Replayed: d.Replayed, Outcome: outcome, Duration: c.t.cfg.now().Sub(c.start)})
+		return resp, nil
+	}
+	if stop == nil {
+		stop = err
+		if d.Category == CategoryCanceled {
+			stop = c.ctx.Err()
+		}
+	}
+	e := &Error{Key: c.key, Operation: c.op, Attempts: c.attempts, Category: d.Category, StatusCode: 0, Unknown: c.ambiguous, Reason: stop, Err: err}
+	c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
+		Outcome: outcome, Duration: c.t.cfg.now().Sub(c.start), Err: e})
+	return nil, e
+}
+
+// fail builds the *Error for a call that stops before or between attempts,
+// and emits the outcome.
+func (c *call) fail(reason error, cat Category, err error) error {
+	e := &Error{Key: c.key, Operation: c.op, Attempts: c.attempts, Category: cat, StatusCode: c.status,
+		Unknown: c.ambiguous, Reason: reason, Err: err}
+	if c.rep != nil {
+		c.rep.Stopped = reason
+		c.rep.Unknown = e.Unknown
+	}
+	if c.attempts > 0 {
+		c.record(false)
+	}
+	outcome := OutcomeError
+	switch {
+	case errors.Is(reason, ErrCircuitOpen):
+		outcome = OutcomeCircuitOpen
+	case errors.Is(reason, ErrDelayTooLong):
+		outcome = OutcomeDelayTooLong
+	case errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded):
+		outcome = OutcomeCanceled
+	}
+	c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, StatusCode: c.status, Category: cat, Unknown: e.Unknown,
+		Outcome: outcome, Duration: c.t.cfg.now().Sub(c.start), Err: e})
+	return e
+}
+
+func outcomeOf(resp *http.Response, d Decision, stop error) string {
+	switch {
+	case errors.Is(stop, ErrBudgetExhausted):
+		return OutcomeBudgetExhausted
+	case errors.Is(stop, ErrCircuitOpen):
+		return OutcomeCircuitOpen
+	case errors.Is(stop, ErrRetriesExhausted):
+		return OutcomeRetriesExhausted
+	case errors.Is(stop, ErrDelayTooLong):
+		return OutcomeDelayTooLong
+	case stop != nil:
+		return OutcomeError
+	case d.Category == CategoryCanceled:
+		return OutcomeCanceled
+	case d.Action == Success && d.Replayed:
+		return OutcomeReplayed
+	case d.Action == Success:
+		return OutcomeSuccess
+	}
+	return OutcomeTerminal
+}
+
+// record tells the Store how the operation ended: definitive answers are
+// Done, everything else stays Pending. Store errors here are reported to
+// observers but do not change the response: the request already happened.
+func (c *call) record(definitive bool) {
+	s := c.t.cfg.store
+	if s == nil || c.op == "" {
+		return
+	}
+	state := persist.Pending
+	if definitive {
+		state = persist.Done
+	}
+	// The caller's context may be done (that is often why we stop); the
+	// record must still be written.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
+	defer cancel()
+	if err := s.Finish(ctx, c.op, state, c.attempts); err != nil {
+		c.emit(Event{Kind: EventOutcome, Outcome: OutcomeError, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+	}
+}
+
+func (c *call) emit(e Event) {
+	obs := c.t.cfg.observers
+	if len(obs) == 0 {
+		return
+	}
+	e.Host, e.Method, e.Key, e.Operation = c.req.URL.Host, c.req.Method, c.key, c.op
+	for _, o := range obs {
+		o(c.ctx, e)
+	}
+}
+
+func (c *call) dispatchTransitions() {
+	tr := c.host.takeTransitions()
+	for _, x := range tr {
+		c.emit(Event{Kind: EventBreaker, From: x.from, To: x.to})
+	}
+}
+
+// discard drains (bounded) and closes a response the caller will not see,
+// so its connection can be reused.
+func discard(resp *http.Response) {
+	if resp.Body == nil {
+		return
+	}
+	io.CopyN(io.Discard, resp.Body, defaultDrainLimit)
+	resp.Body.Close()
+}
+
+// cancelBody cancels the attempt's context when the caller closes the body.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

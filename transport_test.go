@@ -1,0 +1,450 @@
+package resilient_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/resilienthttp/resilient"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const target = "http://api.test/v1/charges"
+
+// fast is the option set for tests that need retries but no real waiting.
+func fast(extra ...resilient.Option) []resilient.Option {
+	return append([]resilient.Option{
+		resilient.WithBackoff(resilient.Exponential(time.Microsecond, time.Microsecond)),
+		resilient.WithoutBudget(), resilient.WithoutBreaker(),
+	}, extra...)
+}
+
+func post(t *testing.T, ctx context.Context, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
+	require.NoError(t, err)
+	return req
+}
+
+func do(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	t.Helper()
+	resp, err := rt.RoundTrip(req)
+	if resp != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+func TestSameKeyOnEveryAttempt(t *testing.T) {
+	s := newStub(reply(503), reply(500), reply(201))
+	tr := resilient.NewTransport(s, fast()...)
+	resp, err := do(t, tr, post(t, context.Background(), `{"amount":100}`))
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode)
+
+	at := s.attempts()
+	require.Len(t, at, 3)
+	key := at[0].header.Get("Idempotency-Key")
+	for i, a := range at {
+		assert.Equal(t, key, a.header.Get("Idempotency-Key"), "attempt %d", i)
+		assert.Equal(t, []string{string(rune('0' + i))}, a.header.Values("Retry-Attempt"), "attempt %d", i)
+	}
+	u, err := uuid.Parse(key)
+	require.NoError(t, err)
+	assert.Equal(t, uuid.Version(7), u.Version())
+	assert.Equal(t, uuid.RFC4122, u.Variant(), "RFC 9562 variant bits 10xx")
+	assert.Equal(t, byte(0x80), u[8]&0xc0)
+}
+
+func TestDifferentOperationsGetDifferentKeysInTimeOrder(t *testing.T) {
+	s := newStub(reply(201))
+	tr := resilient.NewTransport(s, fast()...)
+	const n = 200
+	for range n {
+		_, err := do(t, tr, post(t, context.Background(), `{}`))
+		require.NoError(t, err)
+	}
+	at := s.attempts()
+	seen := map[string]bool{}
+	prev := ""
+	for _, a := range at {
+		k := a.header.Get("Idempotency-Key")
+		assert.False(t, seen[k], "duplicate key %s", k)
+		seen[k] = true
+		assert.Greater(t, k, prev, "UUIDv7 keys minted in sequence sort in time order")
+		prev = k
+	}
+}
+
+func TestCallerKeyPreserved(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		setup  func(*http.Request) *http.Request
+		want   string
+	}{
+		{"header on POST", http.MethodPost, func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", "order-42"); return r }, "order-42"},
+		{"context on POST", http.MethodPost, func(r *http.Request) *http.Request {
+			return r.WithContext(resilient.ContextWithKey(r.Context(), "ctx-key"))
+		}, "ctx-key"},
+		{"context on PUT", http.MethodPut, func(r *http.Request) *http.Request {
+			return r.WithContext(resilient.ContextWithKey(r.Context(), "put-key"))
+		}, "put-key"},
+		{"header wins over context", http.MethodPost, func(r *http.Request) *http.Request {
+			r.Header.Set("Idempotency-Key", "hdr")
+			return r.WithContext(resilient.ContextWithKey(r.Context(), "ctx"))
+		}, "hdr"},
+		{"GET gets no key", http.MethodGet, func(r *http.Request) *http.Request { return r }, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(reply(503), reply(200))
+			tr := resilient.NewTransport(s, fast()...)
+			req, err := http.NewRequest(tc.method, target, strings.NewReader("x"))
+			require.NoError(t, err)
+			req = tc.setup(req)
+			before := req.Header.Clone()
+			_, err = do(t, tr, req)
+			require.NoError(t, err)
+			for _, a := range s.attempts() {
+				assert.Equal(t, tc.want, a.header.Get("Idempotency-Key"))
+			}
+			assert.Equal(t, before, req.Header, "the caller's request is not modified")
+		})
+	}
+}
+
+func TestInvalidCallerKeyFailsBeforeSending(t *testing.T) {
+	for name, key := range map[string]string{
+		"empty":     "",
+		"too long":  strings.Repeat("k", 256),
+		"non-ASCII": "clé",
+		"control":   "a\tb",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newStub(reply(201))
+			client := &http.Client{Transport: resilient.NewTransport(s, fast()...)}
+			req := post(t, resilient.ContextWithKey(context.Background(), key), "{}")
+			_, err := client.Do(req)
+			require.ErrorIs(t, err, resilient.ErrInvalidKey)
+			if key != "" {
+				assert.NotContains(t, err.Error(), key, "the key is not echoed")
+			}
+			assert.Empty(t, s.attempts())
+		})
+	}
+	t.Run("max length accepted", func(t *testing.T) {
+		s := newStub(reply(201))
+		req := post(t, resilient.ContextWithKey(context.Background(), strings.Repeat("k", 255)), "{}")
+		_, err := do(t, resilient.NewTransport(s, fast()...), req)
+		require.NoError(t, err)
+	})
+}
+
+type noGetBody struct{ io.Reader }
+
+func TestBodyIdenticalOnEveryAttempt(t *testing.T) {
+	payload := bytes.Repeat([]byte(`{"amount":1000,"currency":"eur"}`), 100)
+	tests := []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"with GetBody", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, target, bytes.NewReader(payload))
+			return r
+		}},
+		{"without GetBody", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, target, noGetBody{bytes.NewReader(payload)})
+			require.Nil(t, r.GetBody)
+			return r
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(reply(502), fail(syscall.ECONNRESET), reply(200))
+			_, err := do(t, resilient.NewTransport(s, fast()...), tc.req())
+			require.NoError(t, err)
+			at := s.attempts()
+			require.Len(t, at, 3)
+			for i, a := range at {
+				assert.Equal(t, payload, a.body, "attempt %d", i)
+			}
+		})
+	}
+}
+
+func TestOverLimitBodyIsSentOnce(t *testing.T) {
+	payload := bytes.Repeat([]byte("x"), 2048)
+	s := newStub(reply(503), reply(200))
+	tr := resilient.NewTransport(s, fast(resilient.WithMaxBodyBuffer(1024))...)
+	req, _ := http.NewRequest(http.MethodPost, target, noGetBody{bytes.NewReader(payload)})
+	rep := new(resilient.Report)
+	req = req.WithContext(resilient.ContextWithReport(req.Context(), rep))
+	resp, err := do(t, tr, req)
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode, "the real last status is returned")
+	require.Len(t, s.attempts(), 1)
+	assert.Equal(t, payload, s.attempts()[0].body)
+	assert.True(t, rep.SingleAttempt)
+	assert.ErrorIs(t, rep.Stopped, resilient.ErrBodyNotReplayable)
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+func TestBodyReadErrorIsClearAndSendsNothing(t *testing.T) {
+	s := newStub(reply(200))
+	req, _ := http.NewRequest(http.MethodPost, target, failingReader{})
+	_, err := (&http.Client{Transport: resilient.NewTransport(s, fast()...)}).Do(req)
+	require.ErrorIs(t, err, resilient.ErrBodyNotReplayable)
+	assert.Contains(t, err.Error(), "disk on fire")
+	assert.Empty(t, s.attempts())
+}
+
+func TestStatusClassification(t *testing.T) {
+	tests := []struct {
+		code  int
+		retry bool
+	}{
+		{400, false}, {401, false}, {403, false}, {404, false}, {422, false}, {501, false}, {505, false},
+		{500, true}, {502, true}, {503, true}, {504, true}, {408, true}, {429, true}, {425, true},
+	}
+	for _, tc := range tests {
+		t.Run(http.StatusText(tc.code), func(t *testing.T) {
+			s := newStub(reply(tc.code))
+			resp, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
+			require.NoError(t, err, "a final HTTP status is a response, not an error")
+			assert.Equal(t, tc.code, resp.StatusCode)
+			want := 1
+			if tc.retry {
+				want = resilient.DefaultMaxAttempts
+			}
+			assert.Len(t, s.attempts(), want)
+		})
+	}
+}
+
+func dialErr() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: &net.OpError{Op: "connect", Err: syscall.ECONNREFUSED}}
+}
+
+func readErr() error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+func TestNetworkErrorClassification(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		keyed    bool
+		method   string
+		attempts int
+		unknown  bool
+	}{
+		{"dial error, POST without key", dialErr(), false, http.MethodPost, 4, false},
+		{"dial error, POST keyed", dialErr(), true, http.MethodPost, 4, false},
+		{"reset after send, POST keyed", readErr(), true, http.MethodPost, 4, true},
+		{"reset after send, POST without key", readErr(), false, http.MethodPost, 1, true},
+		{"reset after send, PUT without key", readErr(), false, http.MethodPut, 4, true},
+		{"EOF after send, POST keyed", io.ErrUnexpectedEOF, true, http.MethodPost, 4, true},
+		{"DNS not found", &net.DNSError{Err: "no such host", Name: "api.test", IsNotFound: true}, true, http.MethodPost, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(fail(tc.err))
+			opts := fast()
+			if !tc.keyed {
+				opts = append(opts, resilient.WithKeyMethods())
+			}
+			req, _ := http.NewRequest(tc.method, target, strings.NewReader("{}"))
+			client := &http.Client{Transport: resilient.NewTransport(s, opts...)}
+			_, err := client.Do(req)
+			require.Error(t, err)
+			var re *resilient.Error
+			require.ErrorAs(t, err, &re, "errors.As sees through *url.Error")
+			assert.Len(t, s.attempts(), tc.attempts)
+			assert.Equal(t, tc.attempts, re.Attempts)
+			assert.Equal(t, tc.unknown, re.Unknown)
+			assert.ErrorIs(t, err, tc.err, "the cause is kept")
+			if tc.attempts > 1 {
+				assert.ErrorIs(t, err, resilient.ErrRetriesExhausted)
+			}
+		})
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	tests := []struct {
+		name   string
+		header func(now time.Time) string
+		want   time.Duration
+	}{
+		{"seconds", func(time.Time) string { return "2" }, 2 * time.Second},
+		{"HTTP-date", func(now time.Time) string { return now.Add(3 * time.Second).UTC().Format(http.TimeFormat) }, 3 * time.Second},
+		{"RFC 850 date", func(now time.Time) string { return now.Add(3 * time.Second).UTC().Format(time.RFC850) }, 3 * time.Second},
+		{"garbage ignored", func(time.Time) string { return "soon" }, 0},
+		{"negative ignored", func(time.Time) string { return "-5" }, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				now := time.Now().Truncate(time.Second)
+				time.Sleep(time.Until(now.Add(time.Second))) // align to a whole second for HTTP-dates
+				s := newStub(reply(429, "Retry-After: "+tc.header(time.Now())), reply(200))
+				tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithoutBreaker())
+				start := time.Now()
+				resp, err := do(t, tr, post(t, context.Background(), "{}"))
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, tc.want, time.Since(start))
+			})
+		})
+	}
+}
+
+func TestJitterNeverShortensRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(reply(503, "Retry-After: 1"), reply(200))
+		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)),
+			resilient.WithoutBudget(), resilient.WithoutBreaker())
+		start := time.Now()
+		_, err := do(t, tr, post(t, context.Background(), "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, time.Since(start))
+	})
+}
+
+func TestOverCapRetryAfterReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(reply(503, "Retry-After: 3600"), reply(200))
+		tr := resilient.NewTransport(s, fast()...)
+		rep := new(resilient.Report)
+		start := time.Now()
+		resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Zero(t, time.Since(start))
+		assert.Len(t, s.attempts(), 1)
+		assert.ErrorIs(t, rep.Stopped, resilient.ErrDelayTooLong)
+	})
+}
+
+func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
+	s := newStub(reply(503))
+	tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)),
+		resilient.WithoutBudget(), resilient.WithoutBreaker())
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := do(t, tr, post(t, ctx, "{}"))
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, elapsed, 20*time.Millisecond+50*time.Millisecond)
+	var re *resilient.Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 1, re.Attempts)
+}
+
+func TestDeadlineShorterThanDelayReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(reply(503, "Retry-After: 10"))
+		tr := resilient.NewTransport(s, fast()...)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := do(t, tr, post(t, ctx, "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode, "the real cause, not a deadline error")
+		assert.Zero(t, time.Since(start))
+		assert.Len(t, s.attempts(), 1)
+
+		s2 := newStub(fail(readErr()))
+		tr2 := resilient.NewTransport(s2, resilient.WithBackoff(resilient.Exponential(10*time.Second, 10*time.Second)),
+			resilient.WithoutBudget(), resilient.WithoutBreaker())
+		_, err = do(t, tr2, post(t, ctx, "{}"))
+		require.ErrorIs(t, err, resilient.ErrDelayTooLong)
+		require.ErrorIs(t, err, syscall.ECONNRESET, "the real cause is kept")
+		assert.Zero(t, time.Since(start))
+	})
+}
+
+func TestDiscardedBodiesAreClosed(t *testing.T) {
+	s := newStub(reply(503), reply(500), reply(502), reply(200))
+	resp, err := resilient.NewTransport(s, fast()...).RoundTrip(post(t, context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, int32(4), s.opened.Load())
+	assert.Equal(t, int32(3), s.closed.Load(), "the three discarded responses are closed")
+	resp.Body.Close()
+	assert.Equal(t, int32(4), s.closed.Load())
+}
+
+func TestAttemptTimeoutIsSeparateFromCallerContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hang := func(req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
+		s := newStub(hang, hang, reply(201))
+		tr := resilient.NewTransport(s, fast(resilient.WithAttemptTimeout(time.Second))...)
+		rep := new(resilient.Report)
+		start := time.Now()
+		resp, err := tr.RoundTrip(post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err, "the returned body is readable after RoundTrip returns")
+		assert.Equal(t, "Created", string(body))
+		resp.Body.Close()
+		assert.Equal(t, 201, resp.StatusCode)
+		assert.Len(t, s.attempts(), 3)
+		assert.GreaterOrEqual(t, time.Since(start), 2*time.Second)
+		assert.Equal(t, resilient.CategoryTimeout, rep.Attempts[0].Category)
+	})
+}
+
+func TestBaseReturningResponseAndError(t *testing.T) {
+	both := func(req *http.Request) (*http.Response, error) {
+		resp, _ := reply(200)(req)
+		return resp, readErr()
+	}
+	s := newStub(both, reply(200))
+	resp, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Len(t, s.attempts(), 2, "the contract breach is treated as the error it carries")
+	assert.Equal(t, s.opened.Load(), s.closed.Load())
+}
+
+func TestReportRecordsWhatHappened(t *testing.T) {
+	s := newStub(reply(503), reply(201, "Idempotency-Status: replayed"))
+	rep := new(resilient.Report)
+	ctx := resilient.ContextWithReport(context.Background(), rep)
+	_, err := do(t, resilient.NewTransport(s, fast()...), post(t, ctx, "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, s.attempts()[0].header.Get("Idempotency-Key"), rep.Key)
+	require.Len(t, rep.Attempts, 2)
+	assert.Equal(t, 503, rep.Attempts[0].StatusCode)
+	assert.Equal(t, resilient.Retry, rep.Attempts[0].Action)
+	assert.Equal(t, resilient.CategoryUnavailable, rep.Attempts[0].Category)
+	assert.True(t, rep.Replayed)
+	assert.Nil(t, rep.Stopped)
+}
+
+func TestInvalidRequest(t *testing.T) {
+	s := newStub(reply(200))
+	req, _ := http.NewRequest(http.MethodPost, "ftp://api.test/x", strings.NewReader("{}"))
+	_, err := resilient.NewTransport(s, fast()...).RoundTrip(req)
+	require.ErrorIs(t, err, resilient.ErrInvalidRequest)
+	assert.Empty(t, s.attempts())
+}
