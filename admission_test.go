@@ -1,0 +1,256 @@
+package resilient_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+)
+
+func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
+	tests := []struct {
+		name      string
+		budget    resilient.Option
+		maxSent   int
+		exactSent int
+	}{
+		{"budget ratio 0.1, no floor", resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.1, MinPerSecond: 0, Window: time.Minute}), 1100, 0},
+		{"budget off", resilient.WithoutBudget(), 0, 4000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(reply(503))
+			rep := new(resilient.Report)
+			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(4), tc.budget)
+			stoppedByBudget := 0
+			for range 1000 {
+				*rep = resilient.Report{}
+				resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+				require.NoError(t, err)
+				require.Equal(t, 503, resp.StatusCode, "the last response is returned, not swallowed")
+				if errors.Is(rep.Stopped, resilient.ErrBudgetExhausted) {
+					stoppedByBudget++
+				}
+			}
+			n := len(s.attempts())
+			if tc.exactSent > 0 {
+				assert.Equal(t, tc.exactSent, n)
+				assert.Zero(t, stoppedByBudget)
+				return
+			}
+			assert.LessOrEqual(t, n, tc.maxSent)
+			assert.GreaterOrEqual(t, n, 1000)
+			assert.Greater(t, stoppedByBudget, 900, "the Report says the budget stopped the retries")
+			t.Logf("1000 operations, max 4 attempts, ratio 0.1: %d requests", n)
+		})
+	}
+}
+
+func TestBudgetIsPerHostAndShareable(t *testing.T) {
+	s := newStub(reply(503))
+	cfg := resilient.BudgetConfig{Ratio: 0, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
+	send := func(tr http.RoundTripper, host string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+host+"/v1/x", strings.NewReader("{}"))
+		_, err := do(t, tr, req)
+		require.NoError(t, err)
+	}
+	perHost := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudgetConfig(cfg))
+	send(perHost, "a.test")
+	send(perHost, "b.test")
+	send(perHost, "a.test")
+	assert.Len(t, s.attempts(), 2+2+1, "each host has its own budget: one retry each")
+
+	s2 := newStub(reply(503))
+	shared := resilient.NewBudget(cfg)
+	t1 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudget(shared))
+	t2 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudget(shared))
+	send(t1, "a.test")
+	send(t2, "b.test")
+	assert.Len(t, s2.attempts(), 2+1, "one shared budget: one retry in all")
+}
+
+func breakerTransport(s http.RoundTripper, extra ...resilient.Option) *resilient.Transport {
+	return resilient.NewTransport(s, append([]resilient.Option{
+		resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithMaxAttempts(1),
+		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: 5 * time.Second, HalfOpenProbes: 2}),
+	}, extra...)...)
+}
+
+func TestBreakerOpensFailsFastAndCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		up := false
+		s := newStub(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if up {
+				return reply(200)(req)
+			}
+			return reply(503)(req)
+		})
+		var events []resilient.Event
+		tr := breakerTransport(s, resilient.WithObserver(func(_ context.Context, e resilient.Event) {
+			if e.Kind == resilient.EventBreaker {
+				events = append(events, e)
+			}
+		}))
+		for range 10 {
+			resp, err := do(t, tr, post(t, context.Background(), "{}"))
+			require.NoError(t, err)
+			require.Equal(t, 503, resp.StatusCode)
+		}
+		require.Len(t, s.attempts(), 10)
+
+		// Open: fail fast, nothing sent.
+		for range 50 {
+			_, err := do(t, tr, post(t, context.Background(), "{}"))
+			require.ErrorIs(t, err, resilient.ErrCircuitOpen)
+			var re *resilient.Error
+			require.ErrorAs(t, err, &re)
+			assert.Zero(t, re.Attempts)
+			assert.False(t, re.Unknown, "nothing was sent")
+			assert.Equal(t, time.Now().Add(5*time.Second).Round(time.Second), re.RetryAt.Round(time.Second))
+		}
+		assert.Len(t, s.attempts(), 10, "the server sees none of the refused requests")
+
+		// After the open timeout, probes go through and close it.
+		time.Sleep(5*time.Second + time.Millisecond)
+		mu.Lock()
+		up = true
+		mu.Unlock()
+		for range 2 {
+			resp, err := do(t, tr, post(t, context.Background(), "{}"))
+			require.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+		}
+		for range 20 {
+			_, err := do(t, tr, post(t, context.Background(), "{}"))
+			require.NoError(t, err)
+		}
+		assert.Len(t, s.attempts(), 10+2+20)
+		require.Len(t, events, 3)
+		assert.Equal(t, []resilient.BreakerState{resilient.BreakerOpen, resilient.BreakerHalfOpen, resilient.BreakerClosed},
+			[]resilient.BreakerState{events[0].To, events[1].To, events[2].To})
+	})
+}
+
+func TestBreakerIgnores4xx(t *testing.T) {
+	s := newStub(reply(400), reply(404), reply(422), reply(409))
+	tr := breakerTransport(s)
+	for range 200 {
+		_, err := do(t, tr, post(t, context.Background(), "{}"))
+		require.NoError(t, err)
+	}
+	assert.Len(t, s.attempts(), 200, "4xx answers never open the breaker")
+}
+
+func TestBreakerIsPerHost(t *testing.T) {
+	s := newStub(reply(503))
+	tr := breakerTransport(s)
+	for range 10 {
+		do(t, tr, post(t, context.Background(), "{}"))
+	}
+	_, err := do(t, tr, post(t, context.Background(), "{}"))
+	require.ErrorIs(t, err, resilient.ErrCircuitOpen)
+	req, _ := http.NewRequest(http.MethodGet, "http://other.test/", nil)
+	resp, err := do(t, tr, req)
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+}
+
+func TestRetryAfterPausesTheHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		first := true
+		s := newStub(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if first && req.URL.Host == "a.test" {
+				first = false
+				return reply(429, "Retry-After: 1")(req)
+			}
+			return reply(200)(req)
+		})
+		tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithoutBreaker())
+		get := func(host string) time.Duration {
+			start := time.Now()
+			req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+			resp, err := do(t, tr, req)
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode)
+			return time.Since(start)
+		}
+		var wg sync.WaitGroup
+		var first429, sameHost, otherHost time.Duration
+		wg.Go(func() { first429 = get("a.test") })
+		synctest.Wait() // the first request got its 429 and is waiting
+		wg.Go(func() { sameHost = get("a.test") })
+		wg.Go(func() { otherHost = get("b.test") })
+		wg.Wait()
+		assert.Equal(t, time.Second, first429)
+		assert.Equal(t, time.Second, sameHost, "a concurrent request to the same host waits for the pause")
+		assert.Zero(t, otherHost, "another host is not paused")
+	})
+}
+
+func TestRateLimitPacesPerHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(reply(200))
+		tr := resilient.NewTransport(s, resilient.WithRateLimit(rate.Limit(10), 1), resilient.WithoutBudget(), resilient.WithoutBreaker())
+		start := time.Now()
+		for range 11 {
+			req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+			_, err := do(t, tr, req)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, time.Second, time.Since(start), "11 requests at 10/s with burst 1 take 1 s")
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://a.test/", nil)
+		_, err := do(t, tr, req)
+		require.ErrorIs(t, err, resilient.ErrDelayTooLong, "a wait past the deadline is refused at once")
+	})
+}
+
+func TestLoggerRecordsRetriesAndOutcomeWithoutSecrets(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := newStub(reply(503), reply(201))
+	req := post(t, context.Background(), `{"card":"4242424242424242"}`)
+	req.Header.Set("Authorization", "Bearer sk_live_secret")
+	req.Header.Set("Cookie", "session=s3cr3t")
+	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithLogger(l))...), req)
+	require.NoError(t, err)
+	out := buf.String()
+	key := s.attempts()[0].header.Get("Idempotency-Key")
+	assert.Contains(t, out, `"outcome":"retry"`)
+	assert.Contains(t, out, `"outcome":"success"`)
+	assert.Contains(t, out, `"idempotency_key":"`+key+`"`)
+	assert.Contains(t, out, `"category":"DEPENDENCY.unavailable"`)
+	for _, secret := range []string{"sk_live_secret", "s3cr3t", "4242"} {
+		assert.NotContains(t, out, secret)
+	}
+}
+
+func TestSilentByDefault(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(prev)
+	s := newStub(reply(503), reply(201))
+	_, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Empty(t, buf.String())
+}
