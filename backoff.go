@@ -65,12 +65,12 @@ type backoff struct {
 	kind backoffKind
 	base time.Duration // > 0, or 0 for "never wait"
 	max  time.Duration // >= base
-	src  *lockedRand   // nil: the top-level functions of math/rand/v2
+	src  *backoffRand  // nil: the top-level functions of math/rand/v2
 }
 
-// lockedRand is a seeded generator serialised by a mutex: *rand.Rand is not
+// backoffRand is a seeded generator serialised by a mutex: *rand.Rand is not
 // safe for concurrent use.
-type lockedRand struct {
+type backoffRand struct {
 	mu sync.Mutex
 	r  *rand.Rand
 }
@@ -130,7 +130,7 @@ func Seeded(b Backoff, seed uint64) Backoff {
 		return b
 	}
 	c := *bo
-	c.src = &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	c.src = &backoffRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	return &c
 }
 

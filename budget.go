@@ -10,9 +10,9 @@ import (
 // budgetBuckets is the number of buckets a Budget's window is split into.
 const budgetBuckets = 10
 
-// rolling is the epoch of a bucket that a goroutine is resetting. No real
+// budgetRolling is the epoch of a bucket that a goroutine is resetting. No real
 // epoch has this value: epochs are clamped well inside the int64 range.
-const rolling = math.MinInt64
+const budgetRolling = math.MinInt64
 
 // BudgetConfig configures a Budget. NewBudget resolves it once; the zero
 // value of each field is documented with the field. The common call is
@@ -101,7 +101,7 @@ type budgetParams struct {
 // budgetBucket counts the events of one epoch. Its counts only ever grow by
 // one or are reset to zero, and only current resets them.
 type budgetBucket struct {
-	epoch       atomic.Int64 // absolute bucket index, or rolling
+	epoch       atomic.Int64 // absolute bucket index, or budgetRolling
 	deposits    atomic.Int64
 	withdrawals atomic.Int64
 }
@@ -144,7 +144,7 @@ func (p budgetParams) epoch(now time.Time) int64 {
 	if d%p.width < 0 {
 		e-- // floor, for times before 1970
 	}
-	// Keep e±budgetBuckets from overflowing and e away from rolling.
+	// Keep e±budgetBuckets from overflowing and e away from budgetRolling.
 	return min(max(e, math.MinInt64/4), math.MaxInt64/4)
 }
 
@@ -245,7 +245,7 @@ func (b *Budget) sum(e int64, own *budgetBucket) (deposits, withdrawals, ownWith
 // being reset, or was reset while being read.
 func (bk *budgetBucket) read(e int64) (deposits, withdrawals int64, ok bool) {
 	ep := bk.epoch.Load()
-	if ep <= e-budgetBuckets || ep >= e+budgetBuckets { // also rolling
+	if ep <= e-budgetBuckets || ep >= e+budgetBuckets { // also budgetRolling
 		return 0, 0, false
 	}
 	deposits, withdrawals = bk.deposits.Load(), bk.withdrawals.Load()
@@ -257,7 +257,7 @@ func (bk *budgetBucket) read(e int64) (deposits, withdrawals int64, ok bool) {
 
 // current makes bk the bucket of epoch e, resetting its counts first if it
 // holds another epoch. It reports false, without waiting, if another
-// goroutine is resetting bk. The reset marks the bucket rolling before
+// goroutine is resetting bk. The reset marks the bucket budgetRolling before
 // zeroing the counts and publishes the new epoch last, so a goroutine that
 // sees the new epoch never adds to, or reads, the old counts. (Only a
 // goroutine stalled for a whole window between its check and its add can
@@ -269,9 +269,9 @@ func (bk *budgetBucket) current(e int64) bool {
 		switch {
 		case old == e:
 			return true
-		case old == rolling:
+		case old == budgetRolling:
 			return false
-		case bk.epoch.CompareAndSwap(old, rolling):
+		case bk.epoch.CompareAndSwap(old, budgetRolling):
 			bk.deposits.Store(0)
 			bk.withdrawals.Store(0)
 			bk.epoch.Store(e)
