@@ -22,18 +22,18 @@ type replayBody struct {
 	contentLen int64
 }
 
-// newReplayBody prepares req's body for several attempts. It reads at most
+// init prepares req's body for several attempts. It reads at most
 // limit+1 bytes of a body without GetBody. A read error is returned wrapped in
 // ErrBodyNotReplayable and the body is closed: nothing is sent.
-func newReplayBody(req *http.Request, limit int64) (*replayBody, error) {
-	rb := &replayBody{replayable: true, contentLen: req.ContentLength}
+func (rb *replayBody) init(req *http.Request, limit int64) error {
+	*rb = replayBody{replayable: true, contentLen: req.ContentLength}
 	if req.Body == nil || req.Body == http.NoBody {
-		return rb, nil
+		return nil
 	}
 	if req.GetBody != nil {
 		rb.getBody = req.GetBody
 		rb.first = req.Body
-		return rb, nil
+		return nil
 	}
 	var b bytes.Buffer
 	if req.ContentLength > 0 && req.ContentLength <= limit {
@@ -42,12 +42,12 @@ func newReplayBody(req *http.Request, limit int64) (*replayBody, error) {
 	n, err := io.Copy(&b, io.LimitReader(req.Body, limit+1))
 	if err != nil {
 		req.Body.Close()
-		return nil, fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+		return fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
 	}
 	if n <= limit {
 		req.Body.Close()
 		rb.buf = b.Bytes()
-		return rb, nil
+		return nil
 	}
 	// Over the limit: stream what was read, then the rest, once.
 	rb.replayable = false
@@ -56,7 +56,7 @@ func newReplayBody(req *http.Request, limit int64) (*replayBody, error) {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(rb.buf), req.Body), req.Body}
-	return rb, nil
+	return nil
 }
 
 // none reports whether the request has no body.

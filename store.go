@@ -62,4 +62,3 @@ func (c *call) claim() error {
 	}
 	return nil
 }
-

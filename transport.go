@@ -93,7 +93,7 @@ type call struct {
 	rep       *Report
 	key       string
 	op        string
-	body      *replayBody
+	body      replayBody
 	start     time.Time
 	attempts  int
 	ambiguous bool
@@ -123,11 +123,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.key = "" // never echo an invalid key
 		return nil, c.fail(ErrInvalidKey, CategoryClient, err)
 	}
-	body, err := newReplayBody(req, t.cfg.maxBodyBuffer)
-	if err != nil {
+	if err := c.body.init(req, t.cfg.maxBodyBuffer); err != nil {
 		return nil, c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
-	c.body = body
 	if c.op != "" && t.cfg.store != nil {
 		if err := c.claim(); err != nil {
 			c.body.close()
@@ -136,7 +134,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if c.rep != nil {
 		c.rep.Key = c.key
-		c.rep.SingleAttempt = !body.replayable
+		c.rep.SingleAttempt = !c.body.replayable
 	}
 	c.host = t.host(req.URL.Host)
 	return c.loop()
