@@ -1,6 +1,7 @@
 package resilient_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -167,4 +168,32 @@ func TestValidateKey(t *testing.T) {
 	for _, bad := range []string{"", " lead", "trail ", "tab\t", "é", strings.Repeat("a", 256)} {
 		assert.ErrorIs(t, resilient.ValidateKey(bad), resilient.ErrInvalidKey, "%q", bad)
 	}
+}
+
+func FuzzDefaultClassifier(f *testing.F) {
+	f.Add(409, "Retry-After: 1\nContent-Type: application/problem+json", []byte(`{"type":"/in-progress"}`), true)
+	f.Add(429, `RateLimit: "default";r=0;t=30`, []byte{}, false)
+	f.Add(503, "Retry-After: Sun, 22 Nov 2026 12:00:30 GMT", []byte("busy"), true)
+	f.Add(422, "X-Should-Retry: true", bytes.Repeat([]byte("mismatch"), 1000), true)
+	f.Add(-1, "Stripe-Should-Retry: false", []byte(nil), false)
+	f.Fuzz(func(t *testing.T, code int, headers string, body []byte, keyed bool) {
+		var hs []string
+		for _, line := range strings.Split(headers, "\n") {
+			if strings.Contains(line, ":") {
+				hs = append(hs, line)
+			}
+		}
+		resp := response(code, string(body), hs...)
+		d := resilient.DefaultClassifier(outcome(http.MethodPost, keyed, resp, nil))
+		if d.Delay < 0 {
+			t.Fatalf("negative delay %v", d.Delay)
+		}
+		if d.Action > resilient.Terminal {
+			t.Fatalf("unknown action %v", d.Action)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("body changed by the classifier: %q, %v", got, err)
+		}
+	})
 }
