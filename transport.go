@@ -216,6 +216,13 @@ func (c *call) loop() (*http.Response, error) {
 			return c.finish(resp, d, err, nil)
 		}
 
+		// A 429 or 503 with a delay holds back every request to the host,
+		// whether or not this one retries.
+		if resp != nil && d.Delay > 0 && d.Delay <= cfg.retryAfterMax &&
+			(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+			c.host.pause(cfg.now(), d.Delay)
+		}
+
 		// Retryable: find a reason to stop, else pay for the retry.
 		delay := d.Delay
 		if cfg.backoff != nil {
@@ -241,9 +248,6 @@ func (c *call) loop() (*http.Response, error) {
 		}
 		c.emit(Event{Kind: EventRetry, Attempt: n + 1, Delay: delay, StatusCode: c.status, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: err})
 		if resp != nil {
-			if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && d.Delay > 0 {
-				c.host.pause(cfg.now(), d.Delay)
-			}
 			discard(resp)
 		}
 		if err := sleep(c.ctx, delay); err != nil {
@@ -405,7 +409,7 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 // Report, emits the outcome, and returns resp or an *Error.
 func (c *call) finish(resp *http.Response, d Decision, err error, stop error) (*http.Response, error) {
 	c.body.close()
-	c.record(resp != nil && !c.ambiguous || resp == nil && d.Action == Terminal && !c.ambiguous)
+	c.record(!c.ambiguous && (resp != nil || d.Action == Terminal))
 	outcome := outcomeOf(resp, d, stop)
 	if c.rep != nil {
 		c.rep.Stopped = stop
