@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		// Re-executed by TestCrashResume as the client process.
+		os.Exit(crashChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // sent is what the stub base transport saw for one attempt.
 type sent struct {
