@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/persist"
 )
 
 // flaky answers 503 to the first attempt of every operation and 201 to the
@@ -103,4 +104,35 @@ func ExampleError() {
 		fmt.Println(re.Attempts, re.Unknown, errors.Is(err, resilient.ErrRetriesExhausted))
 	}
 	// Output: 2 false true
+}
+
+func ExampleContextWithOperation() {
+	srv := flaky()
+	defer srv.Close()
+
+	// A Store keeps the key of each named operation until it has a definitive
+	// answer; use persist/bolt or persist/redis to survive a crash.
+	store := persist.NewMemory()
+	client := resilient.NewClient(resilient.WithStore(store), resilient.WithBackoff(resilient.Exponential(10*time.Millisecond, time.Second)))
+
+	ctx := resilient.ContextWithOperation(context.Background(), "refund:ch_123")
+	var keys []string
+	for range 2 { // the same operation twice: one key
+		rep := new(resilient.Report)
+		req, _ := http.NewRequestWithContext(resilient.ContextWithReport(ctx, rep), http.MethodPost, srv.URL+"/v1/refunds", strings.NewReader(`{"amount":1000}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		keys = append(keys, rep.Key)
+		fmt.Println(resp.StatusCode)
+	}
+	recs, _ := store.Pending(context.Background())
+	fmt.Println("same key:", keys[0] == keys[1], "pending:", len(recs))
+	// Output:
+	// 201
+	// 201
+	// same key: true pending: 0
 }
