@@ -1,0 +1,115 @@
+// Command fakeserver runs the fake idempotent API of package
+// github.com/resilienthttp/resilient/fakeserver as a standalone server, so that
+// tests in any language can use it.
+//
+// Usage:
+//
+//	fakeserver [-addr 127.0.0.1:8080] [-scenario file.json] [-seed N]
+//
+// The first line it prints on stdout is "listening on http://HOST:PORT". It
+// serves the API under /v1/ and the admin endpoints under /_fake/ (see
+// fakeserver/README.md), and shuts down cleanly on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/resilienthttp/resilient/fakeserver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintln(os.Stderr, "fakeserver:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: it serves until ctx is done, then shuts down.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("fakeserver", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	addr := flags.String("addr", "127.0.0.1:8080",
+		"listen `address`; an empty host means 127.0.0.1 (use 0.0.0.0 for every interface), port 0 picks a free port")
+	scenarioPath := flags.String("scenario", "", "scenario JSON `file` (see README.md); default: a healthy server")
+	seed := flags.Uint64("seed", 0, "seed of the random draws; when set, overrides the scenario's seed")
+	grace := flags.Duration("shutdown-timeout", 5*time.Second, "how long to wait for open connections on shutdown")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+
+	var opts []fakeserver.Option
+	if *scenarioPath != "" {
+		data, err := os.ReadFile(*scenarioPath)
+		if err != nil {
+			return err
+		}
+		sc, err := fakeserver.ParseScenario(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *scenarioPath, err)
+		}
+		opts = append(opts, fakeserver.WithScenario(sc))
+	}
+	flags.Visit(func(f *flag.Flag) {
+		if f.Name == "seed" {
+			opts = append(opts, fakeserver.WithSeed(*seed))
+		}
+	})
+
+	host, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return fmt.Errorf("-addr: %w", err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return err
+	}
+	fake := fakeserver.NewUnstarted(opts...)
+	hs := &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if _, err := fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr()); err != nil {
+		ln.Close()
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		fake.Close()
+		return err
+	case <-ctx.Done():
+	}
+	// Release requests that hang or wait first, then close the connections.
+	fake.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	fmt.Fprintln(stdout, "shut down")
+	return nil
+}
