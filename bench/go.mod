@@ -1,0 +1,24 @@
+module github.com/resilienthttp/resilient/bench
+
+go 1.26.0
+
+require (
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/google/uuid v1.6.0
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/resilienthttp/resilient v0.0.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/google/go-cmp v0.6.0 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+	gonum.org/v1/gonum v0.16.0 // indirect
+)
+
+replace github.com/resilienthttp/resilient => ../
