@@ -361,7 +361,7 @@ func TestHelperClaim(t *testing.T) {
 
 func TestTwoProcessesClaimOneOperation(t *testing.T) {
 	srv := startServer(t)
-	start := time.Now().Add(time.Second)
+	start := time.Now().Add(2 * time.Second) // time for both children to start and connect
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
