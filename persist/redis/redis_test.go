@@ -25,6 +25,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(helperAddrEnv) != "":
+		// Re-executed by TestTwoProcessesClaimOneOperation.
+		os.Exit(helperClaim())
+	case os.Getenv(crashAddrEnv) != "":
+		// Re-executed by TestCrashResumeWithRedis.
+		os.Exit(crashChild())
+	}
 	// After dials fail (TestRedisDown), go-redis redials in a goroutine that
 	// notices the client's Close only at its next one-second tick.
 	goleak.VerifyTestMain(m,
@@ -320,24 +328,28 @@ type helperResult struct {
 	Claimed bool   `json:"claimed"`
 }
 
-// TestHelperClaim is the child process: at the agreed time it claims
-// helperOps operations, from 8 goroutines, each with a key of its own, and
-// prints what it got as one JSON line.
-func TestHelperClaim(t *testing.T) {
+// helperClaim is the child process of TestTwoProcessesClaimOneOperation: at
+// the agreed time it claims helperOps operations, from 8 goroutines, each
+// with a key of its own, and prints what it got as one JSON line.
+func helperClaim() int {
 	addr := os.Getenv(helperAddrEnv)
-	if addr == "" {
-		t.Skip("helper process for TestTwoProcessesClaimOneOperation")
-	}
 	startNanos, err := strconv.ParseInt(os.Getenv(helperStartEnv), 10, 64)
-	require.NoError(t, err)
+	if err != nil {
+		fmt.Println("bad start time:", err)
+		return 2
+	}
 	name := os.Getenv(helperNameEnv)
 	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 8, MinIdleConns: 8})
 	defer c.Close()
 	s := redis.New(c, redis.WithPrefix("race:"))
-	require.NoError(t, c.Ping(t.Context()).Err()) // connect before the start time
+	if err := c.Ping(context.Background()).Err(); err != nil { // connect before the start time
+		fmt.Println("ping:", err)
+		return 2
+	}
 
 	results := make([]helperResult, helperOps)
 	var next atomic.Int64
+	var failed atomic.Bool
 	var wg sync.WaitGroup
 	time.Sleep(time.Until(time.Unix(0, startNanos)))
 	for range 8 {
@@ -347,16 +359,25 @@ func TestHelperClaim(t *testing.T) {
 					Operation: "op" + strconv.Itoa(i), Key: name + "-" + strconv.Itoa(i),
 				})
 				if err != nil {
-					panic(err)
+					fmt.Println("claim:", err)
+					failed.Store(true)
+					return
 				}
 				results[i] = helperResult{rec.Key, claimed}
 			}
 		})
 	}
 	wg.Wait()
+	if failed.Load() {
+		return 1
+	}
 	out, err := json.Marshal(results)
-	require.NoError(t, err)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	fmt.Printf("RESULTS %s\n", out)
+	return 0
 }
 
 func TestTwoProcessesClaimOneOperation(t *testing.T) {
@@ -370,7 +391,7 @@ func TestTwoProcessesClaimOneOperation(t *testing.T) {
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperClaim$", "-test.count=1", "-test.v")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(),
 			helperAddrEnv+"="+srv.addr,
 			helperStartEnv+"="+strconv.FormatInt(start.UnixNano(), 10),
