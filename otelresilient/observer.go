@@ -1,0 +1,94 @@
+package otelresilient
+
+import (
+	"context"
+	"errors"
+
+	"github.com/resilienthttp/resilient"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Attribute keys of the metrics, the names the slog observer uses.
+const (
+	keyHost     = attribute.Key("host")
+	keyMethod   = attribute.Key("method")
+	keyStatus   = attribute.Key("status")
+	keyCategory = attribute.Key("category")
+	keyOutcome  = attribute.Key("outcome")
+	keyFrom     = attribute.Key("from")
+	keyTo       = attribute.Key("to")
+)
+
+// observe is the Observer: one Event in, the instruments it concerns updated.
+// It runs on the request's goroutine and takes no lock of its own.
+func (i *Instrumentation) observe(ctx context.Context, e resilient.Event) {
+	switch e.Kind {
+	case resilient.EventAttempt:
+		i.onAttempt(ctx, e)
+	case resilient.EventRetry:
+		attrs := metric.WithAttributeSet(requestAttrs(e, true, true))
+		i.retries.Add(ctx, 1, attrs)
+		i.retryDelay.Record(ctx, e.Delay.Seconds(), metric.WithAttributeSet(requestAttrs(e, false, true)))
+	case resilient.EventOutcome:
+		i.onOutcome(ctx, e)
+	case resilient.EventBreaker:
+		i.breakerChanges.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
+			keyHost.String(e.Host), keyFrom.String(e.From.String()), keyTo.String(e.To.String()))))
+	}
+}
+
+func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
+	addSpanEvent(ctx, e)
+	attrs := metric.WithAttributeSet(requestAttrs(e, true, true))
+	i.attempts.Add(ctx, 1, attrs)
+	if e.Replayed || e.Category == resilient.CategoryInProgress || e.Category == resilient.CategoryPayloadMismatch {
+		narrow := metric.WithAttributeSet(requestAttrs(e, true, false))
+		switch {
+		case e.Replayed:
+			i.replays.Add(ctx, 1, narrow)
+		case e.Category == resilient.CategoryInProgress:
+			i.inProgress.Add(ctx, 1, narrow)
+		default:
+			i.payloadMismatch.Add(ctx, 1, narrow)
+		}
+	}
+}
+
+func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
+	// The Transport also reports a failure to record the outcome in its
+	// Store as an EventOutcome, just before the request's real outcome; its
+	// Err is the store error, never a *resilient.Error. It is not an outcome
+	// of the request, so it must not be counted as a second one.
+	var re *resilient.Error
+	if e.Err != nil && !errors.As(e.Err, &re) {
+		return
+	}
+	switch e.Outcome {
+	case resilient.OutcomeBudgetExhausted:
+		i.budgetRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
+	case resilient.OutcomeCircuitOpen:
+		i.breakerRefused.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
+	}
+	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(e.Outcome)}
+	kvs = appendStatusCategory(kvs, e, true, true)
+	i.opDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(kvs...)))
+}
+
+// requestAttrs returns host and method, with status and category when asked
+// for and set.
+func requestAttrs(e resilient.Event, status, category bool) attribute.Set {
+	kvs := make([]attribute.KeyValue, 2, 4)
+	kvs[0], kvs[1] = keyHost.String(e.Host), keyMethod.String(e.Method)
+	return attribute.NewSet(appendStatusCategory(kvs, e, status, category)...)
+}
+
+func appendStatusCategory(kvs []attribute.KeyValue, e resilient.Event, status, category bool) []attribute.KeyValue {
+	if status && e.StatusCode != 0 {
+		kvs = append(kvs, keyStatus.Int(e.StatusCode))
+	}
+	if category && e.Category != resilient.CategoryNone {
+		kvs = append(kvs, keyCategory.String(string(e.Category)))
+	}
+	return kvs
+}
