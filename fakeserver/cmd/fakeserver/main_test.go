@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/resilienthttp/resilient/fakeserver"
+)
+
+// runMainEnv makes the test binary act as the fakeserver command, so the tests
+// can start it as a real process and signal it.
+const runMainEnv = "FAKESERVER_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+const scenarioJSON = `{
+  "seed": 5,
+  "routes": [{"match": "POST /v1/charges", "script": [{"kind": "status", "status": 503, "retry_after": "2s"}]}]
+}`
+
+// startProcess runs the command as a child process and returns its base URL.
+func startProcess(t *testing.T, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("stderr: %s", stderr.String())
+		}
+	})
+	lines := bufio.NewScanner(stdout)
+	first := make(chan string, 1)
+	go func() {
+		if lines.Scan() {
+			first <- lines.Text()
+		}
+		close(first)
+	}()
+	select {
+	case line := <-first:
+		url, ok := strings.CutPrefix(line, "listening on ")
+		require.True(t, ok, "first line %q", line)
+		require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), url)
+		return cmd, url, lines
+	case <-time.After(10 * time.Second):
+		t.Fatal("no 'listening on' line within 10s")
+		return nil, "", nil
+	}
+}
+
+func get(t *testing.T, c *http.Client, method, url, body string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
+	r, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(r)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func TestBinaryServesAdminAPIAndStopsOnSIGTERM(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scenario.json")
+	require.NoError(t, os.WriteFile(path, []byte(scenarioJSON), 0o600))
+	cmd, base, lines := startProcess(t, "-addr", ":0", "-scenario", path, "-seed", "11")
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+
+	// The scenario file is loaded, the -seed flag overrides its seed.
+	code, _, body := get(t, c, http.MethodGet, base+"/_fake/scenario", "")
+	require.Equal(t, http.StatusOK, code)
+	sc, err := fakeserver.ParseScenario([]byte(body))
+	require.NoError(t, err)
+	assert.EqualValues(t, 11, sc.Seed)
+
+	code, h, _ := get(t, c, http.MethodPost, base+"/v1/charges", `{"amount":1}`, "Idempotency-Key", "k")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "the scripted fault")
+	assert.Equal(t, "2", h.Get("Retry-After"))
+	code, h, _ = get(t, c, http.MethodPost, base+"/v1/charges", `{"amount":1}`, "Idempotency-Key", "k", "Retry-Attempt", "1")
+	assert.Equal(t, http.StatusCreated, code)
+	assert.Equal(t, "stored", h.Get("Idempotency-Status"))
+
+	code, _, body = get(t, c, http.MethodGet, base+"/_fake/stats", "")
+	require.Equal(t, http.StatusOK, code)
+	var st fakeserver.Stats
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.EqualValues(t, 2, st.Requests)
+	assert.EqualValues(t, 1, st.Retries)
+	assert.Equal(t, 1, st.Effects)
+
+	code, _, _ = get(t, c, http.MethodPut, base+"/_fake/scenario", `{"require_key": true}`)
+	assert.Equal(t, http.StatusNoContent, code)
+	code, _, _ = get(t, c, http.MethodPost, base+"/v1/charges", `{}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	code, _, _ = get(t, c, http.MethodPost, base+"/_fake/reset", "")
+	assert.Equal(t, http.StatusNoContent, code)
+	code, _, body = get(t, c, http.MethodGet, base+"/_fake/effects?key=k", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"key":"k","effects":0}`, body)
+
+	// A request hangs; SIGTERM must still stop the server promptly and cleanly.
+	code, _, _ = get(t, c, http.MethodPost, base+"/_fake/enqueue", `{"match":"*","faults":[{"kind":"hang"}]}`)
+	require.Equal(t, http.StatusNoContent, code)
+	hung := make(chan error, 1)
+	go func() {
+		r, _ := http.NewRequest(http.MethodPost, base+"/v1/charges", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "h")
+		resp, err := c.Do(r)
+		if err == nil {
+			resp.Body.Close()
+		}
+		hung <- err
+	}()
+	require.Eventually(t, func() bool {
+		_, _, body := get(t, c, http.MethodGet, base+"/_fake/stats", "")
+		return strings.Contains(body, `"in_flight": 1`)
+	}, 5*time.Second, 10*time.Millisecond)
+
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	// Read stdout to its end (the process exiting closes it), then reap it.
+	rest := make(chan []string, 1)
+	go func() {
+		var out []string
+		for lines.Scan() {
+			out = append(out, lines.Text())
+		}
+		rest <- out
+	}()
+	select {
+	case out := <-rest:
+		assert.Equal(t, []string{"shut down"}, out)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop within 10s of SIGTERM")
+	}
+	require.NoError(t, cmd.Wait(), "exit status 0")
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Error(t, <-hung, "the hung request's connection was dropped")
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"mode":"x"}`), 0o600))
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"-nope"}, "flag provided but not defined"},
+		{"extra argument", []string{"extra"}, "unexpected arguments"},
+		{"missing scenario", []string{"-scenario", filepath.Join(dir, "missing.json")}, "no such file"},
+		{"invalid scenario", []string{"-scenario", bad}, "mode"},
+		{"bad address", []string{"-addr", "nonsense"}, "-addr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, &stdout, &stderr)
+			require.Error(t, err)
+			assert.Contains(t, err.Error()+stderr.String(), tt.want)
+			assert.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestRunStopsWhenContextIsDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	require.True(t, lines.Scan())
+	base, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	require.True(t, ok)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	code, _, _ := get(t, &http.Client{Transport: tr}, http.MethodPost, base+"/v1/orders", `{"n":1}`)
+	assert.Equal(t, http.StatusCreated, code)
+	cancel()
+	require.True(t, lines.Scan())
+	assert.Equal(t, "shut down", lines.Text())
+	require.NoError(t, <-done)
+}
