@@ -50,7 +50,7 @@
 // Faults that drop the connection panic with http.ErrAbortHandler; on a
 // socket a reset first hijacks the connection and closes it with SO_LINGER 0.
 // Transport serves requests in-process with no socket and turns those drops
-// into the errors a socket gives (see the transport's RoundTrip).
+// into the errors a socket gives (see Server.Transport).
 //
 // # Oracles
 //

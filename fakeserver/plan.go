@@ -104,7 +104,7 @@ func (c *config) storesInjected(status int) bool {
 // routePlan is the run-time state of one Route: what remains of its script and
 // its random source.
 type routePlan struct {
-	source        string // Route.Match, trimmed
+	source        string // normalMatch(Route.Match)
 	match         matcher
 	requireKey    bool
 	failureRate   float64
@@ -125,7 +125,7 @@ func newRoutePlan(r Route, seed uint64) (*routePlan, error) {
 	h := fnv.New64a()
 	h.Write([]byte(r.Match))
 	return &routePlan{
-		source:        strings.TrimSpace(r.Match),
+		source:        normalMatch(r.Match),
 		match:         m,
 		requireKey:    r.RequireKey,
 		failureRate:   r.FailureRate,
@@ -176,6 +176,15 @@ func (p *routePlan) enqueue(faults []Fault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.script = append(p.script, cloneFaults(faults)...)
+}
+
+// normalMatch is the form of a Route.Match that Enqueue compares: trimmed,
+// with "" spelt "*".
+func normalMatch(m string) string {
+	if m = strings.TrimSpace(m); m == "" {
+		return "*"
+	}
+	return m
 }
 
 // matcher is a parsed Route.Match.

@@ -42,7 +42,8 @@ type Stats struct {
 	// Faults counts injected faults by FaultKind, and outage answers under
 	// "outage". Kinds never injected are absent.
 	Faults map[string]int64 `json:"faults"`
-	// InFlight is the number of API requests being served now.
+	// InFlight is the number of API requests in the server now, queued for
+	// capacity or in service.
 	InFlight int64 `json:"in_flight"`
 	// MaxInFlight is the largest InFlight seen.
 	MaxInFlight int64 `json:"max_in_flight"`

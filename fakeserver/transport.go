@@ -22,19 +22,7 @@ type transport struct{ s *Server }
 // inProcessAddr is the address in the errors of the in-process transport.
 func inProcessAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
-// RoundTrip implements http.RoundTripper. It closes the request body on every
-// path and returns a response or an error, never both:
-//
-//   - the request's context done, before or while serving: ctx.Err();
-//   - FaultReset: an error wrapping *net.OpError and syscall.ECONNRESET;
-//   - FaultLostResponse, or a hang ended by Close: an error wrapping
-//     *net.OpError and io.ErrUnexpectedEOF;
-//   - the server closed: an error wrapping *net.OpError (Op "dial") and
-//     syscall.ECONNREFUSED;
-//   - FaultTruncatedBody: a response whose body reads half, then fails with
-//     io.ErrUnexpectedEOF;
-//   - FaultSlowBody: a response whose body sleeps between chunks, honouring
-//     the request's context.
+// RoundTrip implements http.RoundTripper as documented on Server.Transport.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	closeBody := func() {
@@ -131,7 +119,7 @@ type recorder struct {
 func (rec *recorder) serve(h http.Handler, r *http.Request) (aborted bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			if v != http.ErrAbortHandler { //nolint:errorlint // net/http compares the same way
+			if v != http.ErrAbortHandler { // net/http compares the same way
 				panic(v)
 			}
 			aborted = true
