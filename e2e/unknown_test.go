@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/persist"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUnknownOutcomeIsNotLost scripts, over loopback, the sequences behind
+// the fault matrix's "told failed but its effect exists" violations: an
+// attempt commits the effect and its response is lost, and what the client
+// sees last is an answer that says nothing about the effect (a 429, or the
+// caller's own cancellation). The oracle of the package doc holds for one
+// operation: since the effect exists, the caller must be told success or
+// unknown — an *Error with Unknown, or a final response whose Report says
+// Unknown — and the Store must keep the operation Pending, so that it is
+// resolved (resumed with its key) rather than forgotten.
+func TestUnknownOutcomeIsNotLost(t *testing.T) {
+	lost := fakeserver.Fault{Kind: fakeserver.FaultLostResponse}
+	tooMany := fakeserver.Fault{Kind: fakeserver.FaultStatus, Status: http.StatusTooManyRequests, Headers: map[string]string{"Retry-After": "0"}}
+	cases := []struct {
+		name string
+		// warm sends one healthy request first, so that the operation's
+		// first attempt goes out on a reused keep-alive connection.
+		warm        bool
+		script      []fakeserver.Fault
+		maxAttempts int
+		cancelAfter time.Duration // cancel the caller's context after this
+	}{
+		{
+			// The 429s are answered before the idempotency layer, as a rate
+			// limiter in front of an API does; the commit of attempt 0 stays.
+			name:        "lost response, then 429 until the attempts run out",
+			script:      []fakeserver.Fault{lost, tooMany, tooMany, tooMany},
+			maxAttempts: 4,
+		},
+		{
+			name: "lost response, then 429 Retry-After 1, caller cancels during the wait",
+			script: []fakeserver.Fault{lost, {Kind: fakeserver.FaultStatus, Status: http.StatusTooManyRequests,
+				RetryAfter: fakeserver.Duration(time.Second)}},
+			maxAttempts: 4,
+			cancelAfter: 300 * time.Millisecond,
+		},
+		{
+			// net/http re-sends a keyed request by itself when a reused
+			// connection dies before the response; the SDK sees one attempt,
+			// answered 429, the server saw two, the first one committed.
+			name:        "lost response on a reused connection, silently re-sent by net/http, then 429",
+			warm:        true,
+			script:      []fakeserver.Fault{{Kind: fakeserver.FaultNone}, lost, tooMany},
+			maxAttempts: 1,
+		},
+		{
+			name:        "same, with attempts left: 429 on every later attempt",
+			warm:        true,
+			script:      []fakeserver.Fault{{Kind: fakeserver.FaultNone}, lost, tooMany, tooMany, tooMany, tooMany},
+			maxAttempts: 4,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv, url := startAPI(t, fakeserver.Scenario{}, nil)
+			require.NoError(t, srv.Enqueue("POST /v1/charges", c.script...))
+			store := persist.NewMemory()
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			client := &http.Client{Transport: resilient.NewTransport(base, append(retrying(),
+				resilient.WithMaxAttempts(c.maxAttempts), resilient.WithStore(store))...)}
+			if c.warm {
+				resp, err := client.Post(url+"/v1/charges", "application/json", strings.NewReader(`{"warm":true}`))
+				require.NoError(t, err)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				require.Equal(t, http.StatusCreated, resp.StatusCode)
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if c.cancelAfter > 0 {
+				time.AfterFunc(c.cancelAfter, cancel)
+			}
+			var rep resilient.Report
+			ctx = resilient.ContextWithReport(resilient.ContextWithOperation(ctx, "charge:1"), &rep)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/charges", strings.NewReader(chargeBody(1)))
+			require.NoError(t, err)
+			resp, doErr := client.Do(req)
+			r := result{op: 1, key: rep.Key, err: doErr, report: rep}
+			if resp != nil {
+				r.status = resp.StatusCode
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			t.Logf("caller saw: %s; server saw %d requests", describe(r), srv.Stats().Requests)
+			require.Equal(t, 1, srv.Effects(rep.Key), "precondition: the first attempt committed the effect")
+
+			told := "a final response"
+			if doErr != nil {
+				told = "an error"
+				var re *resilient.Error
+				require.ErrorAs(t, doErr, &re)
+				assert.True(t, re.Unknown, "the effect exists but the error says it was not applied (Error.Unknown false)")
+			} else if resp.StatusCode >= 300 {
+				assert.True(t, rep.Unknown, "the effect exists, the final status %d says nothing about it, and Report.Unknown is false", resp.StatusCode)
+			}
+			if doErr == nil && resp.StatusCode < 300 {
+				return // told success: nothing left to resolve
+			}
+			pending, err := store.Pending(context.Background())
+			require.NoError(t, err)
+			if assert.Len(t, pending, 1, "the effect exists and the caller got %s that does not say so: the operation must stay Pending in the Store, not be marked Done", told) {
+				assert.Equal(t, rep.Key, pending[0].Key)
+			}
+		})
+	}
+}
