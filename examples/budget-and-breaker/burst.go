@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+)
+
+// setting is one configuration of the retry budget and circuit breaker.
+type setting struct {
+	name string
+	opts []resilient.Option
+}
+
+// result is what one burst did.
+type result struct {
+	ops, succeeded       int
+	sent                 int // requests the server received
+	attempts, retries    int // as the Transport counted them
+	byBudget, byBreaker  int // requests stopped by the budget, by the breaker
+	exhausted, otherFail int // requests out of attempts; other failures
+}
+
+// amplification is requests sent per logical operation.
+func (r result) amplification() float64 { return float64(r.sent) / float64(r.ops) }
+
+// burst sends ops POSTs through a fresh Transport configured with s, from
+// workers goroutines, to a fresh server failing at rate, and reports what
+// happened. Each request is bounded by ctx.
+func burst(ctx context.Context, rate float64, s setting, ops, workers int) (result, error) {
+	srv := newFailingServer(rate)
+	defer srv.Close()
+	t := newTally()
+	base := &http.Transport{MaxIdleConnsPerHost: workers}
+	defer base.CloseIdleConnections()
+	opts := append([]resilient.Option{
+		resilient.WithObserver(t.observe),
+		resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 4*time.Millisecond)),
+	}, s.opts...)
+	client := &http.Client{Transport: resilient.NewTransport(base, opts...)}
+
+	jobs := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				if err := post(ctx, client, srv.URL+"/v1/charges"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+send:
+	for i := range ops {
+		select {
+		case jobs <- i:
+		case err = <-errs:
+			break send
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs
+	}
+	if err != nil {
+		return result{}, err
+	}
+
+	r := result{ops: ops, sent: srv.requests(), attempts: t.attempts, retries: t.retries}
+	for outcome, n := range t.outcomes {
+		switch outcome {
+		case resilient.OutcomeSuccess, resilient.OutcomeReplayed:
+			r.succeeded += n
+		case resilient.OutcomeBudgetExhausted:
+			r.byBudget += n
+		case resilient.OutcomeCircuitOpen:
+			r.byBreaker += n
+		case resilient.OutcomeRetriesExhausted:
+			r.exhausted += n
+		default:
+			r.otherFail += n
+		}
+	}
+	return r, nil
+}
+
+// post sends one charge. A final 503 or an open breaker is an expected
+// result, not an error; only a failure of the example itself (the context
+// ends, the server is unreachable) is.
+func post(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"amount":1000}`))
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("budget-and-breaker: burst: %w", ctx.Err())
+		}
+		if !errors.Is(err, resilient.ErrCircuitOpen) {
+			return fmt.Errorf("budget-and-breaker: burst: %w", err)
+		}
+		return nil
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
