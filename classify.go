@@ -176,10 +176,10 @@ func classifyStatus(o Outcome) Decision {
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
 		return Decision{Action: Retry, Category: CategoryTimeout}
 	case code == http.StatusTooManyRequests:
-		return Decision{Action: Retry, Category: CategoryRateLimit, Delay: serverDelay(resp.Header, o.Now)}
+		return Decision{Action: Retry, Category: CategoryRateLimit, Delay: ServerDelay(resp.Header, o.Now)}
 	case code == http.StatusServiceUnavailable:
 		// A 503 is shed before processing by convention; retry any method.
-		return Decision{Action: Retry, Category: CategoryUnavailable, Delay: serverDelay(resp.Header, o.Now), Ambiguous: true}
+		return Decision{Action: Retry, Category: CategoryUnavailable, Delay: ServerDelay(resp.Header, o.Now), Ambiguous: true}
 	case code == http.StatusBadGateway:
 		return retryIfSafe(CategoryUnavailable)
 	case code == http.StatusGatewayTimeout:
@@ -188,14 +188,14 @@ func classifyStatus(o Outcome) Decision {
 		return Decision{Action: Terminal, Category: CategoryTerminal}
 	case code >= 500:
 		d := retryIfSafe(CategoryTransient)
-		d.Delay = serverDelay(resp.Header, o.Now)
+		d.Delay = ServerDelay(resp.Header, o.Now)
 		return d
 	case code == http.StatusConflict:
 		if isMismatch(resp) {
 			return Decision{Action: Terminal, Category: CategoryPayloadMismatch}
 		}
 		if o.Keyed && isInProgress(resp) {
-			return Decision{Action: Retry, Category: CategoryInProgress, Delay: serverDelay(resp.Header, o.Now), Ambiguous: true}
+			return Decision{Action: Retry, Category: CategoryInProgress, Delay: ServerDelay(resp.Header, o.Now), Ambiguous: true}
 		}
 		return Decision{Action: Terminal, Category: CategoryConflict}
 	case code == http.StatusUnprocessableEntity:
@@ -298,9 +298,14 @@ func replayed(h http.Header) bool {
 		strings.EqualFold(strings.TrimSpace(h.Get("Idempotent-Replayed")), "true")
 }
 
-// peek reads up to peekLimit bytes of resp's body and puts them back in
-// front of the rest, so the caller still reads the whole body. A second call
-// on the same response returns the same bytes and reads nothing.
+// PeekBody returns the first bytes (at most 4 KiB) of resp's body without
+// consuming it: it replaces resp.Body with a reader that yields the same
+// bytes, then the rest, and closes the original. A second call on the same
+// response returns the same bytes and reads nothing. Classifiers use it to
+// look at a problem body; a read error is kept for the caller after the
+// bytes that came.
+func PeekBody(resp *http.Response) []byte { return peek(resp) }
+
 func peek(resp *http.Response) []byte {
 	if p, ok := resp.Body.(*peekedBody); ok {
 		return p.head

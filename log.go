@@ -21,6 +21,10 @@ func logObserver(l *slog.Logger) Observer {
 			if e.Outcome != OutcomeSuccess && e.Outcome != OutcomeReplayed {
 				level = slog.LevelWarn
 			}
+		case EventStore:
+			l.LogAttrs(ctx, slog.LevelError, "resilient: store", slog.String("idempotency_key", e.Key),
+				slog.String("operation", e.Operation), slog.String("error", e.Err.Error()))
+			return
 		case EventBreaker:
 			l.LogAttrs(ctx, slog.LevelWarn, "resilient: breaker", slog.String("host", e.Host),
 				slog.String("from", e.From.String()), slog.String("to", e.To.String()))

@@ -76,6 +76,9 @@ const (
 	EventOutcome
 	// EventBreaker: a host's circuit breaker changed state (From, To).
 	EventBreaker
+	// EventStore: the Store failed to record an operation's outcome (Err
+	// wraps ErrStore). The request's own EventOutcome follows.
+	EventStore
 )
 
 // Outcome values of an EventOutcome (and of the "outcome" log attribute).

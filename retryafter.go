@@ -51,11 +51,12 @@ func parseSeconds(v string) (time.Duration, bool) {
 	return time.Duration(n) * time.Second, true
 }
 
-// serverDelay returns the server-directed delay of a response: Retry-After
-// when present and valid; otherwise the IETF RateLimit fields when they say
-// the quota is spent (r=0 with t seconds, or RateLimit-Remaining: 0 with
-// RateLimit-Reset); otherwise 0.
-func serverDelay(h http.Header, now time.Time) time.Duration {
+// ServerDelay returns the server-directed delay of a response's headers:
+// Retry-After when present and valid (see ParseRetryAfter); otherwise the IETF
+// RateLimit fields when they say the quota is spent (`RateLimit: "p";r=0;t=30`,
+// or RateLimit-Remaining: 0 with RateLimit-Reset); otherwise 0. Malformed
+// values are ignored. The result is not capped by the Transport's maximum.
+func ServerDelay(h http.Header, now time.Time) time.Duration {
 	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
 		return d
 	}

@@ -246,7 +246,11 @@ func (c *call) loop() (*http.Response, error) {
 		if stop != nil {
 			return c.finish(resp, d, err, stop)
 		}
-		c.emit(Event{Kind: EventRetry, Attempt: n + 1, Delay: delay, StatusCode: c.status, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: err})
+		retry := Event{Kind: EventRetry, Attempt: n + 1, Delay: delay, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: err}
+		if resp != nil {
+			retry.StatusCode = resp.StatusCode
+		}
+		c.emit(retry)
 		if resp != nil {
 			discard(resp)
 		}
@@ -498,7 +502,7 @@ func (c *call) record(definitive bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
 	defer cancel()
 	if err := s.Finish(ctx, c.op, state, c.attempts); err != nil {
-		c.emit(Event{Kind: EventOutcome, Outcome: OutcomeError, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+		c.emit(Event{Kind: EventStore, Attempts: c.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
 	}
 }
 

@@ -2,7 +2,6 @@ package otelresilient
 
 import (
 	"context"
-	"errors"
 
 	"github.com/resilienthttp/resilient"
 	"go.opentelemetry.io/otel/attribute"
@@ -56,14 +55,6 @@ func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 }
 
 func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
-	// The Transport also reports a failure to record the outcome in its
-	// Store as an EventOutcome, just before the request's real outcome; its
-	// Err is the store error, never a *resilient.Error. It is not an outcome
-	// of the request, so it must not be counted as a second one.
-	var re *resilient.Error
-	if e.Err != nil && !errors.As(e.Err, &re) {
-		return
-	}
 	switch e.Outcome {
 	case resilient.OutcomeBudgetExhausted:
 		i.budgetRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))

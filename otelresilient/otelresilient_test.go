@@ -212,14 +212,14 @@ func TestNoKeyOnMetrics(t *testing.T) {
 }
 
 // TestStoreErrorIsNotAnOutcome guards against counting a request twice: the
-// Transport reports a failed Store.Finish as an extra EventOutcome whose Err
-// is not a *resilient.Error.
+// Transport reports a failed Store.Finish as an EventStore, before the
+// request's own EventOutcome.
 func TestStoreErrorIsNotAnOutcome(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	obs := h.inst.Observer()
 	ctx := context.Background()
-	obs(ctx, resilient.Event{Kind: resilient.EventOutcome, Host: "api.test", Method: "POST", Outcome: resilient.OutcomeError,
+	obs(ctx, resilient.Event{Kind: resilient.EventStore, Host: "api.test", Method: "POST",
 		Err: fmt.Errorf("%w: finish: %w", resilient.ErrStore, errors.New("disk full"))})
 	obs(ctx, resilient.Event{Kind: resilient.EventOutcome, Host: "api.test", Method: "POST", Outcome: resilient.OutcomeSuccess,
 		StatusCode: 201, Attempts: 1, Duration: time.Second})

@@ -31,18 +31,15 @@ func Backoff(b resilient.Backoff) retryablehttp.Backoff {
 		if bo == nil {
 			bo = resilient.FullJitter(waitMin, waitMax)
 		}
-		return max(bo.Delay(attemptNum+1, 0), serverDelay(resp, time.Now()))
+		return max(bo.Delay(attemptNum+1, 0), serverDelay(resp))
 	}
 }
 
-// serverDelay is the Delay of DefaultClassifier's decision on resp, which
-// depends on headers only. go-retryablehttp has drained and closed the body
-// before calling Backoff, so the classifier is handed a copy without one.
-func serverDelay(resp *http.Response, now time.Time) time.Duration {
+// serverDelay is the server-directed delay of resp's headers (Retry-After,
+// RateLimit), 0 without a response.
+func serverDelay(resp *http.Response) time.Duration {
 	if resp == nil {
 		return 0
 	}
-	r := *resp
-	r.Body = http.NoBody
-	return resilient.DefaultClassifier(outcome(&r, nil, now)).Delay
+	return resilient.ServerDelay(resp.Header, time.Now())
 }

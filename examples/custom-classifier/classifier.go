@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/resilienthttp/resilient"
 )
-
-// peekLimit bounds how much of a body the classifier reads.
-const peekLimit = 4 << 10
 
 // providerClassifier wraps resilient.DefaultClassifier with three answers of
 // a (fictional) payment provider that the generic table cannot know:
@@ -21,7 +16,7 @@ const peekLimit = 4 << 10
 //	200 {"status":"duplicate"}               the charge already exists under this key: stop         PROVIDER.duplicate
 //
 // Everything else is left to DefaultClassifier. The classifier reads at most
-// peekLimit bytes of a JSON body and puts them back (peekJSON), so the caller
+// 4 KiB of a JSON body and puts them back (resilient.PeekBody), so the caller
 // still reads the whole body.
 func providerClassifier(o resilient.Outcome) resilient.Decision {
 	d := resilient.DefaultClassifier(o)
@@ -49,18 +44,10 @@ func providerClassifier(o resilient.Outcome) resilient.Decision {
 }
 
 // peekJSON decodes the start of a JSON response body into v and reports
-// whether it could. It reads at most peekLimit bytes and replaces resp.Body
-// with a reader that yields the same bytes, then the rest, so the body is
-// left intact for the next reader (a Classifier must not consume it).
+// whether it could, leaving the body intact (resilient.PeekBody).
 func peekJSON(resp *http.Response, v any) bool {
-	if resp.Body == nil || resp.Body == http.NoBody ||
-		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		return false
 	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, peekLimit))
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
-	return err == nil && json.Unmarshal(head, v) == nil
+	return json.Unmarshal(resilient.PeekBody(resp), v) == nil
 }
