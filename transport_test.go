@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jarcoal/httpmock"
 	"github.com/resilienthttp/resilient"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -223,15 +224,16 @@ func TestStatusClassification(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(http.StatusText(tc.code), func(t *testing.T) {
-			s := newStub(reply(tc.code))
-			resp, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
+			mock := httpmock.NewMockTransport()
+			mock.RegisterResponder(http.MethodPost, target, httpmock.NewStringResponder(tc.code, `{"error":"x"}`))
+			resp, err := do(t, resilient.NewTransport(mock, fast()...), post(t, context.Background(), "{}"))
 			require.NoError(t, err, "a final HTTP status is a response, not an error")
 			assert.Equal(t, tc.code, resp.StatusCode)
 			want := 1
 			if tc.retry {
 				want = resilient.DefaultMaxAttempts
 			}
-			assert.Len(t, s.attempts(), want)
+			assert.Equal(t, want, mock.GetTotalCallCount())
 		})
 	}
 }
