@@ -3,6 +3,7 @@ module github.com/resilienthttp/resilient/e2e
 go 1.26.0
 
 require (
+	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/resilienthttp/resilient v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -11,7 +12,9 @@ require (
 require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.45.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 

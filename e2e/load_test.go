@@ -36,6 +36,10 @@ type load struct {
 	// twins sends each operation twice at once, from two goroutines, with one
 	// caller-chosen key: duplicate in-flight attempts of one operation.
 	twins bool
+	// fresh makes every attempt open a new connection (no keep-alive), so
+	// that a fault drawn per connection, like a toxiproxy toxic's toxicity,
+	// is drawn for every attempt.
+	fresh bool
 	// options configure the client's resilient.Transport.
 	options []resilient.Option
 	// during, if set, runs while the operations do (it must return when ctx
@@ -69,6 +73,7 @@ func (l load) run(t *testing.T) ([]result, time.Duration) {
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 2 * l.concurrency,
 		IdleConnTimeout:     30 * time.Second,
+		DisableKeepAlives:   l.fresh,
 	}
 	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: resilient.NewTransport(base, l.options...)}

@@ -135,19 +135,19 @@ func TestFaultMatrix(t *testing.T) {
 			load: load{ops: 1500, concurrency: 32, options: retrying(resilient.WithMaxAttempts(4), resilient.WithAttemptTimeout(150*time.Millisecond))},
 		},
 	}
-	rows := runMatrix(t, cases, func(t *testing.T, c faultCase) (*fakeserver.Server, string) {
+	rows := runMatrix(t, cases, func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
 		return startAPI(t, c.scenario, c.wrap)
 	})
 	t.Log(table("fault matrix: fake server on 127.0.0.1", rows))
 }
 
 // runMatrix runs each case as a subtest against the API that start gives it
-// and returns the tallies.
-func runMatrix(t *testing.T, cases []faultCase, start func(*testing.T, faultCase) (*fakeserver.Server, string)) []tally {
+// (start may also set the case's load.during) and returns the tallies.
+func runMatrix(t *testing.T, cases []faultCase, start func(*testing.T, *faultCase) (*fakeserver.Server, string)) []tally {
 	var rows []tally
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv, url := start(t, c)
+			srv, url := start(t, &c)
 			l := c.load
 			l.url = url
 			l.ops = scaled(l.ops)
