@@ -1,0 +1,148 @@
+// Command storm runs the retry-storm benchmark: many clients send keyed POSTs
+// to the fake server (fakeserver), which has a capacity limit, through an
+// outage and at a range of independent failure rates, once per retry
+// strategy, and reports what each strategy did to the server and to its
+// callers: a Markdown table (or JSON) on stdout, plots with -out.
+//
+// Usage, from bench/ (its own Go module):
+//
+//	go run ./cmd/storm [flags]                 # real sockets on 127.0.0.1, < 1 min
+//	go run ./cmd/storm -virtual [flags]        # simulated time, in-process server
+//	go run ./cmd/storm -reproduce brooker2015,brooker2022 -out results
+//
+// -h lists the flags. A progress bar goes to stderr.
+//
+// Simulated time needs testing/synctest, which needs a *testing.T: with
+// -virtual or -reproduce, the command runs its work as the single test of
+// testing.Main, with os.Args emptied so that the testing package parses no
+// flag of ours, and stdout handed to the test: what testing.Main prints
+// itself ("PASS") goes to stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"testing"
+
+	"github.com/resilienthttp/resilient/bench/storm"
+)
+
+func main() {
+	cfg := storm.DefaultConfig()
+	out := storm.Output{Format: "markdown"}
+	fs := flag.NewFlagSet("storm", flag.ExitOnError)
+	storm.RegisterFlags(fs, &cfg, &out)
+	fs.Parse(os.Args[1:])
+	if err := out.Validate(); err != nil {
+		fail(err)
+	}
+	cfg.Progress = os.Stderr
+
+	stdout := os.Stdout
+	if cfg.Virtual || len(out.Reproduce) > 0 {
+		os.Args = os.Args[:1]
+		os.Stdout = os.Stderr
+		testing.Main(func(string, string) (bool, error) { return true, nil },
+			[]testing.InternalTest{{Name: "TestStorm", F: func(t *testing.T) {
+				if err := virtual(t, stdout, cfg, out); err != nil {
+					t.Fatal(err)
+				}
+			}}}, nil, nil)
+		return // testing.Main exits
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := storm.Run(ctx, cfg)
+	if err != nil {
+		fail(err)
+	}
+	if err := report(stdout, cfg, out, res); err != nil {
+		fail(err)
+	}
+}
+
+// virtual runs the storm, or the published figures, in simulated time.
+func virtual(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) error {
+	if len(out.Reproduce) == 0 {
+		return report(w, cfg, out, storm.RunVirtual(t, cfg))
+	}
+	figures := map[string]any{}
+	if slices.Contains(out.Reproduce, storm.FigureBrooker2015) {
+		res := storm.SimulateOCC(storm.DefaultOCCConfig())
+		figures[storm.FigureBrooker2015] = res
+		if out.Format == "markdown" {
+			fmt.Fprintf(w, "## %s: Exponential Backoff and Jitter (simulated, resilient's Backoff types)\n\n", storm.FigureBrooker2015)
+			if err := storm.WriteOCCMarkdown(w, res); err != nil {
+				return err
+			}
+		}
+		if out.Dir != "" {
+			files, err := storm.PlotOCC(out.Dir, res)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "wrote", files)
+		}
+	}
+	if slices.Contains(out.Reproduce, storm.FigureBrooker2022) {
+		c := storm.DefaultRetryModelConfig()
+		c.Seed, c.Progress = cfg.Seed, cfg.Progress
+		res := storm.RetryModel(t, c)
+		figures[storm.FigureBrooker2022] = res
+		if out.Format == "markdown" {
+			fmt.Fprintf(w, "## %s: Fixing retries with token buckets and circuit breakers (virtual time, resilient's Transport)\n\n", storm.FigureBrooker2022)
+			if err := storm.WriteRetryModelMarkdown(w, res); err != nil {
+				return err
+			}
+		}
+		if out.Dir != "" {
+			files, err := storm.PlotRetryModel(out.Dir, res)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "wrote", files)
+		}
+	}
+	if out.Format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(figures)
+	}
+	return nil
+}
+
+// report prints the results and writes the plots.
+func report(w io.Writer, cfg storm.Config, out storm.Output, res []storm.Result) error {
+	var err error
+	if out.Format == "json" {
+		err = storm.WriteJSON(w, res, out.Series)
+	} else {
+		err = storm.WriteMarkdown(w, res)
+	}
+	if err != nil {
+		return err
+	}
+	for _, line := range storm.Warnings(res) {
+		fmt.Fprintln(os.Stderr, line)
+	}
+	if out.Dir != "" {
+		files, err := storm.WritePlots(out.Dir, cfg, res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "wrote", files)
+	}
+	return nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "storm:", err)
+	os.Exit(1)
+}

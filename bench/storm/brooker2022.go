@@ -1,0 +1,89 @@
+package storm
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/bench"
+)
+
+// RetryModelConfig is the model of Brooker's "Fixing retries with token
+// buckets and circuit breakers" (2022): Clients clients each call a service
+// Rate times a second; each call fails independently with probability p; the
+// service has no capacity limit. What is measured, for p from 0 to 1, is the
+// success rate the callers see and the load on the service (calls ÷
+// operations).
+type RetryModelConfig struct {
+	Clients  int
+	Rate     float64
+	Duration time.Duration
+	Ps       []float64
+	Seed     uint64
+	// Progress, if not nil, receives a progress bar.
+	Progress io.Writer
+}
+
+// DefaultRetryModelConfig returns the post's setup: 100 clients × 10 calls/s,
+// p = 0, 0.1, …, 1; 20 simulated seconds per point (two budget windows).
+func DefaultRetryModelConfig() RetryModelConfig {
+	ps := make([]float64, 11)
+	for i := range ps {
+		ps[i] = float64(i) / 10
+	}
+	return RetryModelConfig{Clients: 100, Rate: 10, Duration: 20 * time.Second, Ps: ps, Seed: 1}
+}
+
+// retryModelStrategies are the post's four players, each made of the SDK's
+// real Transport with FullJitter(100ms, 2s) between attempts: no retries;
+// 3 retries; the retry budget (resilient's, with its defaults: 20 % of first
+// attempts + 10/s over 10 s); the circuit breaker (resilient's defaults: open
+// at ≥ 50 % failures over ≥ 20 requests in 10 s, for 5 s). The budget and the
+// breaker each come with 3 retries, as in the post. A fifth, the budget
+// without its floor of 10 retries/s, is closest to the post's token bucket
+// (which earns retries only from traffic).
+func retryModelStrategies() []Strategy {
+	mk := func(name, desc string, opts ...resilient.Option) Strategy {
+		return Strategy{Name: name, Description: desc, Keyed: true, NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, opts...)
+		}}
+	}
+	return []Strategy{
+		mk("no retries", "1 attempt", resilient.WithMaxAttempts(1), resilient.WithoutBudget(), resilient.WithoutBreaker()),
+		mk("3 retries", "4 attempts, no budget, no breaker", resilient.WithoutBudget(), resilient.WithoutBreaker()),
+		mk("budget", "4 attempts + resilient's default retry budget", resilient.WithoutBreaker()),
+		mk("breaker", "4 attempts + resilient's default circuit breaker", resilient.WithoutBudget()),
+		mk("budget, no floor", "4 attempts + a budget of 20 % of first attempts, no per-second floor",
+			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.2, Window: 10 * time.Second}), resilient.WithoutBreaker()),
+	}
+}
+
+// RetryModel runs the model in simulated time (see RunVirtual) and returns
+// one Result per strategy and p (Scenario "steady").
+func RetryModel(t *testing.T, c RetryModelConfig) []Result {
+	t.Helper()
+	cfg := Config{
+		Clients: c.Clients, Rate: c.Rate, SteadyDuration: c.Duration, Ps: c.Ps, NoOutage: true,
+		OpTimeout: 5 * time.Second, Seed: c.Seed, Virtual: true, Bin: 100 * time.Millisecond, Progress: c.Progress,
+	}
+	if err := cfg.validateLoad(); err != nil {
+		t.Fatal(err)
+	}
+	return runVirtualPlan(t, newPlan(cfg, retryModelStrategies()))
+}
+
+// RetryModelExpected returns, for the strategies whose outcome has a closed
+// form, the expected success rate and load at failure rate p: no retries
+// (1-p, 1) and n retries (1-p^(n+1), 1+p+…+p^n).
+func RetryModelExpected(strategy string, p float64) (success, load float64, ok bool) {
+	switch strategy {
+	case "no retries":
+		return 1 - p, 1, true
+	case "3 retries":
+		load = 1 + p + p*p + p*p*p
+		return 1 - p*p*p*p, load, true
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,120 @@
+package storm
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Output says what the command prints and writes.
+type Output struct {
+	// Format is "markdown" (default) or "json".
+	Format string
+	// Dir, if not empty, receives the plots (PNG and SVG).
+	Dir string
+	// Series includes the per-bin load and goodput series in the JSON.
+	Series bool
+	// Reproduce lists published figures to reproduce instead of the storm:
+	// "brooker2015", "brooker2022" (see Reproduce).
+	Reproduce []string
+}
+
+// RegisterFlags defines on fs a flag for each field of c and o that a user
+// sets, with c's and o's values as defaults. Call it before fs.Parse; the
+// parsed values land in c and o.
+func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
+	fs.IntVar(&c.Clients, "clients", c.Clients, "number of independent clients (each with its own retry state)")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "operations per second started by each client")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "length of the load in the outage scenario")
+	fs.Func("outage", fmt.Sprintf("outage window START-END within the load (default %v-%v)", c.OutageStart, c.OutageEnd), func(s string) error {
+		a, b, ok := strings.Cut(s, "-")
+		if !ok {
+			return errors.New("want START-END, e.g. 3s-6s")
+		}
+		start, err := time.ParseDuration(strings.TrimSpace(a))
+		if err != nil {
+			return err
+		}
+		end, err := time.ParseDuration(strings.TrimSpace(b))
+		if err != nil {
+			return err
+		}
+		c.OutageStart, c.OutageEnd = start, end
+		return nil
+	})
+	fs.Float64Var(&c.OutageP, "outage-p", c.OutageP, "background failure rate of the outage scenario")
+	fs.BoolVar(&c.NoOutage, "no-outage", c.NoOutage, "skip the outage scenario")
+	fs.DurationVar(&c.SteadyDuration, "steady", c.SteadyDuration, "length of the load in each steady scenario")
+	fs.Func("p", fmt.Sprintf("comma-separated failure rates of the steady scenarios, \"\" for none (default %s)", joinFloats(c.Ps)), func(s string) error {
+		ps, err := parseFloats(s)
+		c.Ps = ps
+		return err
+	})
+	fs.Float64Var(&c.Lost, "lost", c.Lost, "probability of a lost response (effect committed, no answer)")
+	fs.DurationVar(&c.OpTimeout, "op-timeout", c.OpTimeout, "deadline of each operation, retries included")
+	fs.IntVar(&c.Capacity.MaxConcurrent, "capacity", c.Capacity.MaxConcurrent, "requests the server serves at once (0: unlimited)")
+	fs.DurationVar(&c.Capacity.ServiceTime, "service-time", c.Capacity.ServiceTime, "time each request holds a server slot")
+	fs.IntVar(&c.Capacity.Queue, "queue", c.Capacity.Queue, "requests that may wait for a slot")
+	fs.DurationVar(&c.Capacity.QueueTimeout, "queue-timeout", c.Capacity.QueueTimeout, "longest wait for a slot before a 503")
+	fs.Func("strategies", fmt.Sprintf("comma-separated strategies (default all: %s)", strings.Join(c.Strategies, ",")), func(s string) error {
+		c.Strategies = splitList(s)
+		return nil
+	})
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the arrival schedule and the server's draws")
+	fs.BoolVar(&c.Sequential, "sequential", c.Sequential, "run the strategies of a scenario one after the other, not side by side")
+	fs.BoolVar(&c.Virtual, "virtual", c.Virtual, "simulated time against the in-process server (testing/synctest)")
+	fs.DurationVar(&c.Bin, "bin", c.Bin, "width of the time bins of the series")
+	fs.StringVar(&o.Format, "format", o.Format, "output: markdown or json")
+	fs.StringVar(&o.Dir, "out", o.Dir, "directory for the plots (PNG and SVG); none if empty")
+	fs.BoolVar(&o.Series, "series", o.Series, "include the per-bin series in the JSON")
+	fs.Func("reproduce", "comma-separated published figures to reproduce in simulated time instead of the storm: brooker2015, brooker2022", func(s string) error {
+		o.Reproduce = splitList(s)
+		for _, f := range o.Reproduce {
+			if f != FigureBrooker2015 && f != FigureBrooker2022 {
+				return fmt.Errorf("unknown figure %q", f)
+			}
+		}
+		return nil
+	})
+}
+
+// Validate reports the first problem of o, or nil.
+func (o Output) Validate() error {
+	if o.Format != "markdown" && o.Format != "json" {
+		return fmt.Errorf("storm: format %q: want markdown or json", o.Format)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range splitList(s) {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func joinFloats(fs []float64) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,141 @@
+package storm
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/bench"
+)
+
+// Strategy is a way for a client to call the server: a client library and
+// its retry policy.
+type Strategy struct {
+	// Name identifies the strategy in flags, tables and plots.
+	Name string
+	// Description says what it is, in a few words.
+	Description string
+	// Keyed reports whether every attempt of an operation carries the same
+	// Idempotency-Key. Keyed strategies must cause no duplicate effect.
+	Keyed bool
+	// SetsKey reports whether the harness sets the key header on each
+	// operation's request (for clients that do not mint keys themselves);
+	// false for resilient, which mints one per operation, and for the
+	// unkeyed strategy.
+	SetsKey bool
+	// NewClient builds one client's *http.Client over base. It is called
+	// once per client, so that per-client state (budgets, breakers) is not
+	// shared between clients.
+	NewClient func(base http.RoundTripper) *http.Client
+}
+
+// Naive retries: the loop an application writes by hand.
+const (
+	naiveAttempts = 4
+	naiveDelay    = 100 * time.Millisecond
+)
+
+// strategies is the list of strategies, in the order of the tables.
+var strategies = []Strategy{
+	{
+		Name:        "none",
+		Description: "net/http, one attempt",
+		Keyed:       true, SetsKey: true,
+		NewClient: bench.NetHTTP,
+	},
+	{
+		Name:        "naive",
+		Description: "hand-written loop: 4 attempts, fixed 100 ms, no jitter, no budget",
+		Keyed:       true, SetsKey: true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return &http.Client{Transport: &naiveTransport{base: base, attempts: naiveAttempts, delay: naiveDelay}}
+		},
+	},
+	{
+		Name:        "naive-nokey",
+		Description: "the same loop without an idempotency key",
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return &http.Client{Transport: &naiveTransport{base: base, attempts: naiveAttempts, delay: naiveDelay}}
+		},
+	},
+	{
+		Name:        "retryablehttp",
+		Description: "go-retryablehttp defaults: 5 attempts, 1 s·2ⁿ up to 30 s, no jitter",
+		Keyed:       true, SetsKey: true,
+		NewClient: bench.RetryableHTTP,
+	},
+	{
+		Name:        "failsafe",
+		Description: "failsafe-go failsafehttp defaults: 3 attempts, no delay",
+		Keyed:       true, SetsKey: true,
+		NewClient: bench.Failsafe,
+	},
+	{
+		Name:        "resilient-fulljitter",
+		Description: "resilient, FullJitter(100ms, 2s), 4 attempts, no budget, no breaker",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithoutBudget(), resilient.WithoutBreaker())
+		},
+	},
+	{
+		Name:        "resilient-decorrelated",
+		Description: "resilient, DecorrelatedJitter(100ms, 2s), 4 attempts, no budget, no breaker",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithBackoff(resilient.DecorrelatedJitter(100*time.Millisecond, 2*time.Second)),
+				resilient.WithoutBudget(), resilient.WithoutBreaker())
+		},
+	},
+	{
+		Name:        "resilient-budget",
+		Description: "resilient defaults without the breaker: FullJitter + budget",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithoutBreaker())
+		},
+	},
+	{
+		Name:        "resilient",
+		Description: "resilient defaults: FullJitter + budget + breaker",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base)
+		},
+	},
+}
+
+// Strategies returns the known strategies, in table order.
+func Strategies() []Strategy {
+	return append([]Strategy(nil), strategies...)
+}
+
+// StrategyNames returns the names of the known strategies, in table order.
+func StrategyNames() []string {
+	names := make([]string, len(strategies))
+	for i, s := range strategies {
+		names[i] = s.Name
+	}
+	return names
+}
+
+func lookupStrategy(name string) (Strategy, bool) {
+	for _, s := range strategies {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Strategy{}, false
+}
+
+// strategies returns the strategies c names; unknown names are skipped
+// (Validate reports them).
+func (c Config) strategies() []Strategy {
+	var out []Strategy
+	for _, name := range c.Strategies {
+		if st, ok := lookupStrategy(name); ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
