@@ -97,10 +97,10 @@ func SimulateOCC(c OCCConfig) []OCCResult {
 
 // occ message kinds: what the event delivers and to whom.
 const (
-	occRead     = iota // a read request reaches the server
-	occReadResp        // the version reaches the client
-	occWrite           // a conditional write reaches the server
-	occWriteResp       // the write's outcome reaches the client
+	occRead      = iota // a read request reaches the server
+	occReadResp         // the version reaches the client
+	occWrite            // a conditional write reaches the server
+	occWriteResp        // the write's outcome reaches the client
 )
 
 type occEvent struct {
