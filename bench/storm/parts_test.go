@@ -73,7 +73,9 @@ func TestRecovery(t *testing.T) {
 }
 
 func TestDuplicatesCountsEffectsPerOperation(t *testing.T) {
-	entry := func(op string) fakeserver.Entry { return fakeserver.Entry{Object: []byte(`{"op":` + op + `,"id":"ch_1"}`)} }
+	entry := func(op string) fakeserver.Entry {
+		return fakeserver.Entry{Object: []byte(`{"op":` + op + `,"id":"ch_1"}`)}
+	}
 	ledger := []fakeserver.Entry{entry("1"), entry("2"), entry("1"), entry("1"), entry("3")}
 	if got := duplicates(ledger); got != 2 {
 		t.Errorf("duplicates %d, want 2", got)
