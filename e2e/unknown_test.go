@@ -3,8 +3,13 @@ package e2e
 import (
 	"context"
 	"io"
+	"log"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,4 +126,62 @@ func TestUnknownOutcomeIsNotLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResentAttemptRefusedIsUnknown: the operation's first attempt goes out
+// on a reused keep-alive connection; the server commits the effect, closes
+// its listener and drops the connection. net/http re-sends the keyed request
+// by itself, its dial is refused, and the SDK sees only "connection refused",
+// which it takes for proof that nothing was sent. The effect exists, so the
+// caller must be told Unknown.
+func TestResentAttemptRefusedIsUnknown(t *testing.T) {
+	fs := fakeserver.NewUnstarted()
+	defer fs.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var requests atomic.Int32
+	srv := &http.Server{ErrorLog: log.New(io.Discard, "", 0), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) != 2 {
+			fs.Handler().ServeHTTP(w, r)
+			return
+		}
+		fs.Handler().ServeHTTP(httptest.NewRecorder(), r) // the effect is committed
+		ln.Close()                                        // the server goes away…
+		conn, _, err := w.(http.Hijacker).Hijack()        // …and its answer with it
+		if err == nil {
+			conn.Close()
+		}
+	})}
+	var serving sync.WaitGroup
+	serving.Go(func() { _ = srv.Serve(ln) })
+	defer serving.Wait()
+	defer srv.Close()
+	url := "http://" + ln.Addr().String()
+
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	store := persist.NewMemory()
+	client := &http.Client{Transport: resilient.NewTransport(base, append(retrying(),
+		resilient.WithMaxAttempts(1), resilient.WithStore(store))...)}
+	warm, err := client.Post(url+"/v1/charges", "application/json", strings.NewReader(`{"warm":true}`))
+	require.NoError(t, err)
+	io.Copy(io.Discard, warm.Body)
+	warm.Body.Close()
+
+	var rep resilient.Report
+	ctx := resilient.ContextWithReport(resilient.ContextWithOperation(context.Background(), "charge:1"), &rep)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/charges", strings.NewReader(chargeBody(1)))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	t.Logf("caller saw: %s; server saw %d requests", describe(result{key: rep.Key, err: err, report: rep}), requests.Load())
+	require.Equal(t, 1, fs.Effects(rep.Key), "precondition: the attempt committed the effect")
+	var re *resilient.Error
+	require.ErrorAs(t, err, &re)
+	assert.True(t, re.Unknown, "the effect exists but the error says nothing was sent (Error.Unknown false, category %s)", re.Category)
+	pending, err := store.Pending(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, pending, 1, "the operation must stay Pending in the Store")
 }
