@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,13 +37,16 @@ type faultCase struct {
 	name     string
 	scenario fakeserver.Scenario
 	wrap     func(http.Handler) http.Handler
-	load     load
+	// hits counts the faults that wrap injected.
+	hits *atomic.Int64
+	load load
 }
 
 // TestFaultMatrix runs thousands of keyed operations from concurrent clients,
 // over loopback, against the fake server under each fault in turn, and holds
 // every operation to the oracle of the package doc.
 func TestFaultMatrix(t *testing.T) {
+	var resets atomic.Int64
 	cases := []faultCase{
 		{
 			name:     "lost response after commit",
@@ -56,7 +60,8 @@ func TestFaultMatrix(t *testing.T) {
 		},
 		{
 			name: "reset after the effect",
-			wrap: resetAfterEffect(0.3, 8),
+			wrap: resetAfterEffect(0.3, 8, &resets),
+			hits: &resets,
 			load: load{ops: 1500, concurrency: 32, options: retrying()},
 		},
 		{
@@ -109,7 +114,7 @@ func TestFaultMatrix(t *testing.T) {
 		},
 		{
 			name:     "outage window",
-			scenario: fakeserver.Scenario{Outages: []fakeserver.Outage{{Start: fakeserver.Duration(300 * time.Millisecond), End: fakeserver.Duration(1300 * time.Millisecond)}}},
+			scenario: fakeserver.Scenario{Outages: []fakeserver.Outage{{Start: fakeserver.Duration(100 * time.Millisecond), End: fakeserver.Duration(1100 * time.Millisecond)}}},
 			load:     load{ops: 1500, concurrency: 32, pace: 50 * time.Millisecond, options: guarded()},
 		},
 		{
@@ -155,7 +160,11 @@ func runMatrix(t *testing.T, cases []faultCase, start func(*testing.T, *faultCas
 				l.maxTime = 5 * time.Second
 			}
 			results, elapsed := l.run(t)
-			rows = append(rows, check(t, c.name, results, srv, elapsed))
+			tl := check(t, c.name, results, srv, elapsed)
+			if c.hits != nil {
+				tl.injected += c.hits.Load()
+			}
+			rows = append(rows, tl)
 		})
 	}
 	return rows

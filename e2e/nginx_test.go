@@ -77,13 +77,14 @@ func (u *upstream) stop() {
 	}
 }
 
-// restartEvery stops the upstream for down every period until ctx is done.
+// restartEvery stops the upstream for down, first after 50 ms, then every
+// period, until ctx is done.
 func (u *upstream) restartEvery(ctx context.Context, t *testing.T, period, down time.Duration) {
-	for {
+	for up := 50 * time.Millisecond; ; up = period - down {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(period - down):
+		case <-time.After(up):
 		}
 		u.stop()
 		time.Sleep(down)
@@ -154,8 +155,9 @@ func startNginx(t *testing.T, upstream string, readTimeout time.Duration) string
 func TestNginxMatrix(t *testing.T) {
 	cases := []faultCase{
 		{
-			// Down 150 ms every 400 ms: requests in flight are cut (502,
-			// maybe after the effect), requests meanwhile are refused (502).
+			// Down 150 ms, first after 50 ms, then every 400 ms: requests in
+			// flight are cut (502, maybe after the effect), requests meanwhile
+			// are refused (502).
 			name: "upstream stopped and restarted",
 			load: load{ops: 1500, concurrency: 32, pace: 30 * time.Millisecond,
 				options: retrying(resilient.WithBackoff(resilient.FullJitter(10*time.Millisecond, 150*time.Millisecond)))},

@@ -55,7 +55,9 @@ type tally struct {
 	unknownWithEffect        int // unknown operations whose effect exists
 	bodyErrors               int // final responses whose body could not be read
 	effects, duplicates      int
+	attempts                 int   // attempts the client's Transports reported
 	requests                 int64 // API requests the fake server saw
+	injected                 int64 // faults the fake server injected, 409s in progress and capacity 503s included
 	elapsed                  time.Duration
 	violations               int
 }
@@ -68,6 +70,10 @@ func check(t *testing.T, name string, results []result, srv *fakeserver.Server, 
 	tl := tally{name: name, ops: len(results), elapsed: elapsed}
 	st := srv.Stats()
 	tl.requests = st.Requests
+	tl.injected = st.InProgressConflicts + st.CapacityRejections
+	for _, n := range st.Faults {
+		tl.injected += n
+	}
 	var violations []string
 	violate := func(format string, args ...any) {
 		tl.violations++
@@ -100,6 +106,7 @@ func check(t *testing.T, name string, results []result, srv *fakeserver.Server, 
 		if r.bodyErr != nil {
 			tl.bodyErrors++
 		}
+		tl.attempts += len(r.report.Attempts)
 		if !typed {
 			violate("op %d: error is not a *resilient.Error: %s", r.op, describe(r))
 		}
@@ -138,6 +145,9 @@ func check(t *testing.T, name string, results []result, srv *fakeserver.Server, 
 	if st.DuplicateEffects != 0 {
 		violate("fake server counts %d duplicate effects", st.DuplicateEffects)
 	}
+	if tl.ops > 0 && tl.attempts <= tl.ops && tl.success == tl.ops && tl.injected == 0 && tl.bodyErrors == 0 {
+		violate("the fault never hit an operation: %d operations, %d attempts, all succeeded", tl.ops, tl.attempts)
+	}
 	if tl.violations > 0 {
 		t.Errorf("%s: %d oracle violations; the first ones:\n  %s", name, tl.violations, strings.Join(violations, "\n  "))
 	}
@@ -175,11 +185,11 @@ func table(title string, rows []tally) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", title)
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "fault\tops\tsuccess\tunknown\t(with effect)\tfailed\tbody errors\teffects\tduplicates\trequests\ttime\tviolations\t")
+	fmt.Fprintln(w, "fault\tops\tsuccess\tunknown\t(with effect)\tfailed\tbody errors\teffects\tduplicates\trequests\tinjected\ttime\tviolations\t")
 	var total tally
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t\n", r.name, r.ops, r.success, r.unknown,
-			r.unknownWithEffect, r.failed, r.bodyErrors, r.effects, r.duplicates, r.requests, r.elapsed.Round(10*time.Millisecond), r.violations)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t\n", r.name, r.ops, r.success, r.unknown,
+			r.unknownWithEffect, r.failed, r.bodyErrors, r.effects, r.duplicates, r.requests, r.injected, r.elapsed.Round(10*time.Millisecond), r.violations)
 		total.ops += r.ops
 		total.success += r.success
 		total.unknown += r.unknown
@@ -189,11 +199,12 @@ func table(title string, rows []tally) string {
 		total.effects += r.effects
 		total.duplicates += r.duplicates
 		total.requests += r.requests
+		total.injected += r.injected
 		total.elapsed += r.elapsed
 		total.violations += r.violations
 	}
-	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t\n", "total", total.ops, total.success, total.unknown,
-		total.unknownWithEffect, total.failed, total.bodyErrors, total.effects, total.duplicates, total.requests, total.elapsed.Round(10*time.Millisecond), total.violations)
+	fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t\n", "total", total.ops, total.success, total.unknown,
+		total.unknownWithEffect, total.failed, total.bodyErrors, total.effects, total.duplicates, total.requests, total.injected, total.elapsed.Round(10*time.Millisecond), total.violations)
 	w.Flush()
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/resilienthttp/resilient/fakeserver"
@@ -43,7 +44,8 @@ func startAPI(t *testing.T, sc fakeserver.Scenario, wrap func(http.Handler) http
 // idempotency record completed — into a recorder, then resets the client's
 // connection (RST, SO_LINGER 0) instead of sending the response: a reset
 // after the request was sent and executed.
-func resetAfterEffect(p float64, seed uint64) func(http.Handler) http.Handler {
+// Each reset adds one to hits.
+func resetAfterEffect(p float64, seed uint64, hits *atomic.Int64) func(http.Handler) http.Handler {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 0xe2e))
 	return func(next http.Handler) http.Handler {
@@ -56,6 +58,7 @@ func resetAfterEffect(p float64, seed uint64) func(http.Handler) http.Handler {
 				return
 			}
 			next.ServeHTTP(httptest.NewRecorder(), r)
+			hits.Add(1)
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err != nil {
 				panic(http.ErrAbortHandler)

@@ -87,16 +87,20 @@ func TestToxiproxyMatrix(t *testing.T) {
 			toxics: []toxic{{"slow_close", "downstream", 1, toxiproxy.Attributes{"delay": 300}}},
 		},
 		{
-			// Every connection is cut after 1500 bytes of responses: a
-			// keep-alive connection dies in the middle of a status line,
-			// headers or a body.
+			// Most connections are cut after 800 or 1500 bytes of responses:
+			// a keep-alive connection dies in the middle of the headers or
+			// the body of its third or sixth response.
 			faultCase: faultCase{name: "limit_data (downstream)", load: load{ops: 1000, concurrency: 32, options: retrying()}},
-			toxics:    []toxic{{"limit_data", "downstream", 1, toxiproxy.Attributes{"bytes": 1500}}},
+			toxics: []toxic{
+				{"limit_data", "downstream", 0.5, toxiproxy.Attributes{"bytes": 800}},
+				{"limit_data", "downstream", 0.7, toxiproxy.Attributes{"bytes": 1500}},
+			},
 		},
 		{
 			// The proxy is disabled (listener closed, connections dropped)
-			// for 100 ms every 300 ms.
-			faultCase: faultCase{name: "proxy disabled and re-enabled", load: load{ops: 1000, concurrency: 32, pace: 10 * time.Millisecond, options: retrying()}},
+			// for 100 ms, first after 30 ms, then every 250 ms.
+			faultCase: faultCase{name: "proxy disabled and re-enabled", load: load{ops: 1000, concurrency: 32, pace: 20 * time.Millisecond,
+				options: retrying(resilient.WithBackoff(resilient.FullJitter(10*time.Millisecond, 150*time.Millisecond)))}},
 		},
 	}
 	var fc []faultCase
@@ -126,13 +130,14 @@ func TestToxiproxyMatrix(t *testing.T) {
 	t.Log(table("fault matrix through toxiproxy", rows))
 }
 
-// flapProxy disables the proxy for 100 ms every 300 ms until ctx is done.
+// flapProxy disables the proxy for 100 ms, first after 30 ms, then every
+// 250 ms, until ctx is done.
 func flapProxy(ctx context.Context, t *testing.T, proxy *toxiproxy.Proxy) {
-	for {
+	for up := 30 * time.Millisecond; ; up = 150 * time.Millisecond {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(up):
 		}
 		if err := proxy.Disable(); err != nil {
 			t.Errorf("disabling the proxy: %v", err)
