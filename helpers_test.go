@@ -57,7 +57,9 @@ func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := st(req)
 	if resp != nil {
 		s.opened.Add(1)
-		resp.Body = &countBody{Reader: resp.Body, closed: &s.closed}
+		if resp.Body != nil {
+			resp.Body = &countBody{Reader: resp.Body, closed: &s.closed}
+		}
 		resp.Request = req
 	}
 	return resp, err

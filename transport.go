@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/resilienthttp/resilient/persist"
@@ -97,9 +99,15 @@ type call struct {
 	start     time.Time
 	attempts  int
 	ambiguous bool
-	status    int
-	category  Category
-	lastErr   error
+
+	// wrote counts the times the base transport wrote the current attempt
+	// (httptrace WroteRequest), to see the re-sends net/http makes on its
+	// own; trace reports them. Both are set up for keyed requests only.
+	wrote    atomic.Int32
+	trace    *httptrace.ClientTrace
+	status   int
+	category Category
+	lastErr  error
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -318,6 +326,15 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	if cfg.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(c.ctx, cfg.attemptTimeout)
 	}
+	if c.key != "" {
+		// http.Transport re-sends a keyed request by itself when a reused
+		// connection dies before the response; count the writes to know.
+		if c.trace == nil {
+			c.trace = &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Add(1) }}
+		}
+		c.wrote.Store(0)
+		ctx = httptrace.WithClientTrace(ctx, c.trace)
+	}
 	areq := c.req.WithContext(ctx)
 	areq.Header = c.req.Header.Clone()
 	if areq.Header == nil {
@@ -353,7 +370,9 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	switch {
 	case resp != nil && err != nil:
 		// A base transport that breaks the contract: trust the error.
-		resp.Body.Close()
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
 		resp = nil
 	case resp == nil && err == nil:
 		err = errors.New("resilient: base transport returned no response and no error")
@@ -365,6 +384,15 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
 	} else {
 		d = cfg.classifier(Outcome{Request: areq, Response: resp, Err: err, Keyed: c.key != "", Now: cfg.now()})
+	}
+	if resp != nil && resp.Body == nil {
+		resp.Body = http.NoBody // as http.Client would; callers and discard read it
+	}
+	// A write that got no answer of its own (an error after a write, or an
+	// answer to a re-send net/http made after the first write's connection
+	// died) may have been applied, whatever the last error says.
+	if w := c.wrote.Load(); (err != nil && w >= 1) || (resp != nil && d.Action != Success && w >= 2) {
+		d.Ambiguous = true
 	}
 	if done != nil {
 		switch {
@@ -388,8 +416,14 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	c.category, c.lastErr = d.Category, err
 	if resp != nil {
 		c.status = resp.StatusCode
-		c.ambiguous = d.Ambiguous
-	} else if d.Ambiguous {
+	}
+	// Once an attempt may have been applied, the outcome stays unknown until
+	// a success answers for it: a later 429 or 4xx (from a rate limiter or a
+	// proxy in front of the API) says nothing about the earlier attempt.
+	switch {
+	case d.Action == Success:
+		c.ambiguous = false
+	case d.Ambiguous:
 		c.ambiguous = true
 	}
 	if c.rep != nil {
@@ -413,12 +447,15 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 // Report, emits the outcome, and returns resp or an *Error.
 func (c *call) finish(resp *http.Response, d Decision, err error, stop error) (*http.Response, error) {
 	c.body.close()
-	c.record(!c.ambiguous && (resp != nil || d.Action == Terminal))
+	// Done only after a definitive answer: a success, or a terminal refusal
+	// with no attempt that may have been applied. Everything else (retries
+	// stopped, a cancelled caller, an unknown outcome) stays Pending.
+	c.record(d.Action == Success || (d.Action == Terminal && d.Category != CategoryCanceled && !c.ambiguous))
 	outcome := outcomeOf(resp, d, stop)
 	if c.rep != nil {
 		c.rep.Stopped = stop
 		c.rep.Replayed = resp != nil && d.Replayed
-		c.rep.Unknown = resp == nil && c.ambiguous
+		c.rep.Unknown = c.ambiguous
 	}
 	if resp != nil {
 		c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, StatusCode: resp.StatusCode, Category: d.Category, Action: d.Action,

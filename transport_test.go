@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jarcoal/httpmock"
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -449,4 +450,49 @@ func TestInvalidRequest(t *testing.T) {
 	_, err := resilient.NewTransport(s, fast()...).RoundTrip(req)
 	require.ErrorIs(t, err, resilient.ErrInvalidRequest)
 	assert.Empty(t, s.attempts())
+}
+
+// Regression: a later 429 or 4xx (a rate limiter or a proxy in front of the
+// API) must not erase that an earlier attempt may have been applied.
+func TestUnknownSurvivesLaterAnswers(t *testing.T) {
+	store := persist.NewMemory()
+	s := newStub(fail(readErr()), reply(429), reply(400))
+	rep := new(resilient.Report)
+	ctx := resilient.ContextWithReport(resilient.ContextWithOperation(context.Background(), "charge:1"), rep)
+	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), post(t, ctx, "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 400, resp.StatusCode)
+	assert.True(t, rep.Unknown, "attempt 0 may have been applied and nothing answered for it")
+	pending, err := store.Pending(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, pending, 1, "the operation stays pending")
+
+	// A success answers for it.
+	s2 := newStub(fail(readErr()), reply(429), reply(201, "Idempotency-Status: replayed"))
+	rep2 := new(resilient.Report)
+	_, err = do(t, resilient.NewTransport(s2, fast()...), post(t, resilient.ContextWithReport(context.Background(), rep2), "{}"))
+	require.NoError(t, err)
+	assert.False(t, rep2.Unknown)
+}
+
+// Regression: base transports that return a response with a nil Body.
+func TestNilResponseBody(t *testing.T) {
+	nilBody := func(code int) step {
+		return func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: code, Header: http.Header{}, Request: req}, nil
+		}
+	}
+	withErr := func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req}, readErr()
+	}
+	for _, opts := range [][]resilient.Option{fast(), fast(resilient.WithAttemptTimeout(time.Second))} {
+		s := newStub(withErr, nilBody(503), nilBody(200))
+		resp, err := resilient.NewTransport(s, opts...).RoundTrip(post(t, context.Background(), "{}"))
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Empty(t, b)
+		require.NoError(t, resp.Body.Close())
+		assert.Len(t, s.attempts(), 3)
+	}
 }

@@ -24,7 +24,9 @@
 //   - unknown: a *resilient.Error with Unknown true, or no error and a final
 //     response that does not say whether the effect exists: any 5xx (the fake
 //     server's injected and outage answers, a capacity 503, nginx's 502 and
-//     504 pages) or a 409 whose problem code is idempotency.in_progress;
+//     504 pages), a 409 whose problem code is idempotency.in_progress, or any
+//     final response whose resilient.Report says Unknown (an earlier attempt
+//     may have been applied and nothing since has answered for it);
 //   - failed: a *resilient.Error with Unknown false, or no error and any other
 //     final status (4xx, 429 included).
 //

@@ -41,7 +41,7 @@ func classOf(r result) (c class, typed bool) {
 	switch {
 	case r.status >= 200 && r.status < 300:
 		return success, true
-	case r.status >= 500, r.status == 409 && r.inProgress:
+	case r.status >= 500, r.status == 409 && r.inProgress, r.report.Unknown:
 		return unknown, true
 	}
 	return failed, true

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,37 +83,34 @@ func canonicalJSON(dst []byte, v any) []byte {
 
 // canonicalNumber normalises a JSON number literal to [-]D[eN]: D the
 // significant digits without leading or trailing zeros, N the decimal exponent
-// (omitted when 0). Zero, negative or not, is "0". A literal whose exponent does
-// not fit an int is returned unchanged.
+// (omitted when 0). Zero, negative or not, is "0". The exponent is computed
+// with math/big, so exponents beyond int64 normalise exactly too.
 func canonicalNumber(lit string) string {
 	s := lit
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
 	mant, expStr, hasExp := strings.Cut(strings.ToLower(s), "e")
-	exp := 0
+	exp := new(big.Int)
 	if hasExp {
-		e, err := strconv.Atoi(expStr)
-		if err != nil {
+		if _, ok := exp.SetString(expStr, 10); !ok {
 			return lit
 		}
-		exp = e
 	}
 	intPart, frac, _ := strings.Cut(mant, ".")
 	digits := strings.TrimLeft(intPart+frac, "0")
-	exp -= len(frac)
 	if digits == "" {
 		return "0"
 	}
 	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
+	exp.Add(exp, big.NewInt(int64(len(digits)-len(trimmed)-len(frac))))
 	var b strings.Builder
 	if neg {
 		b.WriteByte('-')
 	}
 	b.WriteString(trimmed)
-	if exp != 0 {
+	if exp.Sign() != 0 {
 		b.WriteByte('e')
-		b.WriteString(strconv.Itoa(exp))
+		b.WriteString(exp.String())
 	}
 	return b.String()
 }
