@@ -75,11 +75,10 @@ func saveGrid(base string, plots [][]*plot.Plot, w, h vg.Length) ([]string, erro
 		dc := draw.New(c)
 		t := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
 			PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-		canvases := plot.Align(plots, t, dc)
 		for i := range plots {
 			for j := range plots[i] {
 				if plots[i][j] != nil {
-					plots[i][j].Draw(canvases[i][j])
+					plots[i][j].Draw(t.At(dc, j, i))
 				}
 			}
 		}
