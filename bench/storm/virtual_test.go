@@ -12,7 +12,7 @@ func TestVirtualTiny(t *testing.T) {
 	cfg := tinyConfig()
 	start := time.Now()
 	res := RunVirtual(t, cfg)
-	checkStorm(t, cfg, res)
+	checkStorm(t, cfg, res, 4)
 	for _, r := range res {
 		if r.Strategy == "none" && r.Amplification != 1 {
 			t.Errorf("%s: amplification %v, want exactly 1 in process", describe(r), r.Amplification)
