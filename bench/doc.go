@@ -7,8 +7,9 @@
 //
 //	cd bench && go test -run '^$' -bench . -benchmem ./...
 //
-// The package holds the clients the benchmarks build (see Clients); the
-// retry-storm benchmark is in bench/storm and its command in bench/cmd/storm.
+// The package holds the clients the benchmarks compare (NetHTTP, Resilient,
+// RetryableHTTP, Failsafe), which bench/storm uses too; the retry-storm
+// benchmark is in bench/storm and its command in bench/cmd/storm.
 // bench is its own Go module, so that the peers and the plotting library stay
 // out of the dependencies of github.com/resilienthttp/resilient.
 package bench
