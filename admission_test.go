@@ -254,3 +254,24 @@ func TestSilentByDefault(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, buf.String())
 }
+
+func TestBreakerRetriesOnlyStillSendsFirstAttempts(t *testing.T) {
+	s := newStub(reply(503))
+	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithMaxAttempts(3),
+		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
+	for range 4 { // 12 failed attempts: the breaker opens during the fourth operation
+		_, err := do(t, tr, post(t, context.Background(), "{}"))
+		require.NoError(t, err)
+	}
+	before := len(s.attempts())
+	require.Less(t, before, 12)
+	rep := new(resilient.Report)
+	for range 50 {
+		*rep = resilient.Report{}
+		resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		require.NoError(t, err, "the first attempt is sent and its answer returned")
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.ErrorIs(t, rep.Stopped, resilient.ErrCircuitOpen, "no retry while the breaker is open")
+	}
+	assert.Len(t, s.attempts(), before+50, "one attempt per operation while open")
+}

@@ -55,6 +55,14 @@ type BreakerSettings struct {
 	// HalfOpenProbes is how many requests may be in flight while half-open,
 	// and how many successes close the breaker (default 1).
 	HalfOpenProbes uint32
+	// RetriesOnly makes an open breaker refuse retries only: first attempts
+	// are always sent (and, while the breaker admits them, counted). With it
+	// the breaker can no longer shed the host's first-attempt load, but it
+	// never makes a request fail that a single attempt would have got
+	// through — the trade-off Brooker describes in "Fixing retries with
+	// token buckets and circuit breakers" (2022). Default false: an open
+	// breaker refuses every request, without sending it.
+	RetriesOnly bool
 }
 
 // DefaultBreakerSettings returns the defaults: trip at a failure ratio of 0.5

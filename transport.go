@@ -211,7 +211,7 @@ func (c *call) loop() (*http.Response, error) {
 			c.body.close()
 			return nil, err
 		}
-		done, err := c.allowBreaker()
+		done, err := c.allowBreaker(n)
 		if err != nil {
 			c.body.close()
 			return nil, err
@@ -300,14 +300,17 @@ func (c *call) admit(wait *time.Duration) error {
 	return nil
 }
 
-// allowBreaker asks the host's breaker for permission to send.
-func (c *call) allowBreaker() (func(error), error) {
+// allowBreaker asks the host's breaker for permission to send attempt n.
+func (c *call) allowBreaker(n int) (func(error), error) {
 	h := c.host
 	if h.breaker == nil {
 		return nil, nil
 	}
 	done, err := h.breaker.Allow()
 	c.dispatchTransitions()
+	if err != nil && n == 0 && c.t.cfg.breaker.RetriesOnly {
+		return nil, nil // sent, uncounted: the breaker is not admitting
+	}
 	if err != nil {
 		e := c.fail(ErrCircuitOpen, CategoryCircuitOpen, err)
 		if errors.Is(err, gobreaker.ErrOpenState) {

@@ -55,6 +55,8 @@ func retryModelStrategies() []Strategy {
 		mk("3 retries", "4 attempts, no budget, no breaker", resilient.WithoutBudget(), resilient.WithoutBreaker()),
 		mk("budget", "4 attempts + resilient's default retry budget", resilient.WithoutBreaker()),
 		mk("breaker", "4 attempts + resilient's default circuit breaker", resilient.WithoutBudget()),
+		mk("retry breaker", "4 attempts + resilient's breaker refusing retries only", resilient.WithoutBudget(),
+			resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true})),
 		mk("budget, no floor", "4 attempts + a budget of 20 % of first attempts, no per-second floor",
 			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.2, Window: 10 * time.Second}), resilient.WithoutBreaker()),
 	}

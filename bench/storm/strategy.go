@@ -96,6 +96,14 @@ var strategies = []Strategy{
 		},
 	},
 	{
+		Name:        "resilient-retrybreaker",
+		Description: "resilient defaults, breaker refusing retries only (BreakerSettings.RetriesOnly)",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true}))
+		},
+	},
+	{
 		Name:        "resilient",
 		Description: "resilient defaults: FullJitter + budget + breaker",
 		Keyed:       true,
