@@ -116,7 +116,10 @@ type call struct {
 // ErrKeyExpired, ErrCircuitOpen, ErrBudgetExhausted, ErrRetriesExhausted,
 // ErrDelayTooLong and the context's errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := &call{t: t, req: req, ctx: req.Context(), start: t.cfg.now()}
+	c := &call{t: t, req: req, ctx: req.Context()}
+	if len(t.cfg.observers) > 0 {
+		c.start = t.cfg.now() // only events report the request's duration
+	}
 	c.rep, _ = c.ctx.Value(reportCtxKey).(*Report)
 	c.op, _ = OperationFromContext(c.ctx)
 	if c.rep != nil {
@@ -279,7 +282,9 @@ func (c *call) fits(d time.Duration) bool {
 // admit waits for the host's rate limiter and server-directed pause.
 func (c *call) admit(wait *time.Duration) error {
 	h := c.host
-	if p := h.pausedFor(c.t.cfg.now()); p > 0 {
+	if h.pauseUntil.Load() == 0 {
+		// Never paused: no clock read.
+	} else if p := h.pausedFor(c.t.cfg.now()); p > 0 {
 		if !c.fits(p) {
 			return c.fail(ErrDelayTooLong, CategoryRateLimit, c.lastErr)
 		}
@@ -366,9 +371,16 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	areq.Body = body
 	areq.GetBody = c.body.rewind()
 
-	sent := cfg.now()
+	var sent time.Time
+	if c.rep != nil || len(cfg.observers) > 0 {
+		sent = cfg.now()
+	}
 	resp, err := c.t.base.RoundTrip(areq)
-	took := cfg.now().Sub(sent)
+	end := cfg.now()
+	var took time.Duration
+	if !sent.IsZero() {
+		took = end.Sub(sent)
+	}
 	c.attempts++
 	switch {
 	case resp != nil && err != nil:
@@ -386,7 +398,7 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 		err = errors.Join(c.ctx.Err(), err)
 		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
 	} else {
-		d = cfg.classifier(Outcome{Request: areq, Response: resp, Err: err, Keyed: c.key != "", Now: cfg.now()})
+		d = cfg.classifier(Outcome{Request: areq, Response: resp, Err: err, Keyed: c.key != "", Now: end})
 	}
 	if resp != nil && resp.Body == nil {
 		resp.Body = http.NoBody // as http.Client would; callers and discard read it
@@ -462,7 +474,7 @@ func (c *call) finish(resp *http.Response, d Decision, err error, stop error) (*
 	}
 	if resp != nil {
 		c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, StatusCode: resp.StatusCode, Category: d.Category, Action: d.Action,
-			Replayed: d.Replayed, Outcome: outcome, Duration: c.t.cfg.now().Sub(c.start)})
+			Replayed: d.Replayed, Outcome: outcome, Duration: c.elapsed()})
 		return resp, nil
 	}
 	if stop == nil {
@@ -473,7 +485,7 @@ func (c *call) finish(resp *http.Response, d Decision, err error, stop error) (*
 	}
 	e := &Error{Key: c.key, Operation: c.op, Attempts: c.attempts, Category: d.Category, StatusCode: 0, Unknown: c.ambiguous, Reason: stop, Err: err}
 	c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
-		Outcome: outcome, Duration: c.t.cfg.now().Sub(c.start), Err: e})
+		Outcome: outcome, Duration: c.elapsed(), Err: e})
 	return nil, e
 }
 
@@ -499,7 +511,7 @@ func (c *call) fail(reason error, cat Category, err error) error {
 		outcome = OutcomeCanceled
 	}
 	c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, StatusCode: c.status, Category: cat, Unknown: e.Unknown,
-		Outcome: outcome, Duration: c.t.cfg.now().Sub(c.start), Err: e})
+		Outcome: outcome, Duration: c.elapsed(), Err: e})
 	return e
 }
 
@@ -584,4 +596,12 @@ func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
+}
+
+// elapsed is the request's duration so far, for events (0 without observers).
+func (c *call) elapsed() time.Duration {
+	if c.start.IsZero() {
+		return 0
+	}
+	return c.t.cfg.now().Sub(c.start)
 }
