@@ -124,10 +124,11 @@ const peekLimit = 4 << 10
 //	422, 409 "payload_mismatch"      terminal                                       CONFLICT.idempotency.payload_mismatch
 //	400, 401, 403, 404, other 4xx    terminal                                       VALIDATION / AUTH / NOT_FOUND
 //	501, 505, TLS verification       terminal                                       TERMINAL
-//	context canceled or deadline     terminal                                       CANCELED
+//	context canceled                 terminal                                       CANCELED
+//	context deadline exceeded        as a timeout after send (an attempt timeout)   DEPENDENCY.timeout
 //
-// A hint header X-Should-Retry or Stripe-Should-Retry of "false" makes any
-// outcome terminal; "true" makes a 4xx or 5xx retryable. Malformed hints are
+// A hint header X-Should-Retry or Stripe-Should-Retry of "false" makes a 4xx
+// or 5xx terminal; "true" makes it retryable; a success stays a success. Malformed hints are
 // ignored. Network errors are recognised with errors.Is and errors.As, never
 // by matching their text. The only text match is in the body of a 409 or 422
 // problem answer (see isInProgress), where servers carry no other signal.
@@ -140,10 +141,13 @@ func DefaultClassifier(o Outcome) Decision {
 		return Decision{Action: Terminal, Category: CategoryTerminal}
 	}
 	d := classifyStatus(o)
+	if resp.StatusCode < 400 {
+		return d // hints speak of failures; a success stays one
+	}
 	switch hint := shouldRetryHint(resp.Header); {
 	case hint < 0:
 		d.Action = Terminal
-	case hint > 0 && resp.StatusCode >= 400:
+	case hint > 0:
 		d.Action = Retry
 	}
 	return d

@@ -79,7 +79,8 @@ type Error struct {
 	// ErrCircuitOpen; zero otherwise.
 	RetryAt time.Time
 	// Reason is why the Transport stopped: one of the sentinel errors of this
-	// package, or the caller's context error.
+	// package, the caller's context error, or — when the last attempt failed
+	// with an error the Classifier called terminal — that error itself.
 	Reason error
 	// Err is the last cause (a network error, a context error, a store error);
 	// nil when the last attempt had a response.

@@ -195,16 +195,20 @@ func WithAttemptTimeout(d time.Duration) Option {
 
 // WithRetryAfterMax sets the longest server-directed delay (Retry-After,
 // RateLimit) the Transport waits (default 30 s). A longer one is not waited
-// for: the response is returned at once.
+// for: the response is returned at once. 0 (or a negative value) waits for no
+// server-directed delay at all.
 func WithRetryAfterMax(d time.Duration) Option {
-	return func(c *config) { c.retryAfterMax = d }
+	return func(c *config) { c.retryAfterMax = max(d, 0) }
 }
+
+// maxBodyBufferLimit keeps limit+1 from overflowing in the body reader.
+const maxBodyBufferLimit = 1 << 50
 
 // WithMaxBodyBuffer sets how many bytes of a request body without GetBody
 // the Transport buffers to replay it (default 1 MiB). A longer body is sent
 // once, without retries.
 func WithMaxBodyBuffer(n int64) Option {
-	return func(c *config) { c.maxBodyBuffer = max(n, 0) }
+	return func(c *config) { c.maxBodyBuffer = min(max(n, 0), maxBodyBufferLimit) }
 }
 
 // WithLogger logs one record per retry decision and per final outcome at

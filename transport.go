@@ -102,9 +102,10 @@ type call struct {
 
 	// wrote counts the times the base transport wrote the current attempt
 	// (httptrace WroteRequest), to see the re-sends net/http makes on its
-	// own; trace reports them. Both are set up for keyed requests only.
-	wrote    atomic.Int32
-	trace    *httptrace.ClientTrace
+	// own. A new counter and trace per attempt: a previous attempt's write
+	// loop may still report, and WithClientTrace composes the caller's
+	// hooks into the trace it is given. Keyed requests only; nil otherwise.
+	wrote    *atomic.Int32
 	status   int
 	category Category
 	lastErr  error
@@ -137,7 +138,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.body.init(req, t.cfg.maxBodyBuffer); err != nil {
 		return nil, c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
-	if c.op != "" && t.cfg.store != nil {
+	// A redirect hop (req.Response set by http.Client) continues the
+	// operation with the key identity found; it is not claimed again.
+	if c.op != "" && t.cfg.store != nil && req.Response == nil {
 		if err := c.claim(); err != nil {
 			c.body.close()
 			return nil, err
@@ -337,11 +340,9 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	if c.key != "" {
 		// http.Transport re-sends a keyed request by itself when a reused
 		// connection dies before the response; count the writes to know.
-		if c.trace == nil {
-			c.trace = &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { c.wrote.Add(1) }}
-		}
-		c.wrote.Store(0)
-		ctx = httptrace.WithClientTrace(ctx, c.trace)
+		wrote := new(atomic.Int32)
+		c.wrote = wrote
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }})
 	}
 	areq := c.req.WithContext(ctx)
 	areq.Header = c.req.Header.Clone()
@@ -403,17 +404,27 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	if resp != nil && resp.Body == nil {
 		resp.Body = http.NoBody // as http.Client would; callers and discard read it
 	}
+	if err != nil && d.Action == Success {
+		// No response is no success, whatever a classifier says, and it
+		// proves nothing about the effect.
+		d.Action, d.Ambiguous = Terminal, true
+	}
 	// A write that got no answer of its own (an error after a write, or an
 	// answer to a re-send net/http made after the first write's connection
 	// died) may have been applied, whatever the last error says.
-	if w := c.wrote.Load(); (err != nil && w >= 1) || (resp != nil && d.Action != Success && w >= 2) {
-		d.Ambiguous = true
+	if c.wrote != nil {
+		if w := c.wrote.Load(); (err != nil && w >= 1) || (resp != nil && d.Action != Success && w >= 2) {
+			d.Ambiguous = true
+		}
 	}
 	if done != nil {
+		// The breaker counts the host's health, not this request's
+		// retryability: a 5xx or a network error is a failure even when
+		// the request is not safe to retry.
 		switch {
 		case d.Category == CategoryCanceled:
 			done(errBreakerExcluded)
-		case d.Action == Retry:
+		case d.Action == Retry, err != nil, resp.StatusCode >= 500:
 			done(errBreakerFailure)
 		default:
 			done(nil)
@@ -435,8 +446,11 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 	// Once an attempt may have been applied, the outcome stays unknown until
 	// a success answers for it: a later 429 or 4xx (from a rate limiter or a
 	// proxy in front of the API) says nothing about the earlier attempt.
+	// A success answers for earlier attempts only if they were the same
+	// operation: keyed, or an idempotent method. After an unkeyed POST that
+	// may have been applied, a second success may be a duplicate.
 	switch {
-	case d.Action == Success:
+	case d.Action == Success && (c.key != "" || idempotentMethod(c.req.Method)):
 		c.ambiguous = false
 	case d.Ambiguous:
 		c.ambiguous = true
@@ -483,7 +497,7 @@ func (c *call) finish(resp *http.Response, d Decision, err error, stop error) (*
 			stop = c.ctx.Err()
 		}
 	}
-	e := &Error{Key: c.key, Operation: c.op, Attempts: c.attempts, Category: d.Category, StatusCode: 0, Unknown: c.ambiguous, Reason: stop, Err: err}
+	e := &Error{Key: c.key, Operation: c.op, Attempts: c.attempts, Category: d.Category, StatusCode: c.status, Unknown: c.ambiguous, Reason: stop, Err: err}
 	c.emit(Event{Kind: EventOutcome, Attempts: c.attempts, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
 		Outcome: outcome, Duration: c.elapsed(), Err: e})
 	return nil, e
@@ -563,7 +577,10 @@ func (c *call) emit(e Event) {
 	if len(obs) == 0 {
 		return
 	}
-	e.Host, e.Method, e.Key, e.Operation = c.req.URL.Host, c.req.Method, c.key, c.op
+	if c.req.URL != nil {
+		e.Host = c.req.URL.Host
+	}
+	e.Method, e.Key, e.Operation = c.req.Method, c.key, c.op
 	for _, o := range obs {
 		o(c.ctx, e)
 	}
