@@ -96,31 +96,12 @@ func TestOpenLockedFile(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
 
-// helperEnv names the environment variable that turns the test binary into the
-// child process of TestOpenLockedFileOtherProcess; its value is the file path.
-const helperEnv = "PERSIST_BOLT_TEST_OPEN"
-
-// TestHelperOpen is the child process: it opens the file and prints the error.
-func TestHelperOpen(t *testing.T) {
-	path := os.Getenv(helperEnv)
-	if path == "" {
-		t.Skip("helper process for TestOpenLockedFileOtherProcess")
-	}
-	s, err := bolt.Open(path, bolt.WithLockTimeout(200*time.Millisecond))
-	if err != nil {
-		fmt.Println("error:", err)
-		return
-	}
-	fmt.Println("opened")
-	_ = s.Close()
-}
-
 func TestOpenLockedFileOtherProcess(t *testing.T) {
 	_, path := openTemp(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperOpen$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"="+path)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PERSIST_BOLT_TEST_OPEN="+path)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "error: persist/bolt: open "+path)
