@@ -208,6 +208,21 @@ func (b *Budget) WithdrawAt(now time.Time) bool {
 	}
 }
 
+// refundAt takes back a withdrawal made by WithdrawAt(at) for a retry that
+// was then not sent (the caller gave up during the backoff, or the breaker
+// refused it). If at's bucket has rolled since, the withdrawal has left the
+// window already and there is nothing to take back.
+func (b *Budget) refundAt(at time.Time) {
+	e := b.params().epoch(at)
+	bk := b.bucket(e)
+	for bk.epoch.Load() == e {
+		w := bk.withdrawals.Load()
+		if w <= 0 || bk.withdrawals.CompareAndSwap(w, w-1) {
+			return
+		}
+	}
+}
+
 // Available returns the number of retries Withdraw would allow now if
 // nothing else happened: a whole number ≥ 0, or +Inf. It is meant for
 // reports and metrics.

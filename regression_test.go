@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/persist"
@@ -174,4 +175,28 @@ func TestCallerTraceDoesNotRace(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
+}
+
+// Regression: a retry paid for from the budget and then not sent (the caller
+// cancels during the backoff) is refunded.
+func TestBudgetRefundsUnsentRetry(t *testing.T) {
+	b := resilient.NewBudget(resilient.BudgetConfig{Ratio: 0, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
+	before := b.Available()
+	require.Equal(t, 1.0, before)
+	s := newStub(reply(503))
+	tr := resilient.NewTransport(s, resilient.WithBudget(b), resilient.WithoutBreaker(),
+		resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := do(t, tr, post(t, ctx, "{}"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Len(t, s.attempts(), 1)
+	assert.Equal(t, before, b.Available(), "no retry was sent, none is charged")
+
+	// A retry that is sent stays charged.
+	s2 := newStub(reply(503), reply(201))
+	tr2 := resilient.NewTransport(s2, resilient.WithBudget(b), resilient.WithoutBreaker(), resilient.WithBackoff(nil))
+	_, err = do(t, tr2, post(t, context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, b.Available())
 }

@@ -99,6 +99,9 @@ type call struct {
 	start     time.Time
 	attempts  int
 	ambiguous bool
+	// withdrawnAt is when the retry about to be sent was paid for from the
+	// budget; zero once it is sent (or when none is pending).
+	withdrawnAt time.Time
 
 	// wrote counts the times the base transport wrote the current attempt
 	// (httptrace WroteRequest), to see the re-sends net/http makes on its
@@ -214,14 +217,17 @@ func (c *call) loop() (*http.Response, error) {
 	var wait, prevDelay time.Duration
 	for n := 0; ; n++ {
 		if err := c.admit(&wait); err != nil {
+			c.refund()
 			c.body.close()
 			return nil, err
 		}
 		done, err := c.allowBreaker(n)
 		if err != nil {
+			c.refund()
 			c.body.close()
 			return nil, err
 		}
+		c.withdrawnAt = time.Time{} // the retry paid for is being sent
 		if n == 0 && c.host.budget != nil {
 			c.host.budget.Deposit()
 		}
@@ -254,7 +260,7 @@ func (c *call) loop() (*http.Response, error) {
 			stop = ErrDelayTooLong
 		case c.host.breakerOpen():
 			stop = ErrCircuitOpen
-		case c.host.budget != nil && !c.host.budget.Withdraw():
+		case c.host.budget != nil && !c.withdraw():
 			stop = ErrBudgetExhausted
 		}
 		if stop != nil {
@@ -269,10 +275,31 @@ func (c *call) loop() (*http.Response, error) {
 			discard(resp)
 		}
 		if err := sleep(c.ctx, delay); err != nil {
+			c.refund()
 			c.body.close()
 			return nil, c.fail(err, CategoryCanceled, err)
 		}
 		wait, prevDelay = delay, delay
+	}
+}
+
+// withdraw pays for a retry from the host's budget before the backoff, so
+// that a refused retry costs no wait; refund takes the payment back if the
+// retry is then not sent (the caller gave up, the pause or the rate limit
+// does not fit the deadline, the breaker refused).
+func (c *call) withdraw() bool {
+	now := c.t.cfg.now()
+	if !c.host.budget.WithdrawAt(now) {
+		return false
+	}
+	c.withdrawnAt = now
+	return true
+}
+
+func (c *call) refund() {
+	if !c.withdrawnAt.IsZero() {
+		c.host.budget.refundAt(c.withdrawnAt)
+		c.withdrawnAt = time.Time{}
 	}
 }
 
