@@ -30,7 +30,10 @@ import (
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
 // by multiple goroutines and should be reused: its per-host budgets and
-// breakers only work if it is shared by the requests to a host.
+// breakers only work if it is shared by the requests to a host. Per-host
+// state (budget, breaker, limiter, pause) is created on a host's first
+// request and kept for the Transport's life, so a Transport that calls an
+// unbounded set of hosts grows with it.
 //
 // RoundTrip keeps the RoundTripper contract: it never modifies the caller's
 // request (each attempt is sent on a copy); it takes its context from
