@@ -19,14 +19,13 @@ type replayBody struct {
 	getBody    func() (io.ReadCloser, error) // the caller's GetBody
 	first      io.ReadCloser                 // body of attempt 0 when it comes from the caller
 	replayable bool
-	contentLen int64
 }
 
 // init prepares req's body for several attempts. It reads at most
 // limit+1 bytes of a body without GetBody. A read error is returned wrapped in
 // ErrBodyNotReplayable and the body is closed: nothing is sent.
 func (rb *replayBody) init(req *http.Request, limit int64) error {
-	*rb = replayBody{replayable: true, contentLen: req.ContentLength}
+	*rb = replayBody{replayable: true}
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil
 	}

@@ -36,7 +36,6 @@ const (
 	CategoryTerminal        Category = "TERMINAL"
 	CategoryCanceled        Category = "CANCELED"
 	CategoryCircuitOpen     Category = "CIRCUIT_OPEN"
-	CategoryBudget          Category = "BUDGET_EXHAUSTED"
 	CategoryClient          Category = "CLIENT"
 )
 

@@ -111,10 +111,9 @@ type call struct {
 	// own. A new counter and trace per attempt: a previous attempt's write
 	// loop may still report, and WithClientTrace composes the caller's
 	// hooks into the trace it is given. Keyed requests only; nil otherwise.
-	wrote    *atomic.Int32
-	status   int
-	category Category
-	lastErr  error
+	wrote   *atomic.Int32
+	status  int
+	lastErr error
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -469,7 +468,7 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 		}
 	}
 
-	c.category, c.lastErr = d.Category, err
+	c.lastErr = err
 	if resp != nil {
 		c.status = resp.StatusCode
 	}
