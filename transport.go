@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,7 +171,43 @@ func checkRequest(req *http.Request) error {
 	case req.Header == nil:
 		return errors.New("nil Header")
 	}
+	return checkHeader(req.Header)
+}
+
+// checkHeader refuses, before anything is sent, the header fields net/http
+// would refuse with an untyped error that no classifier can tell from a
+// transient one: names that are not RFC 9110 tokens, values with control
+// characters other than HTAB. The error names the field, never its value.
+func checkHeader(h http.Header) error {
+	for name, values := range h {
+		if !isToken(name) {
+			return fmt.Errorf("invalid header field name %q", name)
+		}
+		for _, v := range values {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+					return fmt.Errorf("invalid value for header field %q", name)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func closeReqBody(req *http.Request) {
