@@ -86,10 +86,11 @@ func (h *hostState) pause(now time.Time, d time.Duration) {
 	}
 }
 
-// pausedFor returns how long requests to the host must still wait.
-func (h *hostState) pausedFor(now time.Time) time.Duration {
+// pausedFor returns how long requests to the host must still wait. It reads
+// the clock only if the host was ever paused.
+func (h *hostState) pausedFor(now func() time.Time) time.Duration {
 	if u := h.pauseUntil.Load(); u != 0 {
-		if d := time.Duration(u - now.UnixNano()); d > 0 {
+		if d := time.Duration(u - now().UnixNano()); d > 0 {
 			return d
 		}
 	}

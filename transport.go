@@ -256,14 +256,12 @@ func (c *call) loop() (*http.Response, error) {
 	var wait, prevDelay time.Duration
 	for n := 0; ; n++ {
 		if err := c.admit(&wait); err != nil {
-			c.refund()
-			c.body.close()
+			c.abandon()
 			return nil, err
 		}
 		done, err := c.allowBreaker(n)
 		if err != nil {
-			c.refund()
-			c.body.close()
+			c.abandon()
 			return nil, err
 		}
 		c.withdrawnAt = time.Time{} // the retry paid for is being sent
@@ -314,8 +312,7 @@ func (c *call) loop() (*http.Response, error) {
 			discard(resp)
 		}
 		if err := sleep(c.ctx, delay); err != nil {
-			c.refund()
-			c.body.close()
+			c.abandon()
 			return nil, c.fail(err, CategoryCanceled, err)
 		}
 		wait, prevDelay = delay, delay
@@ -323,7 +320,7 @@ func (c *call) loop() (*http.Response, error) {
 }
 
 // withdraw pays for a retry from the host's budget before the backoff, so
-// that a refused retry costs no wait; refund takes the payment back if the
+// that a refused retry costs no wait; abandon takes the payment back if the
 // retry is then not sent (the caller gave up, the pause or the rate limit
 // does not fit the deadline, the breaker refused).
 func (c *call) withdraw() bool {
@@ -335,11 +332,15 @@ func (c *call) withdraw() bool {
 	return true
 }
 
-func (c *call) refund() {
+// abandon ends a call between attempts without sending the next one: it
+// refunds the retry paid for, if any, and releases the caller's body if no
+// attempt took it.
+func (c *call) abandon() {
 	if !c.withdrawnAt.IsZero() {
 		c.host.budget.refundAt(c.withdrawnAt)
 		c.withdrawnAt = time.Time{}
 	}
+	c.body.close()
 }
 
 // fits reports whether waiting d leaves time before the context's deadline.
@@ -351,9 +352,7 @@ func (c *call) fits(d time.Duration) bool {
 // admit waits for the host's rate limiter and server-directed pause.
 func (c *call) admit(wait *time.Duration) error {
 	h := c.host
-	if h.pauseUntil.Load() == 0 {
-		// Never paused: no clock read.
-	} else if p := h.pausedFor(c.t.cfg.now()); p > 0 {
+	if p := h.pausedFor(c.t.cfg.now); p > 0 {
 		if !c.fits(p) {
 			return c.fail(ErrDelayTooLong, CategoryRateLimit, c.lastErr)
 		}
@@ -411,10 +410,7 @@ func (c *call) attempt(n int, wait time.Duration, done func(error)) (*http.Respo
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }})
 	}
 	areq := c.req.WithContext(ctx)
-	areq.Header = c.req.Header.Clone()
-	if areq.Header == nil {
-		areq.Header = make(http.Header, 2)
-	}
+	areq.Header = c.req.Header.Clone() // never nil: checkRequest refused a nil Header
 	if c.key != "" {
 		areq.Header[cfg.keyHeader] = []string{c.key}
 	}

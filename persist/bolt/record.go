@@ -106,18 +106,13 @@ func (d *decoder) uvarint(field string, limit uint64) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	switch {
-	case n == 0:
-		d.err = corrupt("record truncated in %s", field)
+	if !d.consumed(field, n) {
 		return 0
-	case n < 0:
-		d.err = corrupt("record %s overflows 64 bits", field)
-		return 0
-	case v > limit:
+	}
+	if v > limit {
 		d.err = corrupt("record %s %d out of range", field, v)
 		return 0
 	}
-	d.b = d.b[n:]
 	return v
 }
 
@@ -126,16 +121,25 @@ func (d *decoder) varint(field string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
+	if !d.consumed(field, n) {
+		return 0
+	}
+	return v
+}
+
+// consumed advances past a varint of n bytes as binary.(U)varint reports it:
+// n == 0 means the input ended, n < 0 an overflow; both set d.err.
+func (d *decoder) consumed(field string, n int) bool {
 	switch {
 	case n == 0:
 		d.err = corrupt("record truncated in %s", field)
-		return 0
+		return false
 	case n < 0:
 		d.err = corrupt("record %s overflows 64 bits", field)
-		return 0
+		return false
 	}
 	d.b = d.b[n:]
-	return v
+	return true
 }
 
 // string reads a length-prefixed string.
