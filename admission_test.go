@@ -25,14 +25,14 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 		maxSent   int
 		exactSent int
 	}{
-		{"budget ratio 0.1, no floor", resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.1, MinPerSecond: 0, Window: time.Minute}), 1100, 0},
-		{"budget off", resilient.WithoutBudget(), 0, 4000},
+		{"budget ratio 0.1, no floor", resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: time.Minute}), 1100, 0},
+		{"budget and tokens off", resilient.WithoutRetryTokens(), 0, 4000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStub(reply(503))
 			rep := new(resilient.Report)
-			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(4), tc.budget)
+			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutRetryTokens(), resilient.WithMaxAttempts(4), tc.budget)
 			stoppedByBudget := 0
 			for range 1000 {
 				*rep = resilient.Report{}
@@ -59,7 +59,7 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 
 func TestBudgetIsPerHostAndShareable(t *testing.T) {
 	s := newStub(reply(503))
-	cfg := resilient.BudgetConfig{Ratio: 0, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
+	cfg := resilient.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
 	send := func(tr http.RoundTripper, host string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+host+"/v1/x", strings.NewReader("{}"))
 		_, err := do(t, tr, req)
@@ -257,7 +257,7 @@ func TestSilentByDefault(t *testing.T) {
 
 func TestBreakerRetriesOnlyStillSendsFirstAttempts(t *testing.T) {
 	s := newStub(reply(503))
-	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithMaxAttempts(3),
+	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutRetryTokens(), resilient.WithMaxAttempts(3),
 		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
 	for range 4 { // 12 failed attempts: the breaker opens during the fourth operation
 		_, err := do(t, tr, post(t, context.Background(), "{}"))

@@ -19,21 +19,21 @@ const budgetRolling = math.MinInt64
 // NewBudget(DefaultBudgetConfig()).
 type BudgetConfig struct {
 	// Ratio is the number of retries allowed per first attempt in the
-	// window: 0.2 lets retries add at most 20 % to the traffic. 0 leaves
-	// only the MinPerSecond floor; a negative or NaN Ratio counts as 0;
-	// +Inf removes the limit.
+	// window: 0.2 lets retries add at most 20 % to the traffic. 0 means the
+	// default, 0.2; a negative value means none (only the MinPerSecond
+	// floor); NaN means the default; +Inf removes the limit.
 	Ratio float64
 
 	// MinPerSecond is the number of retries per second always allowed, on
 	// top of Ratio, so that a client with little traffic can still retry:
-	// MinPerSecond × Window seconds retries per window. 0 means none; a
-	// negative or NaN value counts as 0.
+	// MinPerSecond × Window seconds retries per window. 0 means the
+	// default, 10; a negative value means none; NaN means the default.
 	MinPerSecond float64
 
 	// Window is the length of the rolling window over which first attempts
 	// and retries are counted, split into 10 buckets of Window/10 each
 	// (rounded down to a whole nanosecond, at least 1 ns). Window ≤ 0 means
-	// 10 s.
+	// the default, 10 s.
 	Window time.Duration
 }
 
@@ -118,15 +118,22 @@ func (c BudgetConfig) params() budgetParams {
 		window = 10 * time.Second
 	}
 	width := max(int64(window)/budgetBuckets, 1)
-	ratio, perSecond := c.Ratio, c.MinPerSecond
-	if !(ratio > 0) { // also NaN
-		ratio = 0
-	}
-	if !(perSecond > 0) {
-		perSecond = 0
-	}
+	d := DefaultBudgetConfig()
+	ratio, perSecond := orDefault(c.Ratio, d.Ratio), orDefault(c.MinPerSecond, d.MinPerSecond)
 	seconds := time.Duration(width * budgetBuckets).Seconds()
 	return budgetParams{ratio: ratio, reserve: perSecond * seconds, width: width}
+}
+
+// orDefault resolves a BudgetConfig field: 0 and NaN mean the default, a
+// negative value means none.
+func orDefault(v, def float64) float64 {
+	switch {
+	case v == 0 || v != v:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // params returns b's resolved configuration.

@@ -40,18 +40,19 @@ func TestBudgetArithmetic(t *testing.T) {
 		deposits int
 		want     int // retries allowed
 	}{
-		{"ratio 0.1 of 100", BudgetConfig{Ratio: 0.1, Window: 10 * time.Second}, 100, 10},
-		{"ratio 0.2 of 50", BudgetConfig{Ratio: 0.2, Window: 10 * time.Second}, 50, 10},
-		{"ratio 0.5 of nothing", BudgetConfig{Ratio: 0.5, Window: 10 * time.Second}, 0, 0},
-		{"fraction rounds up: 0.1 of 3", BudgetConfig{Ratio: 0.1, Window: 10 * time.Second}, 3, 1},
-		{"ratio 1", BudgetConfig{Ratio: 1, Window: 10 * time.Second}, 37, 37},
-		{"floor alone", BudgetConfig{MinPerSecond: 1, Window: 10 * time.Second}, 0, 10},
-		{"floor alone, 2s window", BudgetConfig{MinPerSecond: 5, Window: 2 * time.Second}, 0, 10},
-		{"floor ignores deposits when ratio is 0", BudgetConfig{MinPerSecond: 1, Window: 10 * time.Second}, 500, 10},
+		{"ratio 0.1 of 100", BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 10 * time.Second}, 100, 10},
+		{"ratio 0.2 of 50", BudgetConfig{Ratio: 0.2, MinPerSecond: -1, Window: 10 * time.Second}, 50, 10},
+		{"ratio 0.5 of nothing", BudgetConfig{Ratio: 0.5, MinPerSecond: -1, Window: 10 * time.Second}, 0, 0},
+		{"fraction rounds up: 0.1 of 3", BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 10 * time.Second}, 3, 1},
+		{"ratio 1", BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: 10 * time.Second}, 37, 37},
+		{"floor alone", BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}, 0, 10},
+		{"floor alone, 2s window", BudgetConfig{Ratio: -1, MinPerSecond: 5, Window: 2 * time.Second}, 0, 10},
+		{"floor ignores deposits when ratio is 0", BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}, 500, 10},
 		{"ratio plus floor", BudgetConfig{Ratio: 0.1, MinPerSecond: 2, Window: 10 * time.Second}, 100, 30},
 		{"defaults, idle", DefaultBudgetConfig(), 0, 100},
 		{"defaults, 1000 first attempts", DefaultBudgetConfig(), 1000, 300},
-		{"all zero", BudgetConfig{}, 1000, 0},
+		{"all zero means the defaults", BudgetConfig{}, 1000, 300},
+		{"negative means none", BudgetConfig{Ratio: -1, MinPerSecond: -1}, 1000, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,12 +74,12 @@ func TestBudgetArithmetic(t *testing.T) {
 // every request retry at ratio 0.6.
 func TestBudgetRatio0_6IsNotTruncatedInverse(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(BudgetConfig{Ratio: 0.6, Window: 10 * time.Second})
+	b := NewBudget(BudgetConfig{Ratio: 0.6, MinPerSecond: -1, Window: 10 * time.Second})
 	budgetDeposit(b, budgetT0, 100)
 	assert.Equal(t, 60, budgetDrain(b, budgetT0, 1000), "60 %, not 100 %")
 
 	// Interleaved, as a Transport does it: 100 operations, one retry each wanted.
-	b = NewBudget(BudgetConfig{Ratio: 0.6, Window: 10 * time.Second})
+	b = NewBudget(BudgetConfig{Ratio: 0.6, MinPerSecond: -1, Window: 10 * time.Second})
 	retries := 0
 	for range 100 {
 		b.DepositAt(budgetT0)
@@ -91,7 +92,7 @@ func TestBudgetRatio0_6IsNotTruncatedInverse(t *testing.T) {
 
 func TestBudgetRecoversAfterWindow(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(BudgetConfig{Ratio: 0.5, Window: 10 * time.Second})
+	b := NewBudget(BudgetConfig{Ratio: 0.5, MinPerSecond: -1, Window: 10 * time.Second})
 	budgetDeposit(b, budgetT0, 10)
 	require.Equal(t, 5, budgetDrain(b, budgetT0, 100))
 
@@ -160,7 +161,7 @@ func TestBudgetExpiry(t *testing.T) {
 // Buckets written at several times expire one by one.
 func TestBudgetBucketsExpireOneByOne(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(BudgetConfig{Ratio: 1, Window: 10 * time.Second})
+	b := NewBudget(BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: 10 * time.Second})
 	for i := range 10 { // one deposit in each bucket
 		b.DepositAt(budgetT0.Add(time.Duration(i)*time.Second + 500*time.Millisecond))
 	}
@@ -181,10 +182,10 @@ func TestBudgetConfigResolution(t *testing.T) {
 	}{
 		{"zero Budget is the default", new(Budget), 100, 20, 10 * time.Second},
 		{"default", NewBudget(DefaultBudgetConfig()), 100, 20, 10 * time.Second},
-		{"zero config", NewBudget(BudgetConfig{}), 0, 0, 10 * time.Second},
-		{"negative window", NewBudget(BudgetConfig{Ratio: 0.1, Window: -time.Second}), 0, 10, 10 * time.Second},
+		{"zero config is the default", NewBudget(BudgetConfig{}), 100, 20, 10 * time.Second},
+		{"negative window", NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: -time.Second}), 0, 10, 10 * time.Second},
 		{"negative values", NewBudget(BudgetConfig{Ratio: -1, MinPerSecond: -5, Window: time.Second}), 0, 0, time.Second},
-		{"NaN values", NewBudget(BudgetConfig{Ratio: math.NaN(), MinPerSecond: math.NaN(), Window: time.Second}), 0, 0, time.Second},
+		{"NaN values are the defaults", NewBudget(BudgetConfig{Ratio: math.NaN(), MinPerSecond: math.NaN(), Window: time.Second}), 10, 20, time.Second},
 		{"1s window", NewBudget(BudgetConfig{Ratio: 0.5, MinPerSecond: 3, Window: time.Second}), 3, 50, time.Second},
 	}
 	for _, tt := range tests {
@@ -201,7 +202,7 @@ func TestBudgetConfigResolution(t *testing.T) {
 
 func TestBudgetUnlimited(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []BudgetConfig{{Ratio: math.Inf(1)}, {MinPerSecond: math.Inf(1)}} {
+	for _, cfg := range []BudgetConfig{{Ratio: math.Inf(1), MinPerSecond: -1}, {Ratio: -1, MinPerSecond: math.Inf(1)}} {
 		b := NewBudget(cfg)
 		if cfg.Ratio > 0 {
 			assert.Zero(t, b.AvailableAt(budgetT0), "no deposits, no retries: never 0 × Inf")
@@ -214,7 +215,7 @@ func TestBudgetUnlimited(t *testing.T) {
 
 func TestBudgetOddTimes(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(BudgetConfig{Ratio: 1, Window: 10 * time.Second})
+	b := NewBudget(BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: 10 * time.Second})
 	// Before 1970: buckets are floored, so a window still spans 10 of them.
 	pre := time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)
 	budgetDeposit(b, pre, 3)
@@ -226,13 +227,13 @@ func TestBudgetOddTimes(t *testing.T) {
 
 	// The zero Time and the far future saturate without panicking.
 	for _, now := range []time.Time{{}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)} {
-		b := NewBudget(BudgetConfig{Ratio: 1, Window: time.Nanosecond})
+		b := NewBudget(BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Nanosecond})
 		budgetDeposit(b, now, 2)
 		assert.Equal(t, 2, budgetDrain(b, now, 100))
 	}
 
 	// A tiny window has buckets of at least 1ns.
-	b = NewBudget(BudgetConfig{Ratio: 1, Window: 3})
+	b = NewBudget(BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: 3})
 	budgetDeposit(b, budgetT0, 1)
 	assert.Equal(t, 1.0, b.AvailableAt(budgetT0.Add(9)))
 	assert.Zero(t, b.AvailableAt(budgetT0.Add(10)))
@@ -242,7 +243,7 @@ func TestBudgetOddTimes(t *testing.T) {
 // each wanting 3 retries, within one window.
 func TestBudgetRetryStormSimulation(t *testing.T) {
 	t.Parallel()
-	b := NewBudget(BudgetConfig{Ratio: 0.1, Window: 10 * time.Second})
+	b := NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 10 * time.Second})
 	retries := 0
 	for i := range 1000 {
 		now := budgetT0.Add(time.Duration(i) * 5 * time.Millisecond) // 5 s in all
@@ -258,7 +259,7 @@ func TestBudgetRetryStormSimulation(t *testing.T) {
 	assert.GreaterOrEqual(t, retries, 99)
 
 	// The same storm sustained for 100 s: retries stay near 10 % of traffic.
-	b = NewBudget(BudgetConfig{Ratio: 0.1, Window: 10 * time.Second})
+	b = NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 10 * time.Second})
 	retries = 0
 	for i := range 10000 {
 		now := budgetT0.Add(time.Duration(i) * 10 * time.Millisecond)
@@ -341,7 +342,7 @@ func TestBudgetConcurrentUse(t *testing.T) {
 	})
 	t.Run("wall clock", func(t *testing.T) {
 		t.Parallel()
-		b := NewBudget(BudgetConfig{Ratio: 0.1, Window: time.Hour})
+		b := NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: time.Hour})
 		var wg sync.WaitGroup
 		var d, r atomic.Int64
 		for range goroutines {

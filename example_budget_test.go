@@ -12,7 +12,7 @@ import (
 func ExampleBudget() {
 	b := resilient.NewBudget(resilient.BudgetConfig{
 		Ratio:        0.1, // retries may add 10 % to the traffic
-		MinPerSecond: 0,   // and nothing more
+		MinPerSecond: -1,  // and nothing more (0 would mean the default, 10/s)
 		Window:       10 * time.Second,
 	})
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)

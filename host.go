@@ -1,7 +1,6 @@
 package resilient
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,20 +9,31 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// hostState is what a Transport keeps per destination host (URL.Host): its
-// retry budget, circuit breaker, rate limiter and server-directed pause.
-// Created on first use and kept for the Transport's life.
+// hostState is what a Transport keeps per destination host (URL.Host): the
+// policies of its gate (pause, rate limiter, breaker, retry tokens, budget)
+// and what they need to know about the host. Created on a host's first
+// request; evicted once the host has been idle for a window (see hosts).
 type hostState struct {
 	name    string
-	budget  *Budget // nil when budgets are off
+	tokens  *RetryTokens // nil when retry tokens are off
+	budget  *Budget      // nil when no budget is configured
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	limiter *rate.Limiter // nil without WithRateLimit
 
-	// pauseUntil (Unix ns) holds back every request to the host after a
-	// 429 or 503 with a server-directed delay.
-	pauseUntil atomic.Int64
+	// pauseUntil (Unix ns) holds back every request to the host after a 429
+	// with a server-directed delay; retryPauseUntil holds back retries only,
+	// after a 503 with one (a first attempt still goes out: the server may
+	// be back, and a single attempt is what a bare client would send).
+	pauseUntil      atomic.Int64
+	retryPauseUntil atomic.Int64
 	// openUntil (Unix ns) is when an open breaker will let a probe through.
 	openUntil atomic.Int64
+	// latency is a moving average of the host's attempt durations (ns), so
+	// that a retry that cannot finish before the deadline is not started.
+	latency atomic.Int64
+	// lastUsed (Unix ns) is when a request last used the host: hosts idle
+	// for a window are evicted.
+	lastUsed atomic.Int64
 
 	// Breaker transitions recorded under gobreaker's lock, dispatched later.
 	hasTransitions atomic.Bool
@@ -33,25 +43,83 @@ type hostState struct {
 
 type transition struct{ from, to BreakerState }
 
-func (t *Transport) host(name string) *hostState {
-	if h, ok := t.hosts.Load(name); ok {
-		return h.(*hostState)
+// hosts is a Transport's table of per-host state. Entries idle for longer
+// than idleAfter, with no breaker open and no pause pending, are removed by
+// a sweep that runs on the request path at most once per idleAfter, so
+// memory follows the set of active hosts, without a background goroutine.
+type hosts struct {
+	m         sync.Map // URL.Host → *hostState
+	idleAfter int64    // ns
+	nextSweep atomic.Int64
+	sweeping  atomic.Bool
+}
+
+// host returns the state of the named host, creating it if needed, and
+// marks it used at now.
+func (t *Transport) host(name string, now time.Time) *hostState {
+	ns := now.UnixNano()
+	if n := t.hosts.nextSweep.Load(); ns >= n {
+		t.hosts.sweep(ns)
 	}
+	var h *hostState
+	if v, ok := t.hosts.m.Load(name); ok {
+		h = v.(*hostState)
+	} else {
+		v, _ := t.hosts.m.LoadOrStore(name, t.newHost(name))
+		h = v.(*hostState)
+	}
+	if h.lastUsed.Load() < ns {
+		h.lastUsed.Store(ns)
+	}
+	return h
+}
+
+func (t *Transport) newHost(name string) *hostState {
 	h := &hostState{name: name}
+	if !t.cfg.tokensOff {
+		h.tokens = NewRetryTokens(t.cfg.tokens)
+	}
 	switch {
 	case t.cfg.budget != nil:
 		h.budget = t.cfg.budget
-	case !t.cfg.budgetOff:
-		h.budget = NewBudget(t.cfg.budgetConfig)
+	case t.cfg.budgetConfig != nil:
+		h.budget = NewBudget(*t.cfg.budgetConfig)
 	}
-	if !t.cfg.breakerOff {
-		h.breaker = newBreaker(t.cfg.breaker, h, t.cfg.now)
+	if t.cfg.breaker != nil {
+		h.breaker = newBreaker(*t.cfg.breaker, h, t.cfg.now)
 	}
 	if t.cfg.rateLimit != rate.Inf {
 		h.limiter = rate.NewLimiter(t.cfg.rateLimit, t.cfg.rateBurst)
 	}
-	actual, _ := t.hosts.LoadOrStore(name, h)
-	return actual.(*hostState)
+	return h
+}
+
+// sweep removes the hosts idle since before now−idleAfter, unless another
+// goroutine is sweeping. A request that still holds an evicted host's state
+// finishes with it; the next request to that host starts afresh.
+func (hs *hosts) sweep(now int64) {
+	if !hs.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	defer hs.sweeping.Store(false)
+	if now < hs.nextSweep.Load() {
+		return // another goroutine swept meanwhile
+	}
+	hs.nextSweep.Store(now + hs.idleAfter)
+	hs.m.Range(func(k, v any) bool {
+		if v.(*hostState).idle(now, hs.idleAfter) {
+			hs.m.CompareAndDelete(k, v)
+		}
+		return true
+	})
+}
+
+// idle reports whether h can be forgotten at now: unused for idleAfter, no
+// pause pending, no breaker open.
+func (h *hostState) idle(now, idleAfter int64) bool {
+	return now-h.lastUsed.Load() > idleAfter &&
+		h.pauseUntil.Load() <= now && h.retryPauseUntil.Load() <= now &&
+		(h.breaker == nil || h.breaker.State() == gobreaker.StateClosed)
 }
 
 func (h *hostState) recordTransition(from, to BreakerState) {
@@ -74,46 +142,42 @@ func (h *hostState) takeTransitions() []transition {
 	return tr
 }
 
-// pause holds back requests to the host until now+d (never shortens an
-// existing pause).
-func (h *hostState) pause(now time.Time, d time.Duration) {
+// pause holds back requests to the host until now+d: every request if all,
+// else retries only. It never shortens an existing pause.
+func (h *hostState) pause(now time.Time, d time.Duration, all bool) {
+	p := &h.retryPauseUntil
+	if all {
+		p = &h.pauseUntil
+	}
 	until := now.Add(d).UnixNano()
 	for {
-		cur := h.pauseUntil.Load()
-		if cur >= until || h.pauseUntil.CompareAndSwap(cur, until) {
+		cur := p.Load()
+		if cur >= until || p.CompareAndSwap(cur, until) {
 			return
 		}
 	}
 }
 
-// pausedFor returns how long requests to the host must still wait. It reads
-// the clock only if the host was ever paused.
-func (h *hostState) pausedFor(now func() time.Time) time.Duration {
-	if u := h.pauseUntil.Load(); u != 0 {
-		if d := time.Duration(u - now().UnixNano()); d > 0 {
-			return d
-		}
+// pausedFor returns how long attempt n (0 for a first attempt) must still
+// wait for a server-directed pause at now.
+func (h *hostState) pausedFor(now time.Time, retry bool) time.Duration {
+	u := h.pauseUntil.Load()
+	if retry {
+		u = max(u, h.retryPauseUntil.Load())
 	}
-	return 0
+	if u == 0 {
+		return 0
+	}
+	return max(time.Duration(u-now.UnixNano()), 0)
 }
 
-// breakerOpen reports whether the breaker is open now (a retry would be
-// refused), without counting a request.
-func (h *hostState) breakerOpen() bool {
-	return h.breaker != nil && h.breaker.State() == gobreaker.StateOpen
-}
-
-// sleep waits d or until ctx is done, whichever is first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// observeLatency folds an attempt's duration into the host's average
+// (weight 1/8). Concurrent updates may lose one another: it is an estimate.
+func (h *hostState) observeLatency(d time.Duration) {
+	old := h.latency.Load()
+	if old == 0 {
+		h.latency.Store(int64(d))
+		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	h.latency.Store(old + (int64(d)-old)/8)
 }

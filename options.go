@@ -19,7 +19,6 @@ const (
 	DefaultKeyRetention  = 24 * time.Hour
 	defaultBackoffBase   = 100 * time.Millisecond
 	defaultBackoffMax    = 2 * time.Second
-	defaultDrainLimit    = 64 << 10
 )
 
 // Option configures a Transport. Options are applied in order; the last one
@@ -31,11 +30,11 @@ type config struct {
 	maxAttempts    int
 	backoff        Backoff
 	classifier     Classifier
-	budgetOff      bool
-	budget         *Budget // shared by every host when set
-	budgetConfig   BudgetConfig
-	breakerOff     bool
-	breaker        BreakerSettings
+	tokensOff      bool
+	tokens         RetryTokensConfig
+	budget         *Budget       // shared by every host when set
+	budgetConfig   *BudgetConfig // a budget per host when set
+	breaker        *BreakerSettings
 	rateLimit      rate.Limit
 	rateBurst      int
 	keyHeader      string
@@ -52,13 +51,28 @@ type config struct {
 	now            func() time.Time // test seam; time.Now unless set in tests
 }
 
+// idleAfter is how long a host's state is kept without requests: the
+// longest window among its policies.
+func (c *config) idleAfter() time.Duration {
+	d := c.tokens.window()
+	if c.budgetConfig != nil {
+		d = max(d, time.Duration(c.budgetConfig.params().width*budgetBuckets))
+	}
+	if c.budget != nil {
+		d = max(d, time.Duration(c.budget.params().width*budgetBuckets))
+	}
+	if c.breaker != nil {
+		d = max(d, c.breaker.Window, c.breaker.OpenTimeout)
+	}
+	return d
+}
+
 func defaultConfig() config {
 	return config{
 		maxAttempts:   DefaultMaxAttempts,
 		backoff:       FullJitter(defaultBackoffBase, defaultBackoffMax),
 		classifier:    DefaultClassifier,
-		budgetConfig:  DefaultBudgetConfig(),
-		breaker:       DefaultBreakerSettings(),
+		tokens:        DefaultRetryTokensConfig(),
 		rateLimit:     rate.Inf,
 		keyHeader:     DefaultKeyHeader,
 		attemptHeader: DefaultAttemptHeader,
@@ -94,35 +108,53 @@ func WithClassifier(f Classifier) Option {
 	}
 }
 
-// WithBudget makes every request of the Transport spend retries from b,
-// whatever its host, so that several Transports can share one budget. By
-// default each destination host has its own budget with
-// DefaultBudgetConfig. A nil b restores the default.
+// WithRetryTokens sets the configuration of the retry tokens each
+// destination host gets (default DefaultRetryTokensConfig()): a retry takes
+// a token, a healthy answer earns some back, so retries fade as failures
+// grow and stop when everything fails. First attempts are never refused.
+// See RetryTokens.
+func WithRetryTokens(rc RetryTokensConfig) Option {
+	return func(c *config) { c.tokens, c.tokensOff = rc, false }
+}
+
+// WithoutRetryTokens turns the retry tokens off: retries are then limited
+// only by WithMaxAttempts and by a budget or breaker if one is configured.
+func WithoutRetryTokens() Option {
+	return func(c *config) { c.tokensOff = true }
+}
+
+// WithBudget makes every request of the Transport also spend retries from b,
+// whatever its host, so that several Transports can share one budget. No
+// budget is used by default (the retry tokens are); a nil b removes it.
 func WithBudget(b *Budget) Option {
-	return func(c *config) { c.budget, c.budgetOff = b, false }
+	return func(c *config) { c.budget, c.budgetConfig = b, nil }
 }
 
-// WithBudgetConfig sets the configuration of the per-host budgets the
-// Transport creates (default DefaultBudgetConfig()).
+// WithBudgetConfig gives each destination host a Finagle-style retry budget
+// (see Budget) configured by bc, in addition to the retry tokens. No budget
+// is used by default.
 func WithBudgetConfig(bc BudgetConfig) Option {
-	return func(c *config) { c.budgetConfig, c.budget, c.budgetOff = bc, nil, false }
+	return func(c *config) { c.budgetConfig, c.budget = &bc, nil }
 }
 
-// WithoutBudget turns the retry budget off: only WithMaxAttempts limits
-// retries.
+// WithoutBudget removes a budget set by WithBudget or WithBudgetConfig.
 func WithoutBudget() Option {
-	return func(c *config) { c.budgetOff, c.budget = true, nil }
+	return func(c *config) { c.budget, c.budgetConfig = nil, nil }
 }
 
-// WithBreaker sets the settings of the per-host circuit breakers (default
-// DefaultBreakerSettings()). Zero fields take their defaults.
+// WithBreaker gives each destination host a classic circuit breaker with
+// settings s (zero fields take the defaults of DefaultBreakerSettings). No
+// breaker is used by default: a classic breaker refuses first attempts while
+// open, which sheds load from an overloaded dependency but fails requests a
+// single attempt might have got through; BreakerSettings.RetriesOnly makes
+// it refuse retries only.
 func WithBreaker(s BreakerSettings) Option {
-	return func(c *config) { c.breaker, c.breakerOff = s, false }
+	return func(c *config) { s = s.resolved(); c.breaker = &s }
 }
 
-// WithoutBreaker turns the circuit breakers off.
+// WithoutBreaker removes a breaker set by WithBreaker.
 func WithoutBreaker() Option {
-	return func(c *config) { c.breakerOff = true }
+	return func(c *config) { c.breaker = nil }
 }
 
 // WithRateLimit paces requests to each destination host with a token bucket

@@ -180,7 +180,7 @@ func TestCallerTraceDoesNotRace(t *testing.T) {
 // Regression: a retry paid for from the budget and then not sent (the caller
 // cancels during the backoff) is refunded.
 func TestBudgetRefundsUnsentRetry(t *testing.T) {
-	b := resilient.NewBudget(resilient.BudgetConfig{Ratio: 0, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
+	b := resilient.NewBudget(resilient.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
 	before := b.Available()
 	require.Equal(t, 1.0, before)
 	s := newStub(reply(503))

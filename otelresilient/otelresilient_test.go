@@ -102,7 +102,7 @@ func TestBudgetExhausted(t *testing.T) {
 	stub := newStub(statuses(503)...)
 	// No ratio and no floor: the budget refuses every retry.
 	tr := resilient.NewTransport(stub, h.inst.TransportOption(), fixedBackoff(),
-		resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0, MinPerSecond: 0}))
+		resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: -1, MinPerSecond: -1}))
 
 	resp, err := post(t, h, tr, "charge-1")
 	require.NoError(t, err, "the last response is returned")

@@ -1,0 +1,246 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// The gate admits each attempt to its host, through the host's policies in
+// order: the server-directed pause, the rate limiter, the circuit breaker,
+// the retry tokens and the budget. Admission is two steps, in the spirit of
+// rate.Reservation: reserve decides without blocking (so a refused retry
+// costs no wait, and the caller can still be given the last response) and
+// takes what a retry costs; wait then sleeps the backoff and passes the
+// policies that act at send time. The reservation is released exactly once:
+// by release with the attempt's health once it was sent, or by cancel when
+// it was not (which gives back what it took).
+//
+// First attempts are never refused or held back by the retry control
+// (tokens, budget): what a bare client would send is sent. Only a pause
+// after a 429 (when it fits the deadline), a rate limit and a classic
+// breaker, all configured by the application, act on them.
+
+// reservation is one attempt's admission.
+type reservation struct {
+	h        *hostState
+	retry    bool
+	hop      bool          // a redirect hop: not a new operation
+	delay    time.Duration // the wait before sending, backoff and pause
+	token    bool          // a retry token was taken
+	budgetAt time.Time     // when the budget paid for the retry; zero if not
+	done     func(error)   // the breaker's, nil if none or uncounted
+	released bool
+}
+
+// health is what an attempt's outcome says about its host.
+type health uint8
+
+const (
+	healthNeutral health = iota // says nothing: a cancelled caller, a 409 in progress, a 429 with a delay
+	healthOK                    // the host answered as it should (2xx–4xx)
+	healthFailure               // the host is unhealthy: 5xx, timeout, reset, refused
+)
+
+// healthOf judges an attempt's outcome for the breaker and the tokens: only
+// outcomes that say the host is unhealthy count against it.
+func healthOf(resp *http.Response, err error, d Decision) health {
+	switch {
+	case d.Category == CategoryCanceled:
+		return healthNeutral
+	case err != nil:
+		if errors.Is(err, ErrInvalidRequest) || errors.Is(err, context.Canceled) {
+			return healthNeutral // refused locally, or our own cancellation
+		}
+		return healthFailure
+	case d.Category == CategoryInProgress:
+		return healthNeutral // the host is fine; the operation is busy
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests && d.Delay > 0:
+		return healthNeutral // the pause handles it
+	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
+		return healthNeutral
+	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
+		return healthOK // a permanent answer from a working host
+	case code >= 500, code == http.StatusTooManyRequests:
+		return healthFailure
+	}
+	return healthOK
+}
+
+// reserve decides whether attempt n of c may be sent after at least
+// backoff, without blocking. For a retry it checks that the wait and the
+// host's usual latency fit before the deadline and that the breaker is not
+// open, then takes a retry token and the budget's share. An error is the
+// reason the retry is refused (nothing was taken).
+func (h *hostState) reserve(c *call, n int, backoff time.Duration) (reservation, error) {
+	r := reservation{h: h, retry: n > 0, hop: c.op.hop}
+	now := c.t.cfg.now()
+	if !r.retry {
+		// A 429's pause holds first attempts too, when it fits; when it
+		// does not, the attempt goes out as a bare client's would.
+		if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+			r.delay = p
+		}
+		return r, nil
+	}
+	r.delay = max(backoff, h.pausedFor(now, true))
+	if !c.fits(now, r.delay+c.expectedLatency(h)) {
+		return r, ErrDelayTooLong
+	}
+	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+		return r, ErrCircuitOpen
+	}
+	if h.tokens != nil {
+		if !h.tokens.TakeAt(now) {
+			return r, ErrBudgetExhausted
+		}
+		r.token = true
+	}
+	if h.budget != nil {
+		if !h.budget.WithdrawAt(now) {
+			r.cancel()
+			return r, ErrBudgetExhausted
+		}
+		r.budgetAt = now
+	}
+	return r, nil
+}
+
+// wait sleeps the reservation's delay, then passes the policies that act at
+// send time: a pause that began meanwhile, the rate limiter, the breaker.
+// On error the reservation is cancelled; the error is the reason (a
+// sentinel, or the context's error).
+func (r *reservation) wait(c *call) error {
+	if err := sleep(c.ctx, r.delay); err != nil {
+		r.cancel()
+		return err
+	}
+	h := r.h
+	if h.pauseUntil.Load() != 0 || h.retryPauseUntil.Load() != 0 {
+		now := c.t.cfg.now()
+		if p := h.pausedFor(now, r.retry); p > 0 {
+			switch {
+			case c.fits(now, p):
+				if err := sleep(c.ctx, p); err != nil {
+					r.cancel()
+					return err
+				}
+				r.delay += p
+			case r.retry:
+				r.cancel()
+				return ErrDelayTooLong
+			}
+		}
+	}
+	if h.limiter != nil {
+		if err := h.limiter.Wait(c.ctx); err != nil {
+			r.cancel()
+			if ctxErr := c.ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			return ErrDelayTooLong // the limiter refuses waits past the deadline
+		}
+	}
+	if h.breaker != nil {
+		done, err := h.breaker.Allow()
+		c.dispatchTransitions(h)
+		switch {
+		case err == nil:
+			r.done = done
+		case !r.retry && c.t.cfg.breaker.RetriesOnly:
+			// Sent, uncounted: a retries-only breaker never holds back a
+			// first attempt.
+		default:
+			r.cancel()
+			return ErrCircuitOpen
+		}
+	}
+	if !r.retry && !r.hop {
+		now := c.t.cfg.now()
+		if h.tokens != nil {
+			h.tokens.FirstAt(now)
+		}
+		if h.budget != nil {
+			h.budget.DepositAt(now)
+		}
+	}
+	return nil
+}
+
+// cancel releases a reservation whose attempt was not sent: what the retry
+// took is given back, and the breaker does not count it.
+func (r *reservation) cancel() {
+	if r.released {
+		return
+	}
+	r.released = true
+	if r.token {
+		r.h.tokens.Refund()
+	}
+	if !r.budgetAt.IsZero() {
+		r.h.budget.refundAt(r.budgetAt)
+	}
+	if r.done != nil {
+		r.done(errBreakerExcluded)
+	}
+}
+
+// release releases the reservation of an attempt that was sent, with what
+// its outcome says of the host.
+func (r *reservation) release(c *call, hl health) {
+	if r.released {
+		return
+	}
+	r.released = true
+	if hl == healthOK && r.h.tokens != nil {
+		r.h.tokens.Earn()
+	}
+	if r.done != nil {
+		switch hl {
+		case healthOK:
+			r.done(nil)
+		case healthFailure:
+			r.done(errBreakerFailure)
+		default:
+			r.done(errBreakerExcluded)
+		}
+		c.dispatchTransitions(r.h)
+	}
+}
+
+// expectedLatency is how long an attempt to h usually takes, bounded by the
+// attempt timeout.
+func (c *call) expectedLatency(h *hostState) time.Duration {
+	d := time.Duration(h.latency.Load())
+	if at := c.t.cfg.attemptTimeout; at > 0 {
+		d = min(d, at)
+	}
+	return d
+}
+
+// fits reports whether waiting d from now leaves time before the context's
+// deadline.
+func (c *call) fits(now time.Time, d time.Duration) bool {
+	dl, ok := c.ctx.Deadline()
+	return !ok || now.Add(d).Before(dl)
+}
+
+// sleep waits d or until ctx is done, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,222 @@
+package resilient
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/resilienthttp/resilient/persist"
+)
+
+// operation is the logical operation a RoundTrip carries out, resolved once
+// before the first attempt: its key, its name, its replayable body. It alone
+// talks to the Store, always within the caller's context.
+type operation struct {
+	key  string
+	name string // ContextWithOperation's, "" if none
+	body replayBody
+	// hop is true when the request is a redirect hop sent by http.Client
+	// (req.Response set): it continues an operation already counted.
+	hop bool
+}
+
+// resolve chooses the operation's key, prepares the body and claims the
+// key from the Store. On error nothing was sent and the caller's body is
+// closed; the error is returned by the ledger.
+func (c *call) resolve() error {
+	cfg := &c.t.cfg
+	op := &c.op
+	op.name, _ = OperationFromContext(c.ctx)
+	op.hop = c.req.Response != nil
+	c.led.start(c)
+	if err := checkRequest(c.req); err != nil {
+		closeReqBody(c.req)
+		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
+	}
+	if err := c.identity(); err != nil {
+		closeReqBody(c.req)
+		op.key = "" // never echo an invalid key
+		return c.fail(ErrInvalidKey, CategoryClient, err)
+	}
+	if err := op.body.init(c.req, cfg.maxBodyBuffer); err != nil {
+		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
+	}
+	// A redirect hop continues the operation with the key identity found;
+	// it is not claimed again.
+	if op.name != "" && cfg.store != nil && !op.hop {
+		if err := c.claim(); err != nil {
+			op.body.close()
+			return err
+		}
+	}
+	c.led.resolved(op)
+	return nil
+}
+
+// identity chooses the operation's key: the caller's header, the context's
+// key, the key of the request this one is a redirect of, or (for the
+// configured methods) a new one. A Store claim may replace it later.
+func (c *call) identity() error {
+	cfg := &c.t.cfg
+	op := &c.op
+	if vs := c.req.Header[cfg.keyHeader]; len(vs) > 0 {
+		op.key = vs[0]
+		return ValidateKey(op.key)
+	}
+	if k, ok := KeyFromContext(c.ctx); ok {
+		op.key = k
+		return ValidateKey(k)
+	}
+	// http.Client follows a 307/308 by calling RoundTrip again with a new
+	// request whose Response is the redirect; that response's Request is the
+	// attempt we sent, with the key. Same method, same operation, same key.
+	if prev := c.req.Response; prev != nil && prev.Request != nil && prev.Request.Method == c.req.Method {
+		if k := prev.Request.Header.Get(cfg.keyHeader); k != "" {
+			op.key = k
+			return nil
+		}
+	}
+	if cfg.keyMethods.has(c.req.Method) || (op.name != "" && cfg.store != nil) {
+		k, err := cfg.keyFunc()
+		if err != nil {
+			return err
+		}
+		op.key = k
+		return ValidateKey(k)
+	}
+	return nil
+}
+
+// claim gets the operation's key from the Store before anything is sent:
+// the stored key if the operation was claimed before (by this process or one
+// that crashed), else the key chosen by identity, now made durable.
+func (c *call) claim() error {
+	cfg := &c.t.cfg
+	op := &c.op
+	fp, err := op.body.fingerprint(c.req)
+	if err != nil {
+		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
+	}
+	now := cfg.now()
+	candidate := persist.Record{Operation: op.name, Key: op.key, Fingerprint: fp, Created: now, State: persist.Pending}
+	rec, claimed, err := cfg.store.Claim(c.ctx, candidate)
+	if err != nil {
+		if ctxErr := c.ctx.Err(); ctxErr != nil {
+			return c.fail(ctxErr, CategoryCanceled, err)
+		}
+		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
+	}
+	if claimed {
+		return nil
+	}
+	if rec.Fingerprint != fp {
+		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
+	}
+	explicit := c.req.Header.Get(cfg.keyHeader) != ""
+	if _, ok := KeyFromContext(c.ctx); ok {
+		explicit = true
+	}
+	if explicit && rec.Key != op.key {
+		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name))
+	}
+	op.key = rec.Key
+	if rec.State == persist.Pending && cfg.keyRetention > 0 {
+		born := rec.Created
+		if t, ok := KeyTime(rec.Key); ok && t.Before(born) {
+			born = t
+		}
+		if age := now.Sub(born); age > cfg.keyRetention {
+			return c.fail(ErrKeyExpired, CategoryClient, fmt.Errorf("operation %q: key is %s old, retention %s", op.name, age.Round(time.Second), cfg.keyRetention))
+		}
+	}
+	return nil
+}
+
+// record tells the Store how the operation ended: definitive answers are
+// Done, everything else stays Pending. It runs within the caller's context:
+// if that is done, the record stays Pending, which is safe (a resumed
+// operation re-sends the same key). Store errors are reported to observers
+// but do not change the response: the request already happened.
+func (c *call) record(definitive bool) {
+	s := c.t.cfg.store
+	if s == nil || c.op.name == "" || c.ctx.Err() != nil {
+		return
+	}
+	state := persist.Pending
+	if definitive {
+		state = persist.Done
+	}
+	if err := s.Finish(c.ctx, c.op.name, state, c.led.attempts); err != nil {
+		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+	}
+}
+
+// KeyTime returns the creation time embedded in a UUIDv7 key, and false for
+// a key that is not a UUIDv7.
+func KeyTime(key string) (time.Time, bool) {
+	u, err := uuid.Parse(key)
+	if err != nil || u.Version() != 7 {
+		return time.Time{}, false
+	}
+	sec, nsec := u.Time().UnixTime()
+	return time.Unix(sec, nsec), true
+}
+
+func checkRequest(req *http.Request) error {
+	switch {
+	case req.URL == nil:
+		return errors.New("nil URL")
+	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
+		return fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
+	case req.URL.Host == "":
+		return errors.New("no host in URL")
+	case req.Header == nil:
+		return errors.New("nil Header")
+	}
+	return checkHeader(req.Header)
+}
+
+// checkHeader refuses, before anything is sent, the header fields net/http
+// would refuse with an untyped error that no classifier can tell from a
+// transient one: names that are not RFC 9110 tokens, values with control
+// characters other than HTAB. The error names the field, never its value.
+func checkHeader(h http.Header) error {
+	for name, values := range h {
+		if !isToken(name) {
+			return fmt.Errorf("invalid header field name %q", name)
+		}
+		for _, v := range values {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+					return fmt.Errorf("invalid value for header field %q", name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func closeReqBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}

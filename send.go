@@ -1,0 +1,187 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// attempt is one attempt's result, owned by the iteration of the loop that
+// sent it.
+type attempt struct {
+	n    int
+	req  *http.Request  // the copy sent, with the key and attempt headers
+	resp *http.Response // nil when err is set
+	err  error
+	took time.Duration // until response headers or error
+	end  time.Time
+	// sent is false when the attempt never reached the base transport (its
+	// body could not be rewound).
+	sent bool
+	// rewritten is true when net/http wrote the request more than once
+	// (its own re-send on a dead keep-alive connection).
+	rewritten bool
+	// wroteAny is true when the request was written at least once.
+	wroteAny bool
+}
+
+// send sends attempt n on a copy of the caller's request carrying the key
+// and attempt headers, through the base transport. It never mutates the
+// caller's request and shares nothing with other attempts.
+func (c *call) send(n int) attempt {
+	cfg := &c.t.cfg
+	a := attempt{n: n}
+	ctx, cancel := c.ctx, context.CancelFunc(nil)
+	if cfg.attemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, cfg.attemptTimeout)
+	}
+	// http.Transport re-sends a keyed request by itself when a reused
+	// connection dies before the response; count the writes to know. A new
+	// counter and trace per attempt: a previous attempt's write loop may
+	// still report, and WithClientTrace composes the caller's hooks into
+	// the trace it is given. Keyed requests only.
+	var wrote *atomic.Int32
+	if c.op.key != "" {
+		wrote = new(atomic.Int32)
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }})
+	}
+	areq := c.req.WithContext(ctx)
+	areq.Header = c.req.Header.Clone() // never nil: checkRequest refused a nil Header
+	if c.op.key != "" {
+		areq.Header[cfg.keyHeader] = []string{c.op.key}
+	}
+	if cfg.attemptHeader != "" {
+		areq.Header[cfg.attemptHeader] = attemptValue(n)
+	}
+	body, err := c.op.body.body(n)
+	if err != nil {
+		// Only a retry can get here (GetBody failed); nothing is sent.
+		if cancel != nil {
+			cancel()
+		}
+		a.err = err
+		return a
+	}
+	if n == 0 {
+		c.op.body.first = nil // the base transport owns it now
+	}
+	areq.Body = body
+	areq.GetBody = c.op.body.rewind()
+	a.req = areq
+
+	start := cfg.now()
+	resp, err := c.t.base.RoundTrip(areq)
+	a.end = cfg.now()
+	a.sent = true
+	a.took = a.end.Sub(start)
+	switch {
+	case resp != nil && err != nil:
+		// A base transport that breaks the contract: trust the error.
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		resp = nil
+	case resp == nil && err == nil:
+		err = errors.New("resilient: base transport returned no response and no error")
+	}
+	if resp != nil && resp.Body == nil {
+		resp.Body = http.NoBody // as http.Client would; callers and discard read it
+	}
+	if wrote != nil {
+		w := wrote.Load()
+		a.wroteAny, a.rewritten = w >= 1, w >= 2
+	}
+	if cancel != nil {
+		if resp != nil {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		} else {
+			cancel()
+		}
+	}
+	a.resp, a.err = resp, err
+	return a
+}
+
+// classify returns the Classifier's decision on a, with what the Transport
+// knows better than any classifier: a cancelled caller is terminal, no
+// response is no success, and a write that got no answer of its own may
+// have been applied.
+func (c *call) classify(a *attempt) Decision {
+	if !a.sent {
+		return Decision{Action: Terminal, Category: CategoryClient}
+	}
+	var d Decision
+	if a.err != nil && c.ctx.Err() != nil {
+		// The caller gave up; nothing else matters.
+		a.err = errors.Join(c.ctx.Err(), a.err)
+		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
+	} else {
+		d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
+	}
+	if a.err != nil && d.Action == Success {
+		// No response is no success, whatever a classifier says, and it
+		// proves nothing about the effect.
+		d.Action, d.Ambiguous = Terminal, true
+	}
+	// A write that got no answer of its own (an error after a write, or an
+	// answer to a re-send net/http made after the first write's connection
+	// died) may have been applied, whatever the last error says.
+	if (a.err != nil && a.wroteAny) || (a.resp != nil && d.Action != Success && a.rewritten) {
+		d.Ambiguous = true
+	}
+	return d
+}
+
+// attemptHeaderValues avoids an allocation per attempt for the attempt header.
+var attemptHeaderValues = func() (v [16][]string) {
+	for i := range v {
+		v[i] = []string{strconv.Itoa(i)}
+	}
+	return v
+}()
+
+func attemptValue(n int) []string {
+	if n < len(attemptHeaderValues) {
+		return attemptHeaderValues[n]
+	}
+	return []string{strconv.Itoa(n)}
+}
+
+// drainLimit and drainTimeout bound what discard reads of a response the
+// caller will not see: enough to reuse a keep-alive connection after a
+// short error page, never long enough to hold the retry loop.
+const (
+	drainLimit   = 64 << 10
+	drainTimeout = 100 * time.Millisecond
+)
+
+// discard drains (at most drainLimit bytes, for at most drainTimeout) and
+// closes a response the caller will not see, so its connection can be
+// reused. A body that stalls is closed when the timeout fires, which ends a
+// read blocked on the network.
+func discard(resp *http.Response) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	stop := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+	io.CopyN(io.Discard, resp.Body, drainLimit)
+	stop.Stop()
+	resp.Body.Close()
+}
+
+// cancelBody cancels the attempt's context when the caller closes the body.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
