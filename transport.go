@@ -99,8 +99,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return c.finish(&a, d, err) // a retry refused before any wait
 		}
-		if a.resp != nil {
-			discard(a.resp)
+		if n > 0 {
+			c.retrying(&a, d, res.delay)
+			if a.resp != nil {
+				discard(a.resp)
+			}
 		}
 		if err := res.wait(c); err != nil {
 			return nil, c.stopped(err)
@@ -120,7 +123,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if delay, err = c.next(&a, d, prevD); err != nil {
 			return c.finish(&a, d, err)
 		}
-		c.retrying(&a, d, delay)
 		prevD = delay
 	}
 }
