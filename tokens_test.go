@@ -1,0 +1,147 @@
+package resilient
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// tokensDrain takes at now until rt refuses (or limit is reached) and
+// returns how many retries it allowed.
+func tokensDrain(rt *RetryTokens, now time.Time, limit int) int {
+	n := 0
+	for n < limit && rt.TakeAt(now) {
+		n++
+	}
+	return n
+}
+
+func TestRetryTokensBucket(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		rt     *RetryTokens
+		firsts int // first attempts in the window before draining
+		want   int // retries allowed from a full bucket
+	}{
+		{"zero value is the default: MinTokens 3", new(RetryTokens), 0, 3},
+		{"default, 100 first attempts: still the minimum", NewRetryTokens(DefaultRetryTokensConfig()), 100, 3},
+		{"default, 1000 first attempts: 2 %", NewRetryTokens(DefaultRetryTokensConfig()), 1000, 20},
+		{"zero config is the default", NewRetryTokens(RetryTokensConfig{}), 1000, 20},
+		{"CapRatio 0.1", NewRetryTokens(RetryTokensConfig{CapRatio: 0.1}), 1000, 100},
+		{"negative MinTokens is 0", NewRetryTokens(RetryTokensConfig{MinTokens: -1}), 0, 0},
+		{"NaN MinTokens is 0", NewRetryTokens(RetryTokensConfig{MinTokens: math.NaN()}), 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for range tt.firsts {
+				tt.rt.FirstAt(budgetT0)
+			}
+			assert.Equal(t, float64(tt.want), tt.rt.AvailableAt(budgetT0))
+			assert.Equal(t, tt.want, tokensDrain(tt.rt, budgetT0, 1000))
+			assert.False(t, tt.rt.TakeAt(budgetT0), "empty")
+		})
+	}
+}
+
+func TestRetryTokensInfiniteCapRatioSaturates(t *testing.T) {
+	t.Parallel()
+	rt := NewRetryTokens(RetryTokensConfig{CapRatio: math.Inf(1)})
+	rt.FirstAt(budgetT0)
+	assert.Equal(t, 10000, tokensDrain(rt, budgetT0, 10000))
+	assert.Greater(t, rt.AvailableAt(budgetT0), 1e12, "no overflow into a negative capacity")
+}
+
+func TestRetryTokensEarnAndRefund(t *testing.T) {
+	t.Parallel()
+	rt := NewRetryTokens(RetryTokensConfig{Refill: 0.5, MinTokens: 3})
+	assert.Equal(t, 3, tokensDrain(rt, budgetT0, 10))
+	rt.Earn()
+	assert.False(t, rt.TakeAt(budgetT0), "half a token is not a retry")
+	rt.Earn()
+	assert.True(t, rt.TakeAt(budgetT0), "two healthy answers earn one retry")
+	rt.Refund()
+	assert.True(t, rt.TakeAt(budgetT0), "a refunded token can be taken again")
+	for range 100 {
+		rt.Earn()
+	}
+	assert.Equal(t, float64(3), rt.AvailableAt(budgetT0), "never more than a full bucket")
+}
+
+// The bucket's size follows recent first attempts: when they leave the
+// window, what was earned beyond the minimum is no longer spendable.
+func TestRetryTokensCapacityFollowsTheWindow(t *testing.T) {
+	t.Parallel()
+	rt := NewRetryTokens(RetryTokensConfig{CapRatio: 0.1, MinTokens: 1, Window: 10 * time.Second})
+	for range 200 {
+		rt.FirstAt(budgetT0)
+	}
+	assert.Equal(t, float64(20), rt.AvailableAt(budgetT0))
+	assert.Equal(t, float64(1), rt.AvailableAt(budgetT0.Add(10*time.Second)), "first attempts left the window")
+}
+
+// Refill 0 means the default; negative means retries never earn their
+// tokens back.
+func TestRetryTokensRefillResolution(t *testing.T) {
+	t.Parallel()
+	rt := NewRetryTokens(RetryTokensConfig{Refill: -1, MinTokens: 1})
+	assert.True(t, rt.TakeAt(budgetT0))
+	for range 100 {
+		rt.Earn()
+	}
+	assert.False(t, rt.TakeAt(budgetT0))
+	assert.Equal(t, DefaultRetryTokensConfig().params(), RetryTokensConfig{}.params())
+}
+
+func TestRetryTokensConcurrentTakesNeverExceedTheBucket(t *testing.T) {
+	t.Parallel()
+	rt := NewRetryTokens(RetryTokensConfig{MinTokens: 50})
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if rt.TakeAt(budgetT0) {
+					taken.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(50), taken.Load())
+}
+
+func TestRetryTokensDoNotAllocate(t *testing.T) {
+	rt := new(RetryTokens)
+	now := budgetT0
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.FirstAt(now) }), "FirstAt")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.TakeAt(now) }), "TakeAt")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.Earn() }), "Earn")
+}
+
+func BenchmarkRetryTokens(b *testing.B) {
+	rt := new(RetryTokens)
+	now := time.Now()
+	b.Run("First", func(b *testing.B) {
+		for b.Loop() {
+			rt.FirstAt(now)
+		}
+	})
+	b.Run("Earn", func(b *testing.B) {
+		for b.Loop() {
+			rt.Earn()
+		}
+	})
+	b.Run("TakeEarn", func(b *testing.B) {
+		for b.Loop() {
+			if rt.TakeAt(now) {
+				rt.Refund()
+			}
+		}
+	})
+}
