@@ -124,7 +124,8 @@ func newBreaker(s BreakerSettings, h *hostState, now func() time.Time) *gobreake
 		BucketPeriod: s.Window / 10,
 		Timeout:      s.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
-			return c.Requests >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(c.Requests)
+			valid := c.Requests - min(c.TotalExclusions, c.Requests)
+			return valid >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(valid)
 		},
 		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
 		OnStateChange: func(_ string, from, to gobreaker.State) {

@@ -1,0 +1,195 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+)
+
+// scripted is a base transport answering each attempt with the next status
+// of its script (the last repeats); 0 stands for a connection reset.
+type scripted struct {
+	mu      sync.Mutex
+	codes   []int
+	headers []string // "Name: value" added to every response
+	n       int
+}
+
+func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	code := s.codes[min(s.n, len(s.codes)-1)]
+	s.n++
+	s.mu.Unlock()
+	if code == 0 {
+		return nil, errors.New("connection reset by peer")
+	}
+	h := make(http.Header)
+	for _, kv := range s.headers {
+		k, v, _ := strings.Cut(kv, ":")
+		h.Set(k, strings.TrimSpace(v))
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
+// gateTransport has every policy of the gate, with room to see each one's
+// accounting: 3 retry tokens, a budget of 10 retries, a breaker that never
+// trips on its own.
+func gateTransport(base http.RoundTripper, opts ...Option) *Transport {
+	all := append([]Option{
+		WithBackoff(Exponential(10*time.Millisecond, 10*time.Millisecond)),
+		WithRetryTokens(RetryTokensConfig{MinTokens: 3, CapRatio: -1}),
+		WithBudgetConfig(BudgetConfig{Ratio: -1, MinPerSecond: 1}),
+		WithBreaker(BreakerSettings{MinRequests: 1000}),
+	}, opts...)
+	return NewTransport(base, all...)
+}
+
+// assertReleased checks that every reservation of the host was released
+// exactly once: tokens and budget hold only what sent retries spent, and
+// the breaker saw one done for every Allow.
+func assertReleased(t *testing.T, tr *Transport, sentRetries int) {
+	t.Helper()
+	v, ok := tr.hosts.m.Load("api.test")
+	require.True(t, ok)
+	h := v.(*hostState)
+	now := tr.cfg.now()
+	assert.Equal(t, float64(3-sentRetries), h.tokens.AvailableAt(now), "tokens: only sent retries are spent")
+	assert.Equal(t, float64(10-sentRetries), h.budget.AvailableAt(now), "budget: only sent retries are spent")
+	c := h.breaker.Counts()
+	assert.Equal(t, c.Requests, c.TotalSuccesses+c.TotalFailures+c.TotalExclusions, "breaker: one done per Allow")
+}
+
+func newPost(ctx context.Context, body io.Reader) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/charges", body)
+	return req
+}
+
+func TestGateReleasesEveryReservationOnce(t *testing.T) {
+	tests := []struct {
+		name        string
+		codes       []int
+		headers     []string
+		opts        []Option
+		req         func(ctx context.Context) *http.Request
+		cancelAfter time.Duration // cancel the caller's context after this long
+		deadline    time.Duration
+		wantErr     error
+		sentRetries int
+	}{
+		{name: "success", codes: []int{201}},
+		{name: "retried then success", codes: []int{503, 201}, sentRetries: 1},
+		{
+			name: "GetBody fails on the retry", codes: []int{503},
+			req: func(ctx context.Context) *http.Request {
+				r := newPost(ctx, strings.NewReader("{}"))
+				r.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+				return r
+			},
+			wantErr: ErrBodyNotReplayable,
+		},
+		{name: "cancelled in the backoff", codes: []int{503}, cancelAfter: 5 * time.Millisecond, wantErr: context.Canceled},
+		{
+			name: "rate limiter refuses a wait past the deadline", codes: []int{503},
+			opts: []Option{WithRateLimit(rate.Every(time.Hour), 1)}, deadline: time.Second, wantErr: ErrDelayTooLong,
+		},
+		{name: "tokens run out", codes: []int{503}, opts: []Option{WithMaxAttempts(10)}, sentRetries: 3, wantErr: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := gateTransport(&scripted{codes: tt.codes, headers: tt.headers}, tt.opts...)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if tt.deadline > 0 {
+					ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+					defer cancel()
+				}
+				if tt.cancelAfter > 0 {
+					time.AfterFunc(tt.cancelAfter, cancel)
+				}
+				req := newPost(ctx, strings.NewReader("{}"))
+				if tt.req != nil {
+					req = tt.req(ctx)
+				}
+				resp, err := tr.RoundTrip(req)
+				if resp != nil {
+					resp.Body.Close()
+				}
+				if tt.wantErr != nil {
+					assert.ErrorIs(t, err, tt.wantErr)
+				}
+				assertReleased(t, tr, tt.sentRetries)
+			})
+		})
+	}
+}
+
+// A pause that begins while a retry sleeps, and ends past the deadline,
+// refuses the retry at send time; what it took is given back.
+func TestGateReleasesWhenAPauseBeginsDuringTheBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := gateTransport(&scripted{codes: []int{500}})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		time.AfterFunc(5*time.Millisecond, func() {
+			h, _ := tr.hosts.m.Load("api.test")
+			h.(*hostState).pause(time.Now(), time.Minute, false)
+		})
+		_, err := tr.RoundTrip(newPost(ctx, strings.NewReader("{}")))
+		assert.ErrorIs(t, err, ErrDelayTooLong)
+		assertReleased(t, tr, 0)
+	})
+}
+
+func TestReservationIsReleasedOnlyOnce(t *testing.T) {
+	tr := gateTransport(&scripted{codes: []int{201}})
+	h := tr.host("api.test", time.Now())
+	require.True(t, h.tokens.TakeAt(time.Now()))
+	r := reservation{h: h, retry: true, token: true}
+	r.cancel()
+	r.cancel()
+	r.release(&call{t: tr}, healthOK)
+	assert.Equal(t, float64(3), h.tokens.AvailableAt(time.Now()), "one refund, and no earning after a cancel")
+}
+
+func TestHealthOf(t *testing.T) {
+	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
+	tests := []struct {
+		name string
+		resp *http.Response
+		err  error
+		d    Decision
+		want health
+	}{
+		{"201", resp(201), nil, Decision{Action: Success}, healthOK},
+		{"404 is the request's fault", resp(404), nil, Decision{Action: Terminal, Category: CategoryNotFound}, healthOK},
+		{"409 in progress: the operation is busy", resp(409), nil, Decision{Action: Retry, Category: CategoryInProgress}, healthNeutral},
+		{"429 with Retry-After: the pause handles it", resp(429), nil, Decision{Action: Retry, Category: CategoryRateLimit, Delay: time.Second}, healthNeutral},
+		{"429 without a delay", resp(429), nil, Decision{Action: Retry, Category: CategoryRateLimit}, healthFailure},
+		{"500", resp(500), nil, Decision{Action: Retry}, healthFailure},
+		{"503", resp(503), nil, Decision{Action: Retry, Category: CategoryUnavailable}, healthFailure},
+		{"501 is a working host's answer", resp(501), nil, Decision{Action: Terminal}, healthOK},
+		{"reset", nil, errors.New("reset"), Decision{Action: Retry}, healthFailure},
+		{"cancelled caller", nil, context.Canceled, Decision{Action: Terminal, Category: CategoryCanceled}, healthNeutral},
+		{"refused locally", nil, ErrInvalidRequest, Decision{Action: Terminal}, healthNeutral},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, healthOf(tt.resp, tt.err, tt.d))
+		})
+	}
+}
