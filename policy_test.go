@@ -1,0 +1,290 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A breaker-open refusal reaches observers with RetryAt set, and breaker
+// transitions carry the host only, not the identity of the request that
+// happened to observe them.
+func TestObserverSeesRetryAtAndAnonymousTransitions(t *testing.T) {
+	var mu sync.Mutex
+	var events []Event
+	obs := func(_ context.Context, e Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	tr := NewTransport(&scripted{codes: []int{503}}, WithObserver(obs), WithMaxAttempts(1),
+		WithBreaker(BreakerSettings{MinRequests: 2, FailureRatio: 1, OpenTimeout: time.Hour}))
+	for range 2 {
+		resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	_, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	assert.False(t, re.RetryAt.IsZero())
+
+	var transitions, refusals int
+	for _, e := range events {
+		switch {
+		case e.Kind == EventBreaker:
+			transitions++
+			assert.Equal(t, "api.test", e.Host)
+			assert.Empty(t, e.Key, "a transition belongs to no request")
+			assert.Empty(t, e.Method)
+		case e.Kind == EventOutcome && e.Outcome == OutcomeCircuitOpen:
+			refusals++
+			var ee *Error
+			require.ErrorAs(t, e.Err, &ee)
+			assert.Equal(t, re.RetryAt, ee.RetryAt, "the observer's event carries RetryAt")
+		}
+	}
+	assert.Equal(t, 1, transitions)
+	assert.Equal(t, 1, refusals)
+}
+
+// Answers that say nothing about the host's health do not open a classic
+// breaker: 64 goroutines posting one operation get 409 "in progress", a
+// rate limiter answers 429 with Retry-After, callers give up.
+func TestOnlyUnhealthyOutcomesCountAgainstTheHost(t *testing.T) {
+	tests := []struct {
+		name    string
+		codes   []int
+		headers []string
+	}{
+		{"409 in progress", []int{409}, []string{"Content-Type: application/problem+json", "Retry-After: 0"}},
+		{"429 with Retry-After", []int{429}, []string{"Retry-After: 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTransport(&scripted{codes: tt.codes, headers: tt.headers}, WithBackoff(nil), WithMaxAttempts(2),
+				WithBreaker(BreakerSettings{MinRequests: 5, FailureRatio: 0.5, OpenTimeout: time.Hour}))
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					ctx := ContextWithKey(context.Background(), "popular-operation")
+					resp, err := tr.RoundTrip(newPost(ctx, strings.NewReader("{}")))
+					if err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			h, _ := tr.hosts.m.Load("api.test")
+			assert.Equal(t, BreakerClosed, fromGobreaker(h.(*hostState).breaker.State()))
+			assert.Zero(t, h.(*hostState).breaker.Counts().TotalFailures)
+		})
+	}
+}
+
+// A 503's Retry-After holds back retries to the host, never first attempts:
+// a new operation is sent at once. A 429's holds back first attempts too,
+// when it fits their deadline; when it does not, they go out as a bare
+// client's would.
+func TestServerPauses(t *testing.T) {
+	tests := []struct {
+		name      string
+		code      int
+		deadline  time.Duration
+		wantDelay bool
+	}{
+		{"503 does not hold first attempts", 503, time.Hour, false},
+		{"429 holds first attempts", 429, time.Hour, true},
+		{"429 does not hold a first attempt past its deadline", 429, 5 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &scripted{codes: []int{tt.code, 201}, headers: []string{"Retry-After: 10"}}
+				tr := NewTransport(s, WithMaxAttempts(1))
+				resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+				require.NoError(t, err)
+				resp.Body.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
+				defer cancel()
+				start := time.Now()
+				resp, err = tr.RoundTrip(newPost(ctx, strings.NewReader("{}")))
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, 201, resp.StatusCode)
+				assert.Equal(t, tt.wantDelay, time.Since(start) >= 10*time.Second, "held back for the pause")
+			})
+		})
+	}
+}
+
+// A retry whose wait fits before the deadline but whose attempt, at the
+// host's usual latency, would not, is not started: the caller gets the
+// real answer at once.
+func TestRetryNotStartedWhenTheAttemptCannotFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			time.Sleep(2 * time.Second)
+			return (&scripted{codes: []int{503}}).RoundTrip(req)
+		})
+		tr := NewTransport(slow, WithBackoff(Exponential(100*time.Millisecond, 100*time.Millisecond)))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		rep := new(Report)
+		resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}")))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, rep.Attempts, 1)
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
+	})
+}
+
+// RoundTripFunc adapts a function to http.RoundTripper, for tests.
+type RoundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A redirect hop continues an operation: it is not a new first attempt.
+func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
+	tr := NewTransport(&scripted{codes: []int{201}})
+	first := newPost(context.Background(), strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(first)
+	require.NoError(t, err)
+	hop := newPost(context.Background(), strings.NewReader("{}"))
+	hop.Response = resp
+	resp2, err := tr.RoundTrip(hop)
+	require.NoError(t, err)
+	resp2.Body.Close()
+	h, _ := tr.hosts.m.Load("api.test")
+	firsts, _, _, _ := h.(*hostState).tokens.firsts.sum(h.(*hostState).tokens.firsts.params().epoch(time.Now()), nil)
+	assert.Equal(t, int64(1), firsts)
+}
+
+// Per-host state follows the active hosts: 100,000 hosts touched once, then
+// idle for a window, are forgotten at the next request.
+func TestIdleHostsAreEvicted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{201}})
+		const n = 100_000
+		count := func() int {
+			c := 0
+			tr.hosts.m.Range(func(any, any) bool { c++; return true })
+			return c
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://h%d.test/", i), nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, n, count())
+		var full runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&full)
+		t.Logf("heap per active host: %d B", (int64(full.HeapInuse)-int64(before.HeapInuse))/n)
+		time.Sleep(2 * DefaultRetryTokensConfig().Window)
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 1, count(), "only the host just used remains")
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		retained := int64(after.HeapInuse) - int64(before.HeapInuse)
+		t.Logf("heap retained after eviction: %d B for %d hosts", retained, n)
+		assert.Less(t, retained, int64(n*100), "well under 100 B per evicted host")
+	})
+}
+
+// A host with an open breaker or a pending pause is kept, whatever its idle
+// time.
+func TestHostWithStateIsNotEvicted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{429}, headers: []string{"Retry-After: 30"}}, WithMaxAttempts(1), WithRetryAfterMax(time.Minute))
+		resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+		require.NoError(t, err)
+		resp.Body.Close()
+		h, _ := tr.hosts.m.Load("api.test")
+		h.(*hostState).pause(time.Now(), time.Hour, true)
+		time.Sleep(2 * DefaultRetryTokensConfig().Window)
+		tr.host("other.test", time.Now())
+		_, ok := tr.hosts.m.Load("api.test")
+		assert.True(t, ok, "a paused host is kept")
+	})
+}
+
+// stalledBody yields some bytes, then blocks until closed.
+type stalledBody struct {
+	sent   bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *stalledBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "partial"), nil
+	}
+	<-b.closed
+	return 0, errors.New("read on closed body")
+}
+
+func (b *stalledBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// endlessBody never ends, and counts what is read of it.
+type endlessBody struct{ read atomic.Int64 }
+
+func (b *endlessBody) Read(p []byte) (int, error) {
+	b.read.Add(int64(len(p)))
+	return len(p), nil
+}
+func (b *endlessBody) Close() error { return nil }
+
+// A discarded body is drained bounded in bytes and in time: a body that
+// stalls mid-way does not hold the retry loop, an endless one is not read
+// to its end.
+func TestDiscardIsBounded(t *testing.T) {
+	t.Run("stalled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := 0
+			base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+				n++
+				if n == 1 {
+					return &http.Response{StatusCode: 503, Header: http.Header{}, Body: &stalledBody{closed: make(chan struct{})}, Request: req}, nil
+				}
+				return &http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			})
+			tr := NewTransport(base, WithBackoff(nil))
+			start := time.Now()
+			resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 201, resp.StatusCode)
+			assert.Equal(t, drainTimeout, time.Since(start), "held for the drain timeout only")
+		})
+	})
+	t.Run("endless", func(t *testing.T) {
+		body := &endlessBody{}
+		discard(&http.Response{Body: body})
+		assert.LessOrEqual(t, body.read.Load(), int64(drainLimit))
+	})
+}
