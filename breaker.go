@@ -30,15 +30,24 @@ func (s BreakerState) String() string {
 }
 
 // BreakerSettings configures the per-host circuit breakers (built on
-// github.com/sony/gobreaker/v2's TwoStepCircuitBreaker). Zero fields take the
+// github.com/sony/gobreaker/v2's TwoStepCircuitBreaker) that WithBreaker
+// turns on; a Transport has none by default. Zero fields take the
 // documented defaults, resolved once when the Transport is built.
 //
-// Outcomes the Classifier calls retryable (5xx, 429, timeouts, resets) count
-// as failures; successes and terminal answers such as 4xx count as successes
-// (the host is up, the request was wrong); a cancelled caller counts as
-// neither. While open, a request fails at once with ErrCircuitOpen and is not
-// sent; after OpenTimeout the breaker is half-open and lets HalfOpenProbes
-// requests through; that many successes close it, one failure opens it again.
+// Only outcomes that say the host is unhealthy count as failures: 5xx other
+// than 501 and 505, timeouts, resets, refused connections, and a 429 without
+// Retry-After. Successes and answers that are the request's fault (4xx)
+// count as successes. A 409 "in progress" (the operation is busy, not the
+// host), a 429 with Retry-After (the host pause handles it), a request
+// refused locally and a cancelled caller count as neither. While open, a
+// request fails at once with ErrCircuitOpen and is not sent; after
+// OpenTimeout the breaker is half-open and lets HalfOpenProbes requests
+// through; that many successes close it, one failure opens it again.
+//
+// A classic breaker sheds load from an overloaded dependency, which is what
+// it is good for; but while open it also fails requests that a single
+// attempt might have got through. RetriesOnly keeps the shedding of retries
+// and never refuses a first attempt.
 type BreakerSettings struct {
 	// FailureRatio trips the breaker when failures ÷ requests in the window
 	// reach it (default 0.5).

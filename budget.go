@@ -37,8 +37,8 @@ type BudgetConfig struct {
 	Window time.Duration
 }
 
-// DefaultBudgetConfig returns the configuration of Finagle and Linkerd, the
-// default of each host's budget in a Transport: Ratio 0.2, MinPerSecond 10,
+// DefaultBudgetConfig returns the configuration of Finagle and Linkerd
+// (what WithBudgetConfig's zero fields mean): Ratio 0.2, MinPerSecond 10,
 // Window 10 s — retries may add 20 % to the traffic, plus 100 retries per
 // window.
 func DefaultBudgetConfig() BudgetConfig {
@@ -54,7 +54,10 @@ func DefaultBudgetConfig() BudgetConfig {
 //
 // both counted over the last Window. With the defaults, if 1,000 operations
 // fail within one window and each would retry 3 times, the budget lets
-// through at most 0.2 × 1,000 + 10 × 10 = 300 retries, not 3,000.
+// through at most 0.2 × 1,000 + 10 × 10 = 300 retries, not 3,000. Because
+// it grows with first attempts whatever their fate, a budget lets retries
+// add up to Ratio to the load even when every request fails; RetryTokens,
+// the Transport's default, grows with healthy answers instead.
 //
 // The zero value is a usable Budget that behaves as
 // NewBudget(DefaultBudgetConfig()); NewBudget makes one with another
@@ -62,7 +65,8 @@ func DefaultBudgetConfig() BudgetConfig {
 //
 // Call Deposit once per logical operation, when its first attempt is sent,
 // and Withdraw before each retry: if Withdraw returns false, do not retry.
-// A Transport does both for each destination host. DepositAt, WithdrawAt and
+// A Transport configured with WithBudget or WithBudgetConfig does both for
+// each destination host. DepositAt, WithdrawAt and
 // AvailableAt take the time explicitly and are the deterministic forms for
 // tests and simulations; the others pass time.Now(). Times should not go
 // backwards by a Window or more: an event that old (a goroutine stalled that

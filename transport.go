@@ -14,16 +14,28 @@ import (
 // sends that same key on every attempt. It classifies each attempt's outcome
 // (DefaultClassifier), waits with jittered backoff (FullJitter by default)
 // but never less than a server-directed Retry-After and never past the
-// context's deadline, and stops when attempts run out, the host's retry budget
-// refuses, or the host's circuit breaker is open.
+// context's deadline, and stops when attempts run out or the host's gate
+// refuses the retry.
+//
+// Each destination host has a gate that admits every attempt. By default it
+// never refuses or delays a first attempt — what a bare client would send
+// is sent, so wrapping a client cannot make an operation fail that a single
+// attempt would have completed — and it admits retries from the host's
+// RetryTokens: a retry takes a token, a healthy answer earns half a token
+// back, so retries fade as the failure rate grows and stop when everything
+// fails. A 503 with Retry-After holds back the host's retries for that long,
+// a 429 with Retry-After its first attempts too (when the wait fits their
+// deadline). A Budget, a circuit breaker and a rate limit are opt-in
+// (WithBudgetConfig, WithBreaker, WithRateLimit). Only outcomes that say the
+// host is unhealthy (5xx, timeouts, resets) count against it.
 //
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
-// by multiple goroutines and should be reused: its per-host budgets and
-// breakers only work if it is shared by the requests to a host. Per-host
-// state (budget, breaker, limiter, pause) is created on a host's first
-// request and kept for the Transport's life, so a Transport that calls an
-// unbounded set of hosts grows with it.
+// by multiple goroutines and should be reused: its per-host state only works
+// if it is shared by the requests to a host. Per-host state is created on a
+// host's first request and forgotten once the host has been idle for a
+// window (10 s by default) with no pause pending and no breaker open, so
+// memory follows the set of active hosts.
 //
 // RoundTrip keeps the RoundTripper contract: it never modifies the caller's
 // request (each attempt is sent on a copy); it takes its context from
@@ -32,8 +44,8 @@ import (
 // — a final 503 included — that response is returned with a nil error, so the
 // caller sees the real status. Otherwise the error is an *Error whose Reason
 // says why retries stopped and whose Unknown field says whether the effect
-// may exist. Bodies of discarded responses are drained (up to 64 KiB) and
-// closed.
+// may exist. Bodies of discarded responses are drained (at most 64 KiB, for
+// at most 100 ms) and closed.
 type Transport struct {
 	base  http.RoundTripper
 	cfg   config
