@@ -19,6 +19,9 @@ import (
 func flaky() *httptest.Server {
 	var n atomic.Int32
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The server dedupes by key and says so by echoing it, as Stripe's
+		// does: that is what lets the client retry a POST after a 503.
+		w.Header().Set("Idempotency-Key", r.Header.Get("Idempotency-Key"))
 		if n.Add(1)%2 == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

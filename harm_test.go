@@ -61,7 +61,8 @@ func (s *fateServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if fails(op, k, s.p) {
 		code = http.StatusServiceUnavailable
 	}
-	return &http.Response{StatusCode: code, Header: make(http.Header), Body: http.NoBody, Request: req}, nil
+	h := http.Header{"Idempotency-Key": {req.Header.Get("Idempotency-Key")}} // it dedupes, and says so
+	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
 // harmRun is one client population against one fateServer.

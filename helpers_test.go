@@ -90,6 +90,12 @@ func reply(code int, headers ...string) step {
 			k, v, _ := strings.Cut(kv, ":")
 			h.Add(k, strings.TrimSpace(v))
 		}
+		if req == nil {
+			req = &http.Request{Header: http.Header{}}
+		}
+		if k := req.Header.Get("Idempotency-Key"); k != "" && h.Get("Idempotency-Key") == "" {
+			h.Set("Idempotency-Key", k) // the server shows it dedupes by key, as Stripe's does
+		}
 		body := http.StatusText(code)
 		return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(body)),
 			ContentLength: int64(len(body)), Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil

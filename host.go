@@ -35,6 +35,9 @@ type hostState struct {
 	// for a window are evicted.
 	lastUsed atomic.Int64
 
+	// evidence: the routes whose server showed it dedupes by key.
+	evidence evidence
+
 	// Breaker transitions recorded under gobreaker's lock, dispatched later.
 	hasTransitions atomic.Bool
 	mu             sync.Mutex // guards transitions

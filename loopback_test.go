@@ -45,7 +45,7 @@ func TestLostResponseRetriedWithSameKeyOverLoopback(t *testing.T) {
 	h := &keysSeen{next: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	client := resilient.Wrap(srv.Client(), fast()...)
+	client := resilient.Wrap(srv.Client(), fast(resilient.WithDedupingServer(srv.Listener.Addr().String()))...)
 	resp, err := client.Post(srv.URL+"/v1/charges", "application/json", strings.NewReader(`{"amount":1}`))
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -18,6 +18,10 @@ type operation struct {
 	key  string
 	name string // ContextWithOperation's, "" if none
 	body replayBody
+	// own is true when the key is the application's (its header,
+	// ContextWithKey, a named operation in a Store): the application vouches
+	// that the server dedupes by it.
+	own bool
 	// hop is true when the request is a redirect hop sent by http.Client
 	// (req.Response set): it continues an operation already counted.
 	hop bool
@@ -63,13 +67,14 @@ func (c *call) identity() error {
 	cfg := &c.t.cfg
 	op := &c.op
 	if vs := c.req.Header[cfg.keyHeader]; len(vs) > 0 {
-		op.key = vs[0]
+		op.key, op.own = vs[0], true
 		return ValidateKey(op.key)
 	}
 	if k, ok := KeyFromContext(c.ctx); ok {
-		op.key = k
+		op.key, op.own = k, true
 		return ValidateKey(k)
 	}
+	op.own = op.name != "" && cfg.store != nil
 	// http.Client follows a 307/308 by calling RoundTrip again with a new
 	// request whose Response is the redirect; that response's Request is the
 	// attempt we sent, with the key. Same method, same operation, same key.

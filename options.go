@@ -41,6 +41,7 @@ type config struct {
 	attemptHeader  string
 	keyFunc        func() (string, error)
 	keyMethods     methodSet
+	dedupers       []dedupingServer
 	store          persist.Store
 	keyRetention   time.Duration
 	attemptTimeout time.Duration

@@ -273,7 +273,7 @@ func TestDiscardIsBounded(t *testing.T) {
 				}
 				return &http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 			})
-			tr := NewTransport(base, WithBackoff(nil))
+			tr := NewTransport(base, WithBackoff(nil), WithDedupingServer("api.test"))
 			start := time.Now()
 			resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
 			require.NoError(t, err)

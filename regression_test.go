@@ -40,7 +40,7 @@ func TestCallerTraceHooksFireOncePerAttempt(t *testing.T) {
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
 		GotConn:      func(httptrace.GotConnInfo) { gotConn.Add(1) },
 	})
-	client := resilient.Wrap(srv.Client(), fast()...)
+	client := resilient.Wrap(srv.Client(), fast(resilient.WithDedupingServer(srv.Listener.Addr().String()))...)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("{}"))
 	resp, err := client.Do(req)
 	require.NoError(t, err)

@@ -26,8 +26,12 @@ type attempt struct {
 	// rewritten is true when net/http wrote the request more than once
 	// (its own re-send on a dead keep-alive connection).
 	rewritten bool
-	// wroteAny is true when the request was written at least once.
-	wroteAny bool
+	// wroteAny is true when the request was written at least once; traced
+	// says whether the writes were watched (keyed requests only).
+	wroteAny, traced bool
+	// stop is why the Transport will not retry a, when it overrode the
+	// classifier (ErrUnsafeRetry); nil otherwise.
+	stop error
 }
 
 // send sends attempt n on a copy of the caller's request carrying the key
@@ -72,6 +76,20 @@ func (c *call) send(n int) attempt {
 	}
 	areq.Body = body
 	areq.GetBody = c.op.body.rewind()
+	if wrote != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
+		// net/http re-sends a request with an Idempotency-Key header by
+		// itself when a reused connection dies: safe when nothing was
+		// written, a second effect otherwise on a server that ignores keys.
+		// It rewinds the body first: refuse the rewind once a write is
+		// seen, and let the Transport decide with what it knows.
+		rewind := areq.GetBody
+		areq.GetBody = func() (io.ReadCloser, error) {
+			if wrote.Load() > 0 {
+				return nil, errResendRefused
+			}
+			return rewind()
+		}
+	}
 	a.req = areq
 
 	start := cfg.now()
@@ -94,7 +112,7 @@ func (c *call) send(n int) attempt {
 	}
 	if wrote != nil {
 		w := wrote.Load()
-		a.wroteAny, a.rewritten = w >= 1, w >= 2
+		a.traced, a.wroteAny, a.rewritten = true, w >= 1, w >= 2
 	}
 	if cancel != nil {
 		if resp != nil {
@@ -134,8 +152,17 @@ func (c *call) classify(a *attempt) Decision {
 	if (a.err != nil && a.wroteAny) || (a.resp != nil && d.Action != Success && a.rewritten) {
 		d.Ambiguous = true
 	}
+	if c.guardUnsafe(a, &d) {
+		a.stop = ErrUnsafeRetry
+	}
 	return d
 }
+
+// errResendRefused is the error of an attempt whose connection died after
+// the request was written, when net/http tried to re-send it on its own:
+// the outcome is unknown, and the Transport, not net/http, decides whether
+// a re-send is safe.
+var errResendRefused = errors.New("resilient: connection lost after the request was written (net/http's own re-send refused)")
 
 // attemptHeaderValues avoids an allocation per attempt for the attempt header.
 var attemptHeaderValues = func() (v [16][]string) {

@@ -130,7 +130,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c.note(&a, d, res.delay)
 		if d.Action != Retry {
-			return c.finish(&a, d, nil)
+			return c.finish(&a, d, a.stop)
 		}
 		if delay, err = c.next(&a, d, prevD); err != nil {
 			return c.finish(&a, d, err)

@@ -227,7 +227,7 @@ func TestStatusClassification(t *testing.T) {
 		t.Run(http.StatusText(tc.code), func(t *testing.T) {
 			mock := httpmock.NewMockTransport()
 			mock.RegisterResponder(http.MethodPost, target, httpmock.NewStringResponder(tc.code, `{"error":"x"}`))
-			resp, err := do(t, resilient.NewTransport(mock, fast()...), post(t, context.Background(), "{}"))
+			resp, err := do(t, resilient.NewTransport(mock, fast(resilient.WithDedupingServer("api.test"))...), post(t, context.Background(), "{}"))
 			require.NoError(t, err, "a final HTTP status is a response, not an error")
 			assert.Equal(t, tc.code, resp.StatusCode)
 			want := 1
@@ -485,7 +485,8 @@ func TestNilResponseBody(t *testing.T) {
 	withErr := func(req *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req}, readErr()
 	}
-	for _, opts := range [][]resilient.Option{fast(), fast(resilient.WithAttemptTimeout(time.Second))} {
+	dedupes := resilient.WithDedupingServer("api.test")
+	for _, opts := range [][]resilient.Option{fast(dedupes), fast(dedupes, resilient.WithAttemptTimeout(time.Second))} {
 		s := newStub(withErr, nilBody(503), nilBody(200))
 		resp, err := resilient.NewTransport(s, opts...).RoundTrip(post(t, context.Background(), "{}"))
 		require.NoError(t, err)

@@ -1,0 +1,198 @@
+package resilient
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Retrying an unsafe request (POST, PATCH, or any method RFC 9110 does not
+// call idempotent) after it may have been applied is safe only if the server
+// dedupes it by its key. A key alone proves nothing: an API that ignores
+// Idempotency-Key applies a re-sent POST twice. So the Transport re-sends an
+// unsafe request that may have been applied only with evidence that the
+// server dedupes on that route:
+//
+//   - the application said so: WithDedupingServer names the host (and
+//     optionally a path prefix), or the key is the application's own (its
+//     header, ContextWithKey, or a named operation in a Store);
+//   - the server showed it: a response on the same host, method and route
+//     (the first two path segments) echoed the request's key header or
+//     carried Idempotency-Status or Idempotent-Replayed, or answered 409
+//     "in progress" for the key, within the last dedupeEvidenceTTL — the
+//     response being classified included.
+//
+// Without evidence the request is re-sent only when the failure proves it
+// was not applied: the dial failed, nothing was written, or a 429. Anything
+// else is returned as a bare client would return it, with Report.Stopped
+// (or Error.Reason) set to ErrUnsafeRetry and Unknown where it applies.
+
+// dedupeEvidenceTTL is how long a server's showing that it dedupes a route
+// is trusted: long enough to cover every retry of an operation, short
+// enough that a deployment that stops honouring keys is noticed.
+const dedupeEvidenceTTL = time.Hour
+
+// maxEvidenceRoutes bounds the routes remembered per host.
+const maxEvidenceRoutes = 256
+
+// ErrUnsafeRetry: the request is not idempotent, it may have been applied,
+// and nothing shows that the server dedupes it by its key, so it was not
+// re-sent (a bare client would not have re-sent it either). Use
+// WithDedupingServer for a server known to honour keys.
+var ErrUnsafeRetry = errors.New("resilient: not retried: unsafe request may have been applied and the server is not known to dedupe by key")
+
+// evidence remembers the routes of a host whose server showed it dedupes
+// by key. Touched only when a response shows it and when an unsafe retry is
+// considered, never on the path of a healthy request.
+type evidence struct {
+	mu     sync.Mutex
+	routes map[route]int64 // → expiry, Unix ns
+}
+
+// route is the scope of evidence: the method and the first two segments of
+// the path ("POST", "/v1/charges" for /v1/charges/ch_1/refunds). Both are
+// substrings of the request's, so building one does not allocate.
+type route struct{ method, prefix string }
+
+func (ev *evidence) note(r route, now time.Time) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if exp, ok := ev.routes[r]; ok && exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
+		return // fresh enough
+	}
+	if ev.routes == nil {
+		ev.routes = make(map[route]int64)
+	}
+	if len(ev.routes) >= maxEvidenceRoutes {
+		ns := now.UnixNano()
+		for k, exp := range ev.routes {
+			if exp <= ns {
+				delete(ev.routes, k)
+			}
+		}
+		if len(ev.routes) >= maxEvidenceRoutes {
+			return // keep what is known; an unknown route is simply not trusted
+		}
+	}
+	ev.routes[r] = now.Add(dedupeEvidenceTTL).UnixNano()
+}
+
+func (ev *evidence) has(r route, now time.Time) bool {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	exp, ok := ev.routes[r]
+	return ok && exp > now.UnixNano()
+}
+
+// routeOf returns req's route.
+func routeOf(req *http.Request) route {
+	p := req.URL.Path
+	end := len(p)
+	seg := 0
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			if seg++; seg == 2 {
+				end = i
+				break
+			}
+		}
+	}
+	return route{req.Method, p[:end]}
+}
+
+// showsDedupe reports whether resp shows that the server dedupes req by
+// its key: it echoes the key, says how its idempotency store answered, or
+// says the key is in use.
+func showsDedupe(resp *http.Response, keyHeader, key string, d Decision) bool {
+	h := resp.Header
+	if h.Get("Idempotency-Status") != "" || h.Get("Idempotent-Replayed") != "" {
+		return true
+	}
+	if d.Category == CategoryInProgress || d.Category == CategoryPayloadMismatch {
+		return true
+	}
+	if v := h.Get(keyHeader); v != "" {
+		return v == key || strings.Trim(v, `"`) == key
+	}
+	return false
+}
+
+// dedupingServer is one WithDedupingServer entry.
+type dedupingServer struct {
+	host, pathPrefix string
+}
+
+// WithDedupingServer declares servers known to dedupe unsafe requests by
+// their idempotency key, so that the Transport may re-send a POST or PATCH
+// that may have been applied. Each entry is a host ("api.example.com",
+// with its port if the URL has one), optionally followed by a path prefix
+// ("api.example.com/v1/payments"). Without it, an unsafe request that may
+// have been applied is re-sent only once the server has shown, on that
+// route, that it dedupes (see ErrUnsafeRetry), or when the key is the
+// application's own.
+func WithDedupingServer(entries ...string) Option {
+	return func(c *config) {
+		for _, e := range entries {
+			host, path, _ := strings.Cut(e, "/")
+			c.dedupers = append(c.dedupers, dedupingServer{host: host, pathPrefix: "/" + path})
+		}
+	}
+}
+
+// declaredDeduping reports whether the application declared req's server
+// as one that dedupes.
+func (c *config) declaredDeduping(req *http.Request) bool {
+	path := req.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	for _, d := range c.dedupers {
+		if d.host == req.URL.Host && strings.HasPrefix(path, d.pathPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// trusted reports whether attempt a of c, an unsafe request, may be re-sent
+// although it may have been applied; it records what a's response shows.
+func (c *call) trusted(a *attempt, d Decision) bool {
+	if c.op.own || c.t.cfg.declaredDeduping(c.req) {
+		return true
+	}
+	r := routeOf(c.req)
+	if a.resp != nil && showsDedupe(a.resp, c.t.cfg.keyHeader, c.op.key, d) {
+		c.h.evidence.note(r, a.end)
+		return true
+	}
+	return c.h.evidence.has(r, a.end)
+}
+
+// notApplied reports whether attempt a's failure proves the server did not
+// apply it: the dial failed, nothing was written, or the server said 429.
+func (a *attempt) notApplied() bool {
+	if a.err != nil {
+		return notSent(a.err) || (a.traced && !a.wroteAny)
+	}
+	return a.resp != nil && a.resp.StatusCode == http.StatusTooManyRequests
+}
+
+// guardUnsafe turns a retry of an unsafe request that may have been applied
+// into what a bare client would have returned, unless the server is trusted
+// to dedupe it. It also records any evidence a's response shows.
+func (c *call) guardUnsafe(a *attempt, d *Decision) (refused bool) {
+	if c.op.key == "" || idempotentMethod(c.req.Method) || !a.sent {
+		return false
+	}
+	trusted := c.trusted(a, *d) // records evidence even on a success
+	if d.Action != Retry || trusted || a.notApplied() {
+		return false
+	}
+	d.Action = Terminal
+	if a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil {
+		d.Ambiguous = true
+	}
+	return true
+}
