@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,6 +19,9 @@ type operation struct {
 	key  string
 	name string // ContextWithOperation's, "" if none
 	body replayBody
+	// field is the header field name the key is sent under: the caller's
+	// spelling when the caller set it, else the configured name.
+	field string
 	// own is true when the key is the application's (its header,
 	// ContextWithKey, a named operation in a Store): the application vouches
 	// that the server dedupes by it.
@@ -66,8 +70,8 @@ func (c *call) resolve() error {
 func (c *call) identity() error {
 	cfg := &c.t.cfg
 	op := &c.op
-	if vs := c.req.Header[cfg.keyHeader]; len(vs) > 0 {
-		op.key, op.own = vs[0], true
+	if name, vs := keyField(c.req.Header, cfg.keyHeader); len(vs) > 0 {
+		op.key, op.own, op.field = vs[0], true, name
 		return ValidateKey(op.key)
 	}
 	if k, ok := KeyFromContext(c.ctx); ok {
@@ -107,15 +111,24 @@ func (c *call) claim() error {
 	}
 	now := cfg.now()
 	candidate := persist.Record{Operation: op.name, Key: op.key, Fingerprint: fp, Created: now, State: persist.Pending}
-	rec, claimed, err := cfg.store.Claim(c.ctx, candidate)
+	var (
+		rec     persist.Record
+		claimed bool
+	)
+	err = bounded(c.ctx, func(ctx context.Context) (err error) {
+		rec, claimed, err = cfg.store.Claim(ctx, candidate)
+		return err
+	})
 	if err != nil {
-		if ctxErr := c.ctx.Err(); ctxErr != nil {
-			return c.fail(ctxErr, CategoryCanceled, err)
-		}
+		// Nothing is sent without a durable key; the caller can repeat the
+		// operation, which claims it again.
 		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
 	}
 	if claimed {
 		return nil
+	}
+	if err := ValidateKey(rec.Key); err != nil {
+		return c.fail(ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err))
 	}
 	if rec.Fingerprint != fp {
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
@@ -128,7 +141,9 @@ func (c *call) claim() error {
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name))
 	}
 	op.key = rec.Key
-	if rec.State == persist.Pending && cfg.keyRetention > 0 {
+	// A pending key past retention may have been forgotten by the server; so
+	// may a done one, whose re-send would then be a second effect.
+	if cfg.keyRetention > 0 {
 		born := rec.Created
 		if t, ok := KeyTime(rec.Key); ok && t.Before(born) {
 			born = t
@@ -154,8 +169,25 @@ func (c *call) record(definitive bool) {
 	if definitive {
 		state = persist.Done
 	}
-	if err := s.Finish(c.ctx, c.op.name, state, c.led.attempts); err != nil {
+	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, c.op.name, state, c.led.attempts) }); err != nil {
 		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+	}
+}
+
+// bounded runs a Store call within ctx: if ctx ends first, it returns
+// ctx's error without waiting for a Store that does not honour ctx (a
+// frozen Redis, a stalled disk); the call finishes in the background.
+func bounded(ctx context.Context, f func(context.Context) error) error {
+	if ctx.Done() == nil {
+		return f(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -170,6 +202,22 @@ func KeyTime(key string) (time.Time, bool) {
 	return time.Unix(sec, nsec), true
 }
 
+// keyField finds the caller's key header the way net/http writes header
+// fields: the canonical name, else any spelling of it (net/http writes a
+// non-canonical map key as is, so req.Header["idempotency-key"] is a key on
+// the wire). It returns the map key found.
+func keyField(h http.Header, canonical string) (string, []string) {
+	if vs, ok := h[canonical]; ok {
+		return canonical, vs
+	}
+	for name, vs := range h {
+		if len(name) == len(canonical) && strings.EqualFold(name, canonical) {
+			return name, vs
+		}
+	}
+	return "", nil
+}
+
 func checkRequest(req *http.Request) error {
 	switch {
 	case req.URL == nil:
@@ -180,6 +228,8 @@ func checkRequest(req *http.Request) error {
 		return errors.New("no host in URL")
 	case req.Header == nil:
 		return errors.New("nil Header")
+	case req.Method != "" && !isToken(req.Method):
+		return fmt.Errorf("invalid method %q", req.Method)
 	}
 	return checkHeader(req.Header)
 }

@@ -56,7 +56,7 @@ func (c *call) send(n int) attempt {
 	}
 	areq := c.req.WithContext(ctx)
 	areq.Header = c.req.Header.Clone() // never nil: checkRequest refused a nil Header
-	if c.op.key != "" {
+	if c.op.key != "" && c.op.field == "" {
 		areq.Header[cfg.keyHeader] = []string{c.op.key}
 	}
 	if cfg.attemptHeader != "" {

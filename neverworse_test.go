@@ -1,0 +1,124 @@
+package resilient_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/persist"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Regression: a caller's key under a non-canonical header name
+// (req.Header["idempotency-key"], which net/http writes as is) is the key;
+// no second key field is added.
+func TestNonCanonicalCallerKey(t *testing.T) {
+	s := newStub(reply(503), reply(201))
+	req := post(t, context.Background(), "{}")
+	req.Header["idempotency-key"] = []string{"caller-key"}
+	resp, err := do(t, resilient.NewTransport(s, fast()...), req)
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode)
+	for _, a := range s.attempts() {
+		//lint:ignore SA1008 the test is about a key under a non-canonical name
+		assert.Equal(t, []string{"caller-key"}, a.header["idempotency-key"])
+		assert.NotContains(t, a.header, "Idempotency-Key", "no second key field")
+	}
+	assert.Len(t, s.attempts(), 2, "the caller's own key is trusted: retried")
+}
+
+// Regression: a Store record whose key net/http would refuse (CR/LF) is
+// refused before sending, with ErrInvalidKey, not sent 4 times and
+// reported unknown; the key is not echoed.
+func TestStoredKeyIsValidated(t *testing.T) {
+	bg := context.Background()
+	store := persist.NewMemory()
+	s := newStub(reply(201))
+	tr := resilient.NewTransport(s, fast(resilient.WithStore(store))...)
+	// One operation, to learn the request's fingerprint.
+	resp, err := do(t, tr, post(t, resilient.ContextWithOperation(bg, "probe"), "{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	probe, _, err := store.Claim(bg, persist.Record{Operation: "probe", Key: "unused"})
+	require.NoError(t, err)
+	// A record whose key net/http would refuse, for the same request.
+	_, _, err = store.Claim(bg, persist.Record{Operation: "op", Key: "bad\r\nkey", Fingerprint: probe.Fingerprint, Created: time.Now()})
+	require.NoError(t, err)
+
+	_, err = do(t, tr, post(t, resilient.ContextWithOperation(bg, "op"), "{}"))
+	require.ErrorIs(t, err, resilient.ErrInvalidKey)
+	var re *resilient.Error
+	require.ErrorAs(t, err, &re)
+	assert.False(t, re.Unknown)
+	assert.Zero(t, re.Attempts)
+	assert.NotContains(t, err.Error(), "bad")
+	assert.Len(t, s.attempts(), 1, "only the probe was sent")
+}
+
+// Regression: a done operation past key retention is not re-sent blindly
+// (the server may have forgotten its key): ErrKeyExpired.
+func TestDoneOperationPastRetention(t *testing.T) {
+	store := persist.NewMemory()
+	s := newStub(reply(201))
+	ctx := resilient.ContextWithOperation(context.Background(), "op")
+	tr := resilient.NewTransport(s, fast(resilient.WithStore(store), resilient.WithKeyRetention(time.Nanosecond))...)
+	resp, err := do(t, tr, post(t, ctx, "{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	time.Sleep(time.Millisecond)
+	_, err = do(t, tr, post(t, ctx, "{}"))
+	require.ErrorIs(t, err, resilient.ErrKeyExpired)
+	assert.Len(t, s.attempts(), 1, "not sent again")
+}
+
+// Regression: a request net/http would refuse locally (an invalid method)
+// is refused before sending, not reported unknown after 4 attempts.
+func TestInvalidMethodIsRefusedBeforeSending(t *testing.T) {
+	s := newStub(reply(201))
+	req := post(t, context.Background(), "{}")
+	req.Method = "BAD METHOD"
+	_, err := do(t, resilient.NewTransport(s, fast()...), req)
+	require.ErrorIs(t, err, resilient.ErrInvalidRequest)
+	var re *resilient.Error
+	require.ErrorAs(t, err, &re)
+	assert.False(t, re.Unknown)
+	assert.Empty(t, s.attempts())
+}
+
+// frozenStore never answers, whatever its context says.
+type frozenStore struct {
+	persist.Store
+	release chan struct{}
+}
+
+func (f frozenStore) Claim(context.Context, persist.Record) (persist.Record, bool, error) {
+	<-f.release
+	return persist.Record{}, false, context.Canceled
+}
+
+func (f frozenStore) Finish(context.Context, string, persist.State, int) error {
+	<-f.release
+	return nil
+}
+
+// Regression: a Store that does not answer holds the caller no longer than
+// its context: ErrStore (and the context's error), nothing sent.
+func TestFrozenStoreIsBoundedByTheCallersContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := frozenStore{Store: persist.NewMemory(), release: make(chan struct{})}
+		defer close(store.release)
+		s := newStub(reply(201))
+		tr := resilient.NewTransport(s, fast(resilient.WithStore(store))...)
+		ctx, cancel := context.WithTimeout(resilient.ContextWithOperation(context.Background(), "op"), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := do(t, tr, post(t, ctx, "{}"))
+		require.ErrorIs(t, err, resilient.ErrStore)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 300*time.Millisecond, time.Since(start), "returned at the deadline")
+		assert.Empty(t, s.attempts(), "nothing sent without a durable key")
+	})
+}
