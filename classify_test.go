@@ -49,12 +49,6 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 		{"403", 403, "", nil, true, resilient.Terminal, resilient.CategoryAuth, 0, false},
 		{"404", 404, "", nil, true, resilient.Terminal, resilient.CategoryNotFound, 0, false},
 		{"422 validation", 422, `{"title":"amount must be positive"}`, nil, true, resilient.Terminal, resilient.CategoryValidation, 0, false},
-		{"422 mismatch", 422, `{"type":"https://x/payload-mismatch","title":"idempotency.payload_mismatch"}`, nil, true, resilient.Terminal, resilient.CategoryPayloadMismatch, 0, false},
-		{"409 mismatch", 409, `{"code":"CONFLICT.idempotency.payload_mismatch"}`, nil, true, resilient.Terminal, resilient.CategoryPayloadMismatch, 0, false},
-		{"409 in progress", 409, `{"type":"https://x/in-progress","title":"request in progress"}`, nil, true, resilient.Retry, resilient.CategoryInProgress, 0, false},
-		{"409 in progress with Retry-After", 409, `{}`, []string{"Retry-After: 1"}, true, resilient.Retry, resilient.CategoryInProgress, time.Second, false},
-		{"409 in progress, unkeyed", 409, `{"title":"in progress"}`, nil, false, resilient.Terminal, resilient.CategoryConflict, 0, false},
-		{"409 business conflict", 409, `{"title":"order already shipped"}`, nil, true, resilient.Terminal, resilient.CategoryConflict, 0, false},
 		{"408", 408, "", nil, true, resilient.Retry, resilient.CategoryTimeout, 0, false},
 		{"429 Retry-After", 429, "", []string{"Retry-After: 7"}, true, resilient.Retry, resilient.CategoryRateLimit, 7 * time.Second, false},
 		{"429 RateLimit r=0", 429, "", []string{`RateLimit: "default";r=0;t=12`}, true, resilient.Retry, resilient.CategoryRateLimit, 12 * time.Second, false},
@@ -136,6 +130,12 @@ func FuzzDefaultClassifier(f *testing.F) {
 	f.Add(503, "Retry-After: Sun, 22 Nov 2026 12:00:30 GMT", []byte("busy"), true)
 	f.Add(422, "X-Should-Retry: true", bytes.Repeat([]byte("mismatch"), 1000), true)
 	f.Add(-1, "Stripe-Should-Retry: false", []byte(nil), false)
+	f.Add(409, problemJSON, []byte(draftInProgress), true)
+	f.Add(422, problemJSON, []byte(draftMismatch), false)
+	f.Add(409, appJSON, []byte(stripeInUse), true)
+	f.Add(400, appJSON, []byte(stripeMismatch), true)
+	f.Add(409, problemJSON+"\nRetry-After: 1", []byte(ourMismatch), false)
+	f.Add(409, problemJSON, []byte(`{"error":{"type":"idempotency_error","code":7}}`), true)
 	f.Fuzz(func(t *testing.T, code int, headers string, body []byte, keyed bool) {
 		var hs []string
 		for _, line := range strings.Split(headers, "\n") {
@@ -151,9 +151,132 @@ func FuzzDefaultClassifier(f *testing.F) {
 		if d.Action > resilient.Terminal {
 			t.Fatalf("unknown action %v", d.Action)
 		}
+		if !keyed && (d.Category == resilient.CategoryInProgress || d.Category == resilient.CategoryPayloadMismatch) {
+			t.Fatalf("unkeyed %d classified %s", code, d.Category)
+		}
 		got, err := io.ReadAll(resp.Body)
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("body changed by the classifier: %q, %v", got, err)
 		}
 	})
+}
+
+// Bodies of the idempotency answers, as the IETF draft, Stripe and the
+// fakeserver send them.
+const (
+	problemJSON = "Content-Type: application/problem+json"
+	appJSON     = "Content-Type: application/json; charset=utf-8"
+
+	// draft-ietf-httpapi-idempotency-key-header §2.7: one placeholder type, told apart by title.
+	draftInProgress = `{"type":"https://developer.example.com/idempotency","title":"A request is outstanding for this Idempotency-Key","detail":"A request with the same Idempotency-Key for the same operation is being processed or is outstanding."}`
+	draftMismatch   = `{"type":"https://developer.example.com/idempotency","title":"Idempotency-Key is already used","detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."}`
+	draftMissing    = `{"type":"https://developer.example.com/idempotency","title":"Idempotency-Key is missing","detail":"This operation is idempotent and it requires correct usage of Idempotency Key."}`
+
+	stripeInUse    = `{"error":{"code":"idempotency_key_in_use","message":"There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): k. Please try again later.","type":"invalid_request_error"}}`
+	stripeMismatch = `{"error":{"message":"Keys for idempotent requests can only be used with the same parameters they were first used with.","type":"idempotency_error"}}`
+
+	ourInProgress = `{"type":"` + resilient.ProblemTypeInProgress + `","title":"A request is outstanding for this Idempotency-Key","status":409}`
+	ourMismatch   = `{"type":"` + resilient.ProblemTypePayloadMismatch + `","title":"Idempotency-Key is already used","status":422}`
+)
+
+// TestDefaultClassifierIdempotencyAnswers: the idempotency answers are
+// recognised by status, key and the structured members of a JSON body (the
+// problem's type or title, Stripe's error type and code), never by words in
+// prose; an unkeyed request never gets one.
+func TestDefaultClassifierIdempotencyAnswers(t *testing.T) {
+	const (
+		retry    = resilient.Retry
+		terminal = resilient.Terminal
+		progress = resilient.CategoryInProgress
+		mismatch = resilient.CategoryPayloadMismatch
+		conflict = resilient.CategoryConflict
+		invalid  = resilient.CategoryValidation
+	)
+	tests := []struct {
+		name     string
+		code     int
+		body     string
+		headers  []string
+		keyed    bool
+		action   resilient.Action
+		category resilient.Category
+		delay    time.Duration
+	}{
+		// In progress.
+		{"draft 409 in progress", 409, draftInProgress, []string{problemJSON}, true, retry, progress, 0},
+		{"draft 409 in progress, title in other case and spaces", 409, `{"type":"about:blank","title":"  a request is OUTSTANDING for this idempotency-key "}`, []string{problemJSON}, true, retry, progress, 0},
+		{"draft 409 in progress with Retry-After", 409, draftInProgress, []string{problemJSON, "Retry-After: 3"}, true, retry, progress, 3 * time.Second},
+		{"our type 409 in progress", 409, ourInProgress, []string{problemJSON + "; charset=utf-8"}, true, retry, progress, 0},
+		{"Stripe 409 idempotency_key_in_use", 409, stripeInUse, []string{appJSON}, true, retry, progress, 0},
+		{"Stripe code under type idempotency_error", 409, `{"error":{"type":"idempotency_error","code":"idempotency_key_in_use"}}`, []string{appJSON}, true, retry, progress, 0},
+		{"keyed 409 with Retry-After and no body", 409, "", []string{"Retry-After: 2"}, true, retry, progress, 2 * time.Second},
+		{"keyed 409 with Retry-After and a prose body", 409, "try later", []string{"Retry-After: 2", "Content-Type: text/plain"}, true, retry, progress, 2 * time.Second},
+
+		// Payload mismatch.
+		{"draft 422 already used", 422, draftMismatch, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"draft title on a 409 (the server's choice of status)", 409, draftMismatch, []string{problemJSON, "Retry-After: 1"}, true, terminal, mismatch, 0},
+		{"our type 422", 422, ourMismatch, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"our type 409", 409, `{"type":"` + resilient.ProblemTypePayloadMismatch + `"}`, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"Stripe 400 idempotency_error", 400, stripeMismatch, []string{appJSON}, true, terminal, mismatch, 0},
+		{"Stripe idempotency_error on a 409", 409, stripeMismatch, []string{appJSON}, true, terminal, mismatch, 0},
+
+		// Unkeyed: never an idempotency answer.
+		{"unkeyed draft 409 in progress", 409, draftInProgress, []string{problemJSON}, false, terminal, conflict, 0},
+		{"unkeyed Stripe in use", 409, stripeInUse, []string{appJSON}, false, terminal, conflict, 0},
+		{"unkeyed 409 with Retry-After", 409, "", []string{"Retry-After: 1"}, false, terminal, conflict, 0},
+		{"unkeyed draft 422 already used", 422, draftMismatch, []string{problemJSON}, false, terminal, invalid, 0},
+		{"unkeyed Stripe 400 idempotency_error", 400, stripeMismatch, []string{appJSON}, false, terminal, invalid, 0},
+		{"unkeyed 409 containing 'mismatch' is CategoryConflict, not payload mismatch", 409,
+			`{"title":"payload mismatch","code":"CONFLICT.idempotency.payload_mismatch"}`, []string{problemJSON}, false, terminal, conflict, 0},
+
+		// Words in prose are not answers.
+		{"keyed 409 with 'concurrent' in prose is not retried", 409, `{"title":"Conflict","detail":"concurrent modification of the order"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 409 'in progress' in a title that is not the draft's", 409, `{"title":"request in progress"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 409 'mismatch' in prose", 409, `{"title":"Conflict","detail":"version mismatch"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 422 'mismatch' in prose", 422, `{"title":"currency mismatch"}`, []string{problemJSON}, true, terminal, invalid, 0},
+		{"keyed 409 mismatch code without a recognised type", 409, `{"code":"CONFLICT.idempotency.payload_mismatch"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"type that merely ends like ours", 409, `{"type":"https://x/in-progress"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"draft title in a text/plain body", 409, draftInProgress, []string{"Content-Type: text/plain"}, true, terminal, conflict, 0},
+		{"draft title without a Content-Type", 422, draftMismatch, nil, true, terminal, invalid, 0},
+		{"draft title in application/json, not a problem", 422, draftMismatch, []string{appJSON}, true, terminal, invalid, 0},
+		{"Stripe shape with error as a string", 409, `{"error":"idempotency_error"}`, []string{appJSON}, true, terminal, conflict, 0},
+		{"Stripe shape with another type", 400, `{"error":{"type":"invalid_request_error","code":"parameter_missing"}}`, []string{appJSON}, true, terminal, invalid, 0},
+
+		// Malformed, truncated or odd bodies are no answer.
+		{"malformed JSON", 409, `{"type":"` + resilient.ProblemTypeInProgress, []string{problemJSON}, true, terminal, conflict, 0},
+		{"two objects", 422, ourMismatch + ourMismatch, []string{problemJSON}, true, terminal, invalid, 0},
+		{"answer past the first 4 KiB", 422, `{"detail":"` + strings.Repeat("x", 5000) + `","type":"` + resilient.ProblemTypePayloadMismatch + `"}`, []string{problemJSON}, true, terminal, invalid, 0},
+		{"JSON array", 409, `[1,2]`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 409 with an empty body", 409, "", []string{problemJSON}, true, terminal, conflict, 0},
+		{"malformed Retry-After is ignored", 409, "", []string{"Retry-After: soon"}, true, terminal, conflict, 0},
+
+		// The draft's 400 for a missing key is a validation error.
+		{"draft 400 missing key", 400, draftMissing, []string{problemJSON}, true, terminal, invalid, 0},
+		{"suffix +json is JSON", 409, stripeInUse, []string{"Content-Type: application/vnd.api+json"}, true, retry, progress, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := response(tc.code, tc.body, tc.headers...)
+			d := resilient.DefaultClassifier(outcome(http.MethodPost, tc.keyed, resp, nil))
+			assert.Equal(t, tc.action, d.Action)
+			assert.Equal(t, tc.category, d.Category)
+			assert.Equal(t, tc.delay, d.Delay)
+			assert.Equal(t, tc.category == progress, d.Ambiguous, "an operation in progress may commit")
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, tc.body, string(b), "the classifier leaves the body intact")
+		})
+	}
+}
+
+// TestDefaultClassifierReadsNoProse: the body of an answer whose
+// Content-Type is not JSON is never read.
+func TestDefaultClassifierReadsNoProse(t *testing.T) {
+	for _, ct := range []string{"", "text/plain", "text/html", "application/jsonx", "application/xml"} {
+		resp := response(409, draftInProgress, "Content-Type: "+ct)
+		body := resp.Body
+		d := resilient.DefaultClassifier(outcome(http.MethodPost, true, resp, nil))
+		assert.Equal(t, resilient.CategoryConflict, d.Category, "%q", ct)
+		assert.Equal(t, body, resp.Body, "%q: body not peeked", ct)
+	}
 }
