@@ -280,3 +280,59 @@ func TestDefaultClassifierReadsNoProse(t *testing.T) {
 		assert.Equal(t, body, resp.Body, "%q: body not peeked", ct)
 	}
 }
+
+// TestDefaultClassifierAllocs: classifying the common outcomes allocates
+// nothing.
+func TestDefaultClassifierAllocs(t *testing.T) {
+	for _, tc := range benchOutcomes() {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.outcome
+			allocs := testing.AllocsPerRun(100, func() { _ = resilient.DefaultClassifier(o) })
+			assert.Zero(t, allocs)
+		})
+	}
+}
+
+type namedOutcome struct {
+	name    string
+	outcome resilient.Outcome
+}
+
+// benchOutcomes are the outcomes TestDefaultClassifierAllocs and
+// BenchmarkDefaultClassifier classify. Their bodies are never read, so they
+// can be classified any number of times.
+func benchOutcomes() []namedOutcome {
+	return []namedOutcome{
+		{"200", outcome(http.MethodPost, true, response(200, "", "Content-Type: application/json"), nil)},
+		{"503 Retry-After", outcome(http.MethodPost, true, response(503, "", "Retry-After: 2"), nil)},
+		{"429 RateLimit", outcome(http.MethodPost, true, response(429, "", `RateLimit: "default";r=0;t=3`), nil)},
+		{"keyed 409 without body", outcome(http.MethodPost, true, response(409, ""), nil)},
+		{"network error", outcome(http.MethodPost, true, nil, readErr())},
+		{"dial error", outcome(http.MethodPost, false, nil, dialErr())},
+	}
+}
+
+func BenchmarkDefaultClassifier(b *testing.B) {
+	for _, tc := range benchOutcomes() {
+		b.Run(tc.name, func(b *testing.B) {
+			o := tc.outcome
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = resilient.DefaultClassifier(o)
+			}
+		})
+	}
+	// A keyed 409 with a problem body: peeks and decodes it each time.
+	b.Run("keyed 409 problem body", func(b *testing.B) {
+		resp := response(409, draftInProgress, problemJSON)
+		o := outcome(http.MethodPost, true, resp, nil)
+		rd := strings.NewReader(draftInProgress)
+		body := io.NopCloser(rd)
+		b.ReportAllocs()
+		for b.Loop() {
+			rd.Reset(draftInProgress)
+			resp.Body = body
+			_ = resilient.DefaultClassifier(o)
+		}
+	})
+}
