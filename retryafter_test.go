@@ -1,6 +1,7 @@
 package resilient_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +95,25 @@ func TestServerDelay(t *testing.T) {
 			assert.Equal(t, tc.want, resilient.ServerDelay(resp.Header, now))
 		})
 	}
+}
+
+func FuzzServerDelay(f *testing.F) {
+	f.Add("", `"default";r=0;t=30`, "", "")
+	f.Add("soon", `"a";r=0;t=2, "b";r=0;t=99999999999999999999`, "0", "")
+	f.Add("", `"x;r=0;t=1";r=1`, "00", "7")
+	f.Add("-1", ";;,=;r=0;t", "0", "")
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, retryAfter, rateLimit, remaining, reset string) {
+		h := http.Header{}
+		for name, v := range map[string]string{"Retry-After": retryAfter, "RateLimit": rateLimit,
+			"RateLimit-Remaining": remaining, "RateLimit-Reset": reset} {
+			if v != "" {
+				h.Set(name, v)
+			}
+		}
+		d := resilient.ServerDelay(h, now)
+		if d < 0 || d > 365*24*time.Hour {
+			t.Fatalf("ServerDelay(%v) = %v", h, d)
+		}
+	})
 }
