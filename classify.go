@@ -104,13 +104,14 @@ type Decision struct {
 
 // Classifier decides what to do with an attempt's outcome. It must not
 // consume the response body; it may replace it with an equivalent reader
-// (DefaultClassifier peeks at small problem bodies of 409 and 422 answers).
+// (DefaultClassifier peeks at the JSON bodies of 400, 409 and 422 answers to
+// keyed requests).
 // Classifiers compose: wrap DefaultClassifier and override the cases you know.
 type Classifier func(o Outcome) Decision
 
 var _ Classifier = DefaultClassifier
 
-// peekLimit bounds how much of a 409/422 body the classifier reads.
+// peekLimit bounds how much of a 400/409/422 body the classifier reads.
 const peekLimit = 4 << 10
 
 // Problem types (RFC 9457 "type" members) of the idempotency answers that
@@ -126,8 +127,8 @@ const (
 	ProblemTypePayloadMismatch = "https://github.com/resilienthttp/resilient/problems/payload-mismatch"
 )
 
-// The titles that draft-ietf-httpapi-idempotency-key-header (§2.7, drafts
-// 03 to 07) gives its problem answers. The draft's examples share one
+// The titles that draft-ietf-httpapi-idempotency-key-header (section "Error
+// Handling") gives its problem answers. The draft's examples share one
 // placeholder type URI for all of them, so the title is what tells them apart.
 const (
 	draftTitleInProgress  = "A request is outstanding for this Idempotency-Key" // 409
@@ -143,22 +144,22 @@ const (
 
 // DefaultClassifier implements this classification table:
 //
-//	2xx, 3xx                         success (Replayed from Idempotency-Status / Idempotent-Replayed)
-//	dial error, refused, DNS timeout retry, any method (nothing was sent)         TRANSIENT
-//	reset, EOF, timeout after send   retry if the method is idempotent or keyed    DEPENDENCY.timeout / TRANSIENT
-//	408, 425                         retry                                          DEPENDENCY.timeout
-//	429                              retry, Retry-After or RateLimit delay          RATE_LIMIT.exceeded
-//	500                              retry if idempotent or keyed                   TRANSIENT
-//	502, 503, 504                    retry if idempotent or keyed (503 always)      DEPENDENCY.unavailable / .timeout
-//	other 5xx except 501, 505        retry if idempotent or keyed                   TRANSIENT
-//	keyed 409 "in progress" answer   retry after Retry-After or backoff             CONFLICT.in_progress
-//	keyed 409 + Retry-After, no answer  as "in progress"                            CONFLICT.in_progress
-//	keyed 400/409/422 "mismatch" answer terminal                                    CONFLICT.idempotency.payload_mismatch
-//	other 409                        terminal                                       CONFLICT
-//	400, 401, 403, 404, other 4xx    terminal                                       VALIDATION / AUTH / NOT_FOUND
-//	501, 505, TLS verification       terminal                                       TERMINAL
-//	context canceled                 terminal                                       CANCELED
-//	context deadline exceeded        as a timeout after send (an attempt timeout)   DEPENDENCY.timeout
+//	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
+//	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
+//	reset, EOF, timeout after send        retry if the method is idempotent or keyed    DEPENDENCY.timeout / TRANSIENT
+//	408, 425                              retry                                         DEPENDENCY.timeout
+//	429                                   retry, Retry-After or RateLimit delay         RATE_LIMIT.exceeded
+//	500                                   retry if idempotent or keyed                  TRANSIENT
+//	502, 503, 504                         retry if idempotent or keyed (503 always)     DEPENDENCY.unavailable / .timeout
+//	other 5xx except 501, 505             retry if idempotent or keyed                  TRANSIENT
+//	keyed 409, "in progress" answer       retry after Retry-After, else backoff         CONFLICT.in_progress
+//	keyed 409, no answer, Retry-After     retry after Retry-After (as in progress)      CONFLICT.in_progress
+//	keyed 400/409/422, "mismatch" answer  terminal                                      CONFLICT.idempotency.payload_mismatch
+//	other 409 (every unkeyed one)         terminal                                      CONFLICT
+//	400, 401, 403, 404, other 4xx         terminal                                      VALIDATION / AUTH / NOT_FOUND
+//	501, 505, TLS verification            terminal                                      TERMINAL
+//	context canceled                      terminal                                      CANCELED
+//	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
 //
 // The idempotency answers are recognised by status, by whether the request
 // carried a key, and by the structured members of a JSON body, never by words
@@ -189,8 +190,8 @@ const (
 //
 // A hint header X-Should-Retry or Stripe-Should-Retry of "false" makes a 4xx
 // or 5xx terminal; "true" makes it retryable; a success stays a success.
-// Malformed hints are ignored. Network errors are recognised with errors.Is
-// and errors.As, never by matching their text.
+// Malformed hints are ignored. Network errors are recognised by their types
+// and values (errors.Is, errors.AsType), never by matching their text.
 //
 // DefaultClassifier does not allocate, except when it reads a JSON body of a
 // 400, 409 or 422 answer to a keyed request.
