@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -14,9 +15,12 @@ import (
 	"time"
 )
 
-// Category is the error taxonomy of an outcome, after seed 000's table
-// (VALIDATION, AUTH, CONFLICT.idempotency.payload_mismatch, …). It is a string
-// so that logs and metrics can carry it as is.
+// Category is the error taxonomy of an outcome: a dotted name whose first
+// part says who must act (VALIDATION and AUTH: the caller's request;
+// CONFLICT: the resource or the operation's key; RATE_LIMIT and DEPENDENCY:
+// the server, for a while; TRANSIENT: nobody, try again) and whose further
+// parts narrow it (CONFLICT.idempotency.payload_mismatch). It is a string so
+// that logs and metrics can carry it as is.
 type Category string
 
 // Categories assigned by DefaultClassifier.
@@ -100,37 +104,97 @@ type Decision struct {
 
 // Classifier decides what to do with an attempt's outcome. It must not
 // consume the response body; it may replace it with an equivalent reader
-// (DefaultClassifier peeks at small problem bodies of 409 and 422 answers).
+// (DefaultClassifier peeks at the JSON bodies of 400, 409 and 422 answers to
+// keyed requests).
 // Classifiers compose: wrap DefaultClassifier and override the cases you know.
 type Classifier func(o Outcome) Decision
 
 var _ Classifier = DefaultClassifier
 
-// peekLimit bounds how much of a 409/422 body the classifier reads.
+// peekLimit bounds how much of a 400/409/422 body the classifier reads.
 const peekLimit = 4 << 10
 
-// DefaultClassifier implements the classification table of the design:
+// Problem types (RFC 9457 "type" members) of the idempotency answers that
+// DefaultClassifier recognises, besides the IETF draft's titles and Stripe's
+// error codes (see DefaultClassifier). The fakeserver package answers with
+// them; a server may too.
+const (
+	// ProblemTypeInProgress: a request with the same key is still being
+	// processed (409).
+	ProblemTypeInProgress = "https://github.com/resilienthttp/resilient/problems/in-progress"
+	// ProblemTypePayloadMismatch: the key was already used with a different
+	// request (422, or 409).
+	ProblemTypePayloadMismatch = "https://github.com/resilienthttp/resilient/problems/payload-mismatch"
+)
+
+// The titles that draft-ietf-httpapi-idempotency-key-header (section "Error
+// Handling") gives its problem answers. The draft's examples share one
+// placeholder type URI for all of them, so the title is what tells them apart.
+const (
+	draftTitleInProgress  = "A request is outstanding for this Idempotency-Key" // 409
+	draftTitleAlreadyUsed = "Idempotency-Key is already used"                   // 422: a different payload
+)
+
+// Stripe's idempotency errors, in its JSON error object
+// {"error": {"type": ..., "code": ...}}.
+const (
+	stripeCodeKeyInUse    = "idempotency_key_in_use" // 409: a request with the key is in flight
+	stripeTypeIdempotency = "idempotency_error"      // the key was used with other parameters
+)
+
+// DefaultClassifier implements this classification table:
 //
-//	2xx, 3xx                         success (Replayed from Idempotency-Status / Idempotent-Replayed)
-//	dial error, refused, DNS timeout retry, any method (nothing was sent)         TRANSIENT
-//	reset, EOF, timeout after send   retry if the method is idempotent or keyed    DEPENDENCY.timeout / TRANSIENT
-//	408, 425                         retry                                          DEPENDENCY.timeout
-//	429                              retry, Retry-After or RateLimit delay          RATE_LIMIT.exceeded
-//	500                              retry if idempotent or keyed                   TRANSIENT
-//	502, 503, 504                    retry if idempotent or keyed (503 always)      DEPENDENCY.unavailable / .timeout
-//	other 5xx except 501, 505        retry if idempotent or keyed                   TRANSIENT
-//	409 "in progress" (keyed)        retry after Retry-After or backoff             CONFLICT.in_progress
-//	422, 409 "payload_mismatch"      terminal                                       CONFLICT.idempotency.payload_mismatch
-//	400, 401, 403, 404, other 4xx    terminal                                       VALIDATION / AUTH / NOT_FOUND
-//	501, 505, TLS verification       terminal                                       TERMINAL
-//	context canceled                 terminal                                       CANCELED
-//	context deadline exceeded        as a timeout after send (an attempt timeout)   DEPENDENCY.timeout
+//	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
+//	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
+//	reset, EOF, timeout after send        retry if the method is idempotent or keyed    DEPENDENCY.timeout / TRANSIENT
+//	408, 425                              retry                                         DEPENDENCY.timeout
+//	429                                   retry, Retry-After or RateLimit delay         RATE_LIMIT.exceeded
+//	500                                   retry if idempotent or keyed                  TRANSIENT
+//	502, 503, 504                         retry if idempotent or keyed (503 always)     DEPENDENCY.unavailable / .timeout
+//	other 5xx except 501, 505             retry if idempotent or keyed                  TRANSIENT
+//	keyed 409, "in progress" answer       retry after Retry-After, else backoff         CONFLICT.in_progress
+//	keyed 409, no answer, Retry-After     retry after Retry-After (as in progress)      CONFLICT.in_progress
+//	keyed 400/409/422, "mismatch" answer  terminal                                      CONFLICT.idempotency.payload_mismatch
+//	other 409 (every unkeyed one)         terminal                                      CONFLICT
+//	400, 401, 403, 404, other 4xx         terminal                                      VALIDATION / AUTH / NOT_FOUND
+//	501, 505, TLS verification            terminal                                      TERMINAL
+//	context canceled                      terminal                                      CANCELED
+//	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
+//
+// The idempotency answers are recognised by status, by whether the request
+// carried a key, and by the structured members of a JSON body, never by words
+// in free text; an unkeyed request never gets one of the two CONFLICT.
+// subcategories. The body is read only when the Content-Type says JSON, at
+// most its first 4 KiB (see PeekBody), and must be one complete JSON object
+// within them. An "in progress" answer is one of:
+//
+//   - application/problem+json with type ProblemTypeInProgress, or with the
+//     title the IETF draft draft-ietf-httpapi-idempotency-key-header gives it,
+//     "A request is outstanding for this Idempotency-Key";
+//   - a JSON error object with Stripe's code idempotency_key_in_use:
+//     {"error": {"code": "idempotency_key_in_use", ...}}.
+//
+// A "mismatch" answer is one of:
+//
+//   - application/problem+json with type ProblemTypePayloadMismatch, or with
+//     the draft's title "Idempotency-Key is already used";
+//   - a JSON error object of Stripe's type idempotency_error (with another
+//     code than idempotency_key_in_use): {"error": {"type": "idempotency_error", ...}}.
+//
+// Titles are compared whole (ignoring case and surrounding spaces), types
+// and codes exactly. A keyed 409 with no recognisable answer but a valid
+// Retry-After is taken for "in progress": the server says when to come back,
+// the draft allows a 409 without a problem body, and re-sending under the same
+// key cannot apply the operation twice where the server dedupes by key.
+// Without Retry-After it is a terminal CONFLICT, as it is for a bare client.
 //
 // A hint header X-Should-Retry or Stripe-Should-Retry of "false" makes a 4xx
-// or 5xx terminal; "true" makes it retryable; a success stays a success. Malformed hints are
-// ignored. Network errors are recognised with errors.Is and errors.As, never
-// by matching their text. The only text match is in the body of a 409 or 422
-// problem answer (see isInProgress), where servers carry no other signal.
+// or 5xx terminal; "true" makes it retryable; a success stays a success.
+// Malformed hints are ignored. Network errors are recognised by their types
+// and values (errors.Is, errors.AsType), never by matching their text.
+//
+// DefaultClassifier does not allocate, except when it reads a JSON body of a
+// 400, 409 or 422 answer to a keyed request.
 func DefaultClassifier(o Outcome) Decision {
 	if o.Err != nil {
 		return classifyError(o)
@@ -194,15 +258,21 @@ func classifyStatus(o Outcome) Decision {
 		d.Delay = ServerDelay(resp.Header, o.Now)
 		return d
 	case code == http.StatusConflict:
-		if isMismatch(resp) {
-			return Decision{Action: Terminal, Category: CategoryPayloadMismatch}
+		if !o.Keyed {
+			return Decision{Action: Terminal, Category: CategoryConflict}
 		}
-		if o.Keyed && isInProgress(resp) {
-			return Decision{Action: Retry, Category: CategoryInProgress, Delay: ServerDelay(resp.Header, o.Now), Ambiguous: true}
+		switch idempotencyAnswer(resp) {
+		case answerMismatch:
+			return Decision{Action: Terminal, Category: CategoryPayloadMismatch}
+		case answerInProgress:
+			return inProgress(resp, o.Now)
+		}
+		if _, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), o.Now); ok {
+			return inProgress(resp, o.Now)
 		}
 		return Decision{Action: Terminal, Category: CategoryConflict}
-	case code == http.StatusUnprocessableEntity:
-		if o.Keyed && isMismatch(resp) {
+	case code == http.StatusUnprocessableEntity || code == http.StatusBadRequest:
+		if o.Keyed && idempotencyAnswer(resp) == answerMismatch {
 			return Decision{Action: Terminal, Category: CategoryPayloadMismatch}
 		}
 		return Decision{Action: Terminal, Category: CategoryValidation}
@@ -231,8 +301,7 @@ func classifyError(o Outcome) Decision {
 	}
 	// From here on the request may have reached the server.
 	cat := CategoryTransient
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || (ok && ne.Timeout()) {
 		cat = CategoryTimeout
 	}
 	d := Decision{Action: Terminal, Category: cat, Ambiguous: true}
@@ -245,36 +314,33 @@ func classifyError(o Outcome) Decision {
 // notSent reports whether err proves the request never left the client: a
 // failed dial (refused, unreachable, DNS) happens before any byte is written.
 func notSent(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
 		return !isPermanentDial(err)
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
 		return dns.IsTimeout || dns.IsTemporary
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func isPermanentDial(err error) bool {
-	var dns *net.DNSError
-	return errors.As(err, &dns) && dns.IsNotFound
+	dns, ok := errors.AsType[*net.DNSError](err)
+	return ok && dns.IsNotFound
+}
+
+// is reports whether err's tree holds an error of type E.
+func is[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
 }
 
 // permanent reports errors that no retry can fix.
 func permanent(err error) bool {
-	var (
-		cve *tls.CertificateVerificationError
-		ua  x509.UnknownAuthorityError
-		he  x509.HostnameError
-		ci  x509.CertificateInvalidError
-		rh  tls.RecordHeaderError
-		dns *net.DNSError
-	)
 	switch {
-	case errors.As(err, &cve), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci), errors.As(err, &rh):
+	case is[*tls.CertificateVerificationError](err), is[x509.UnknownAuthorityError](err),
+		is[x509.HostnameError](err), is[x509.CertificateInvalidError](err), is[tls.RecordHeaderError](err):
 		return true
-	case errors.As(err, &dns) && dns.IsNotFound:
+	case isPermanentDial(err):
 		return true
 	case errors.Is(err, ErrInvalidRequest):
 		return true
@@ -286,10 +352,10 @@ func permanent(err error) bool {
 // "false", +1 for "true", 0 when absent or malformed.
 func shouldRetryHint(h http.Header) int {
 	for _, name := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
-		switch strings.ToLower(strings.TrimSpace(h.Get(name))) {
-		case "false":
+		switch v := strings.TrimSpace(h.Get(name)); {
+		case strings.EqualFold(v, "false"):
 			return -1
-		case "true":
+		case strings.EqualFold(v, "true"):
 			return 1
 		}
 	}
@@ -316,7 +382,13 @@ func peek(resp *http.Response) []byte {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	buf := make([]byte, peekLimit)
+	size := peekLimit
+	if resp.ContentLength >= 0 && resp.ContentLength < peekLimit {
+		// Read no more than announced; a body longer than its length
+		// still reaches the caller whole, after the head.
+		size = int(resp.ContentLength)
+	}
+	buf := make([]byte, size)
 	n, err := io.ReadFull(resp.Body, buf)
 	buf = buf[:n]
 	var rest io.Reader = resp.Body
@@ -347,22 +419,82 @@ type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
-// isMismatch and isInProgress are the classifier's only text matches: a 409
-// or 422 says why only in its body (RFC 9457 problem type or title, Stripe's
-// message). They read at most peekLimit bytes and leave the body intact.
-func isMismatch(resp *http.Response) bool {
-	return bytes.Contains(bytes.ToLower(peek(resp)), []byte("mismatch"))
+// inProgress is the decision for a keyed 409 whose operation is still being
+// processed: retry, after the server's delay if it gave one. The effect may
+// exist (the first request may commit).
+func inProgress(resp *http.Response, now time.Time) Decision {
+	return Decision{Action: Retry, Category: CategoryInProgress, Delay: ServerDelay(resp.Header, now), Ambiguous: true}
 }
 
-func isInProgress(resp *http.Response) bool {
-	if resp.Header.Get("Retry-After") != "" {
-		return true
+// answer is an idempotency answer recognised in a response body.
+type answer uint8
+
+const (
+	answerNone       answer = iota
+	answerInProgress        // a request with the same key is still being processed
+	answerMismatch          // the key was used with a different request
+)
+
+// idempotencyAnswer recognises the idempotency answers listed in
+// DefaultClassifier's documentation from the structured members of a JSON
+// body: a problem's type or title (RFC 9457), or Stripe's error type and code.
+// It reads the body only when the Content-Type is JSON, at most peekLimit
+// bytes, and leaves it intact.
+func idempotencyAnswer(resp *http.Response) answer {
+	problem, ok := jsonMediaType(resp.Header.Get("Content-Type"))
+	if !ok || resp.ContentLength == 0 {
+		return answerNone
 	}
-	b := bytes.ToLower(peek(resp))
-	for _, s := range [...]string{"in-progress", "in_progress", "in progress", "concurrent"} {
-		if bytes.Contains(b, []byte(s)) {
-			return true
+	head := peek(resp)
+	if len(head) == 0 {
+		return answerNone
+	}
+	var body struct {
+		Type  string          `json:"type"`
+		Title string          `json:"title"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(head, &body) != nil {
+		return answerNone // not one object, or cut at peekLimit
+	}
+	if problem {
+		switch title := strings.TrimSpace(body.Title); {
+		case body.Type == ProblemTypeInProgress, strings.EqualFold(title, draftTitleInProgress):
+			return answerInProgress
+		case body.Type == ProblemTypePayloadMismatch, strings.EqualFold(title, draftTitleAlreadyUsed):
+			return answerMismatch
 		}
 	}
-	return false
+	var stripe struct {
+		Type string `json:"type"`
+		Code string `json:"code"`
+	}
+	if len(body.Error) == 0 || body.Error[0] != '{' || json.Unmarshal(body.Error, &stripe) != nil {
+		return answerNone
+	}
+	switch {
+	case stripe.Code == stripeCodeKeyInUse:
+		return answerInProgress
+	case stripe.Type == stripeTypeIdempotency:
+		return answerMismatch
+	}
+	return answerNone
+}
+
+// jsonMediaType reports whether the Content-Type value ct names a JSON media
+// type (application/json, or any type with the +json suffix), and whether it is
+// application/problem+json. It ignores parameters and case and does not
+// allocate.
+func jsonMediaType(ct string) (problem, ok bool) {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	switch {
+	case strings.EqualFold(mt, "application/problem+json"):
+		return true, true
+	case strings.EqualFold(mt, "application/json"):
+		return false, true
+	case len(mt) > len("+json") && strings.EqualFold(mt[len(mt)-len("+json"):], "+json"):
+		return false, true
+	}
+	return false, false
 }

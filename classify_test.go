@@ -49,17 +49,14 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 		{"403", 403, "", nil, true, resilient.Terminal, resilient.CategoryAuth, 0, false},
 		{"404", 404, "", nil, true, resilient.Terminal, resilient.CategoryNotFound, 0, false},
 		{"422 validation", 422, `{"title":"amount must be positive"}`, nil, true, resilient.Terminal, resilient.CategoryValidation, 0, false},
-		{"422 mismatch", 422, `{"type":"https://x/payload-mismatch","title":"idempotency.payload_mismatch"}`, nil, true, resilient.Terminal, resilient.CategoryPayloadMismatch, 0, false},
-		{"409 mismatch", 409, `{"code":"CONFLICT.idempotency.payload_mismatch"}`, nil, true, resilient.Terminal, resilient.CategoryPayloadMismatch, 0, false},
-		{"409 in progress", 409, `{"type":"https://x/in-progress","title":"request in progress"}`, nil, true, resilient.Retry, resilient.CategoryInProgress, 0, false},
-		{"409 in progress with Retry-After", 409, `{}`, []string{"Retry-After: 1"}, true, resilient.Retry, resilient.CategoryInProgress, time.Second, false},
-		{"409 in progress, unkeyed", 409, `{"title":"in progress"}`, nil, false, resilient.Terminal, resilient.CategoryConflict, 0, false},
-		{"409 business conflict", 409, `{"title":"order already shipped"}`, nil, true, resilient.Terminal, resilient.CategoryConflict, 0, false},
 		{"408", 408, "", nil, true, resilient.Retry, resilient.CategoryTimeout, 0, false},
 		{"429 Retry-After", 429, "", []string{"Retry-After: 7"}, true, resilient.Retry, resilient.CategoryRateLimit, 7 * time.Second, false},
 		{"429 RateLimit r=0", 429, "", []string{`RateLimit: "default";r=0;t=12`}, true, resilient.Retry, resilient.CategoryRateLimit, 12 * time.Second, false},
 		{"429 Retry-After wins over RateLimit", 429, "", []string{"Retry-After: 2", `RateLimit: "default";r=0;t=12`}, true, resilient.Retry, resilient.CategoryRateLimit, 2 * time.Second, false},
 		{"429 RateLimit r>0 ignored", 429, "", []string{`RateLimit: "default";r=5;t=12`}, true, resilient.Retry, resilient.CategoryRateLimit, 0, false},
+		{"429 RateLimit r=0 without t: backoff", 429, "", []string{`RateLimit: "default";r=0`}, true, resilient.Retry, resilient.CategoryRateLimit, 0, false},
+		{"429 RateLimit-Remaining 0 without reset: backoff", 429, "", []string{"RateLimit-Remaining: 0"}, true, resilient.Retry, resilient.CategoryRateLimit, 0, false},
+		{"503 RateLimit r=0 without t: backoff", 503, "", []string{`RateLimit: "default";r=0`}, true, resilient.Retry, resilient.CategoryUnavailable, 0, false},
 		{"429 garbage Retry-After", 429, "", []string{"Retry-After: tomorrow-ish"}, true, resilient.Retry, resilient.CategoryRateLimit, 0, false},
 		{"500", 500, "", nil, true, resilient.Retry, resilient.CategoryTransient, 0, false},
 		{"500 unkeyed POST", 500, "", nil, false, resilient.Terminal, resilient.CategoryTransient, 0, false},
@@ -113,49 +110,6 @@ func TestDefaultClassifierErrors(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"0", 0, true},
-		{"120", 2 * time.Minute, true},
-		{" 5 ", 5 * time.Second, true},
-		{"Sun, 22 Nov 2026 12:00:30 GMT", 30 * time.Second, true},  // IMF-fixdate
-		{"Sunday, 22-Nov-26 12:00:30 GMT", 30 * time.Second, true}, // RFC 850
-		{"Sun Nov 22 12:00:30 2026", 30 * time.Second, true},       // ANSI C asctime
-		{"Sun, 22 Nov 2026 11:00:00 GMT", 0, true},                 // past: retry now
-		{"99999999999999999999999", 365 * 24 * time.Hour, true},    // huge: clamped
-		{"-1", 0, false},
-		{"1.5", 0, false},
-		{"", 0, false},
-		{"soon", 0, false},
-		{strings.Repeat("9", 10000), 365 * 24 * time.Hour, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in[:min(len(tc.in), 30)], func(t *testing.T) {
-			got, ok := resilient.ParseRetryAfter(tc.in, now)
-			assert.Equal(t, tc.ok, ok)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
-func FuzzParseRetryAfter(f *testing.F) {
-	for _, s := range []string{"0", "120", "Sun, 22 Nov 2026 12:00:30 GMT", "-1", "1e9", "\x00"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := resilient.ParseRetryAfter(v, now)
-		if d < 0 || (!ok && d != 0) {
-			t.Fatalf("ParseRetryAfter(%q) = %v, %v", v, d, ok)
-		}
-	})
-}
-
 func TestValidateKey(t *testing.T) {
 	k, err := resilient.NewKey()
 	require.NoError(t, err)
@@ -176,6 +130,12 @@ func FuzzDefaultClassifier(f *testing.F) {
 	f.Add(503, "Retry-After: Sun, 22 Nov 2026 12:00:30 GMT", []byte("busy"), true)
 	f.Add(422, "X-Should-Retry: true", bytes.Repeat([]byte("mismatch"), 1000), true)
 	f.Add(-1, "Stripe-Should-Retry: false", []byte(nil), false)
+	f.Add(409, problemJSON, []byte(draftInProgress), true)
+	f.Add(422, problemJSON, []byte(draftMismatch), false)
+	f.Add(409, appJSON, []byte(stripeInUse), true)
+	f.Add(400, appJSON, []byte(stripeMismatch), true)
+	f.Add(409, problemJSON+"\nRetry-After: 1", []byte(ourMismatch), false)
+	f.Add(409, problemJSON, []byte(`{"error":{"type":"idempotency_error","code":7}}`), true)
 	f.Fuzz(func(t *testing.T, code int, headers string, body []byte, keyed bool) {
 		var hs []string
 		for _, line := range strings.Split(headers, "\n") {
@@ -191,9 +151,188 @@ func FuzzDefaultClassifier(f *testing.F) {
 		if d.Action > resilient.Terminal {
 			t.Fatalf("unknown action %v", d.Action)
 		}
+		if !keyed && (d.Category == resilient.CategoryInProgress || d.Category == resilient.CategoryPayloadMismatch) {
+			t.Fatalf("unkeyed %d classified %s", code, d.Category)
+		}
 		got, err := io.ReadAll(resp.Body)
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("body changed by the classifier: %q, %v", got, err)
+		}
+	})
+}
+
+// Bodies of the idempotency answers, as the IETF draft, Stripe and the
+// fakeserver send them.
+const (
+	problemJSON = "Content-Type: application/problem+json"
+	appJSON     = "Content-Type: application/json; charset=utf-8"
+
+	// draft-ietf-httpapi-idempotency-key-header §2.7: one placeholder type, told apart by title.
+	draftInProgress = `{"type":"https://developer.example.com/idempotency","title":"A request is outstanding for this Idempotency-Key","detail":"A request with the same Idempotency-Key for the same operation is being processed or is outstanding."}`
+	draftMismatch   = `{"type":"https://developer.example.com/idempotency","title":"Idempotency-Key is already used","detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."}`
+	draftMissing    = `{"type":"https://developer.example.com/idempotency","title":"Idempotency-Key is missing","detail":"This operation is idempotent and it requires correct usage of Idempotency Key."}`
+
+	stripeInUse    = `{"error":{"code":"idempotency_key_in_use","message":"There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): k. Please try again later.","type":"invalid_request_error"}}`
+	stripeMismatch = `{"error":{"message":"Keys for idempotent requests can only be used with the same parameters they were first used with.","type":"idempotency_error"}}`
+
+	ourInProgress = `{"type":"` + resilient.ProblemTypeInProgress + `","title":"A request is outstanding for this Idempotency-Key","status":409}`
+	ourMismatch   = `{"type":"` + resilient.ProblemTypePayloadMismatch + `","title":"Idempotency-Key is already used","status":422}`
+)
+
+// TestDefaultClassifierIdempotencyAnswers: the idempotency answers are
+// recognised by status, key and the structured members of a JSON body (the
+// problem's type or title, Stripe's error type and code), never by words in
+// prose; an unkeyed request never gets one.
+func TestDefaultClassifierIdempotencyAnswers(t *testing.T) {
+	const (
+		retry    = resilient.Retry
+		terminal = resilient.Terminal
+		progress = resilient.CategoryInProgress
+		mismatch = resilient.CategoryPayloadMismatch
+		conflict = resilient.CategoryConflict
+		invalid  = resilient.CategoryValidation
+	)
+	tests := []struct {
+		name     string
+		code     int
+		body     string
+		headers  []string
+		keyed    bool
+		action   resilient.Action
+		category resilient.Category
+		delay    time.Duration
+	}{
+		// In progress.
+		{"draft 409 in progress", 409, draftInProgress, []string{problemJSON}, true, retry, progress, 0},
+		{"draft 409 in progress, title in other case and spaces", 409, `{"type":"about:blank","title":"  a request is OUTSTANDING for this idempotency-key "}`, []string{problemJSON}, true, retry, progress, 0},
+		{"draft 409 in progress with Retry-After", 409, draftInProgress, []string{problemJSON, "Retry-After: 3"}, true, retry, progress, 3 * time.Second},
+		{"our type 409 in progress", 409, ourInProgress, []string{problemJSON + "; charset=utf-8"}, true, retry, progress, 0},
+		{"Stripe 409 idempotency_key_in_use", 409, stripeInUse, []string{appJSON}, true, retry, progress, 0},
+		{"Stripe code under type idempotency_error", 409, `{"error":{"type":"idempotency_error","code":"idempotency_key_in_use"}}`, []string{appJSON}, true, retry, progress, 0},
+		{"keyed 409 with Retry-After and no body", 409, "", []string{"Retry-After: 2"}, true, retry, progress, 2 * time.Second},
+		{"keyed 409 with Retry-After and a prose body", 409, "try later", []string{"Retry-After: 2", "Content-Type: text/plain"}, true, retry, progress, 2 * time.Second},
+
+		// Payload mismatch.
+		{"draft 422 already used", 422, draftMismatch, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"draft title on a 409 (the server's choice of status)", 409, draftMismatch, []string{problemJSON, "Retry-After: 1"}, true, terminal, mismatch, 0},
+		{"our type 422", 422, ourMismatch, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"our type 409", 409, `{"type":"` + resilient.ProblemTypePayloadMismatch + `"}`, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"Stripe 400 idempotency_error", 400, stripeMismatch, []string{appJSON}, true, terminal, mismatch, 0},
+		{"Stripe idempotency_error on a 409", 409, stripeMismatch, []string{appJSON}, true, terminal, mismatch, 0},
+
+		// Unkeyed: never an idempotency answer.
+		{"unkeyed draft 409 in progress", 409, draftInProgress, []string{problemJSON}, false, terminal, conflict, 0},
+		{"unkeyed Stripe in use", 409, stripeInUse, []string{appJSON}, false, terminal, conflict, 0},
+		{"unkeyed 409 with Retry-After", 409, "", []string{"Retry-After: 1"}, false, terminal, conflict, 0},
+		{"unkeyed draft 422 already used", 422, draftMismatch, []string{problemJSON}, false, terminal, invalid, 0},
+		{"unkeyed Stripe 400 idempotency_error", 400, stripeMismatch, []string{appJSON}, false, terminal, invalid, 0},
+		{"unkeyed 409 containing 'mismatch' is CategoryConflict, not payload mismatch", 409,
+			`{"title":"payload mismatch","code":"CONFLICT.idempotency.payload_mismatch"}`, []string{problemJSON}, false, terminal, conflict, 0},
+
+		// Words in prose are not answers.
+		{"keyed 409 with 'concurrent' in prose is not retried", 409, `{"title":"Conflict","detail":"concurrent modification of the order"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 409 'in progress' in a title that is not the draft's", 409, `{"title":"request in progress"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 409 'mismatch' in prose", 409, `{"title":"Conflict","detail":"version mismatch"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 422 'mismatch' in prose", 422, `{"title":"currency mismatch"}`, []string{problemJSON}, true, terminal, invalid, 0},
+		{"keyed 409 mismatch code without a recognised type", 409, `{"code":"CONFLICT.idempotency.payload_mismatch"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"type that merely ends like ours", 409, `{"type":"https://x/in-progress"}`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"draft title in a text/plain body", 409, draftInProgress, []string{"Content-Type: text/plain"}, true, terminal, conflict, 0},
+		{"draft title without a Content-Type", 422, draftMismatch, nil, true, terminal, invalid, 0},
+		{"draft title in application/json, not a problem", 422, draftMismatch, []string{appJSON}, true, terminal, invalid, 0},
+		{"Stripe shape with error as a string", 409, `{"error":"idempotency_error"}`, []string{appJSON}, true, terminal, conflict, 0},
+		{"Stripe shape with another type", 400, `{"error":{"type":"invalid_request_error","code":"parameter_missing"}}`, []string{appJSON}, true, terminal, invalid, 0},
+
+		// Malformed, truncated or odd bodies are no answer.
+		{"malformed JSON", 409, `{"type":"` + resilient.ProblemTypeInProgress, []string{problemJSON}, true, terminal, conflict, 0},
+		{"two objects", 422, ourMismatch + ourMismatch, []string{problemJSON}, true, terminal, invalid, 0},
+		{"answer past the first 4 KiB", 422, `{"detail":"` + strings.Repeat("x", 5000) + `","type":"` + resilient.ProblemTypePayloadMismatch + `"}`, []string{problemJSON}, true, terminal, invalid, 0},
+		{"JSON array", 409, `[1,2]`, []string{problemJSON}, true, terminal, conflict, 0},
+		{"keyed 409 with an empty body", 409, "", []string{problemJSON}, true, terminal, conflict, 0},
+		{"malformed Retry-After is ignored", 409, "", []string{"Retry-After: soon"}, true, terminal, conflict, 0},
+
+		// The draft's 400 for a missing key is a validation error.
+		{"draft 400 missing key", 400, draftMissing, []string{problemJSON}, true, terminal, invalid, 0},
+		{"suffix +json is JSON", 409, stripeInUse, []string{"Content-Type: application/vnd.api+json"}, true, retry, progress, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := response(tc.code, tc.body, tc.headers...)
+			d := resilient.DefaultClassifier(outcome(http.MethodPost, tc.keyed, resp, nil))
+			assert.Equal(t, tc.action, d.Action)
+			assert.Equal(t, tc.category, d.Category)
+			assert.Equal(t, tc.delay, d.Delay)
+			assert.Equal(t, tc.category == progress, d.Ambiguous, "an operation in progress may commit")
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, tc.body, string(b), "the classifier leaves the body intact")
+		})
+	}
+}
+
+// TestDefaultClassifierReadsNoProse: the body of an answer whose
+// Content-Type is not JSON is never read.
+func TestDefaultClassifierReadsNoProse(t *testing.T) {
+	for _, ct := range []string{"", "text/plain", "text/html", "application/jsonx", "application/xml"} {
+		resp := response(409, draftInProgress, "Content-Type: "+ct)
+		body := resp.Body
+		d := resilient.DefaultClassifier(outcome(http.MethodPost, true, resp, nil))
+		assert.Equal(t, resilient.CategoryConflict, d.Category, "%q", ct)
+		assert.Equal(t, body, resp.Body, "%q: body not peeked", ct)
+	}
+}
+
+// TestDefaultClassifierAllocs: classifying the common outcomes allocates
+// nothing.
+func TestDefaultClassifierAllocs(t *testing.T) {
+	for _, tc := range benchOutcomes() {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.outcome
+			allocs := testing.AllocsPerRun(100, func() { _ = resilient.DefaultClassifier(o) })
+			assert.Zero(t, allocs)
+		})
+	}
+}
+
+type namedOutcome struct {
+	name    string
+	outcome resilient.Outcome
+}
+
+// benchOutcomes are the outcomes TestDefaultClassifierAllocs and
+// BenchmarkDefaultClassifier classify. Their bodies are never read, so they
+// can be classified any number of times.
+func benchOutcomes() []namedOutcome {
+	return []namedOutcome{
+		{"200", outcome(http.MethodPost, true, response(200, "", "Content-Type: application/json"), nil)},
+		{"503 Retry-After", outcome(http.MethodPost, true, response(503, "", "Retry-After: 2"), nil)},
+		{"429 RateLimit", outcome(http.MethodPost, true, response(429, "", `RateLimit: "default";r=0;t=3`), nil)},
+		{"keyed 409 without body", outcome(http.MethodPost, true, response(409, ""), nil)},
+		{"network error", outcome(http.MethodPost, true, nil, readErr())},
+		{"dial error", outcome(http.MethodPost, false, nil, dialErr())},
+	}
+}
+
+func BenchmarkDefaultClassifier(b *testing.B) {
+	for _, tc := range benchOutcomes() {
+		b.Run(tc.name, func(b *testing.B) {
+			o := tc.outcome
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = resilient.DefaultClassifier(o)
+			}
+		})
+	}
+	// A keyed 409 with a problem body: peeks and decodes it each time.
+	b.Run("keyed 409 problem body", func(b *testing.B) {
+		resp := response(409, draftInProgress, problemJSON)
+		o := outcome(http.MethodPost, true, resp, nil)
+		rd := strings.NewReader(draftInProgress)
+		body := io.NopCloser(rd)
+		b.ReportAllocs()
+		for b.Loop() {
+			rd.Reset(draftInProgress)
+			resp.Body = body
+			_ = resilient.DefaultClassifier(o)
 		}
 	})
 }

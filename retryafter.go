@@ -36,8 +36,12 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	return min(d, maxHeaderDelay), true
 }
 
-// parseSeconds parses a non-negative decimal integer of seconds, clamped.
+// parseSeconds parses a non-empty, non-negative decimal integer of seconds;
+// values beyond maxHeaderDelay are clamped to it.
 func parseSeconds(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
 	for i := 0; i < len(v); i++ {
 		if v[i] < '0' || v[i] > '9' {
 			return 0, false
@@ -53,43 +57,76 @@ func parseSeconds(v string) (time.Duration, bool) {
 
 // ServerDelay returns the server-directed delay of a response's headers:
 // Retry-After when present and valid (see ParseRetryAfter); otherwise the IETF
-// RateLimit fields when they say the quota is spent (`RateLimit: "p";r=0;t=30`,
-// or RateLimit-Remaining: 0 with RateLimit-Reset); otherwise 0. Malformed
-// values are ignored. The result is not capped by the Transport's maximum.
+// RateLimit fields when they say a quota is spent and when it comes back
+// (`RateLimit: "p";r=0;t=30`, or RateLimit-Remaining: 0 with RateLimit-Reset:
+// 30); otherwise 0, which leaves the wait to the backoff. A spent quota
+// without a reset time (r=0 and no t, or no RateLimit-Reset) directs no delay.
+// Malformed values are ignored; huge ones are clamped to a year. The result is
+// not capped by the Transport's maximum.
 func ServerDelay(h http.Header, now time.Time) time.Duration {
 	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
 		return d
 	}
-	if v := h.Get("RateLimit"); v != "" {
+	// Header names are written canonical (as net/http stores them) so that
+	// Get does not allocate a canonical copy.
+	if v := h.Get("Ratelimit"); v != "" {
 		if d, ok := parseRateLimit(v); ok {
 			return d
 		}
 	}
-	if strings.TrimSpace(h.Get("RateLimit-Remaining")) == "0" {
-		if d, ok := parseSeconds(strings.TrimSpace(h.Get("RateLimit-Reset"))); ok {
+	if isZero(strings.TrimSpace(h.Get("Ratelimit-Remaining"))) {
+		if d, ok := parseSeconds(strings.TrimSpace(h.Get("Ratelimit-Reset"))); ok {
 			return d
 		}
 	}
 	return 0
 }
 
-// parseRateLimit reads the first policy item of a RateLimit field
-// (draft-ietf-httpapi-ratelimit-headers: `"default";r=0;t=30`) and returns t
-// when r is 0.
+// parseRateLimit reads a RateLimit field (draft-ietf-httpapi-ratelimit-headers:
+// a list of policy items, `"default";r=0;t=30, "daily";r=10;t=3600`) and
+// returns the longest t among the items whose remaining quota r is 0, and
+// false when no such item has a valid t. It does not allocate.
 func parseRateLimit(v string) (time.Duration, bool) {
-	item, _, _ := strings.Cut(v, ",")
-	var r, t string
-	for _, p := range strings.Split(item, ";")[1:] {
-		k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-		switch k {
-		case "r":
-			r = val
-		case "t":
-			t = val
+	var (
+		longest time.Duration
+		found   bool
+	)
+	for v != "" {
+		var item string
+		item, v, _ = strings.Cut(v, ",")
+		_, params, _ := strings.Cut(item, ";") // drop the policy name
+		var r, t string
+		var haveR, haveT bool
+		for params != "" {
+			var p string
+			p, params, _ = strings.Cut(params, ";")
+			k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+			switch strings.TrimSpace(k) {
+			case "r":
+				r, haveR = strings.TrimSpace(val), true
+			case "t":
+				t, haveT = strings.TrimSpace(val), true
+			}
+		}
+		if !haveR || !haveT || !isZero(r) {
+			continue
+		}
+		if d, ok := parseSeconds(t); ok {
+			longest, found = max(longest, d), true
 		}
 	}
-	if r != "0" || t == "" {
-		return 0, false
+	return longest, found
+}
+
+// isZero reports whether v is a decimal integer equal to 0 ("0", "00").
+func isZero(v string) bool {
+	if v == "" {
+		return false
 	}
-	return parseSeconds(t)
+	for i := 0; i < len(v); i++ {
+		if v[i] != '0' {
+			return false
+		}
+	}
+	return true
 }

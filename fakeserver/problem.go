@@ -12,10 +12,18 @@ import (
 // names the problem: missing-key, invalid-key, invalid-json, too-large,
 // not-found, method-not-allowed, in-progress, payload-mismatch, injected-fault,
 // outage, over-capacity.
-const ProblemTypeBase = "https://github.com/resilienthttp/resilient/fakeserver/problems/"
+//
+// The idempotency answers follow draft-ietf-httpapi-idempotency-key-header
+// (§2.7): 400 for a missing key, 409 while a request with the key is in
+// progress, 422 (or the configured status) for a key reused with another
+// payload, with the draft's titles. The draft gives no type URIs of its own
+// (its examples share one placeholder), so the types of the in-progress and
+// payload-mismatch answers are the ones the resilient client recognises,
+// resilient.ProblemTypeInProgress and resilient.ProblemTypePayloadMismatch.
+const ProblemTypeBase = "https://github.com/resilienthttp/resilient/problems/"
 
-// Problem codes, in the "code" member of problem bodies (the DESIGN's error
-// taxonomy, which clients may match on).
+// Problem codes, in the "code" member of problem bodies (the client's
+// category of the answer, which clients may match on).
 const (
 	// CodeInProgress is the code of a 409 answered while the key is in progress.
 	CodeInProgress = "idempotency.in_progress"

@@ -12,7 +12,17 @@
 // Every method sends one command or script per call, except Pending and
 // Expire, which work in pages of 1000 records. A Redis that cannot be reached
 // makes each method return an error wrapping the client's, after the client's
-// own dial timeout and retries; pass a context with a deadline to bound it.
+// own dial timeout and retries.
+//
+// Every method returns by the time its context is done, whether or not the
+// go-redis client was built with ContextTimeoutEnabled (without it, go-redis
+// bounds a command by its ReadTimeout, not by the context's deadline). A call
+// that the context ends returns an error wrapping ctx.Err()
+// (context.DeadlineExceeded or context.Canceled). The command it sent cannot
+// be recalled: it goes on in the background until Redis answers or the
+// client's own timeouts end it, and it may still take effect — a Claim may
+// create its record, which a later Claim of the operation returns with the
+// same key, so no operation is lost.
 package redis
 
 import (
@@ -78,9 +88,11 @@ func New(client goredis.UniversalClient, opts ...Option) *Store {
 // candidate.Created is set to the current time; Created is truncated to the
 // microsecond.
 //
-// It returns an error if ctx is done when Claim starts, if candidate has an
-// empty Operation or Key, a negative Attempts or a Created outside the years
-// 1685 to 2255, or if Redis fails (for example cannot be reached).
+// It returns an error if ctx is done when Claim starts or before Redis
+// answers (the claim may still be made: see the package documentation), if
+// candidate has an empty Operation or Key, a negative Attempts or a Created
+// outside the years 1685 to 2255, or if Redis fails (for example cannot be
+// reached).
 func (s *Store) Claim(ctx context.Context, candidate persist.Record) (persist.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return persist.Record{}, false, fmt.Errorf("persist/redis: claim: %w", err)
@@ -93,11 +105,13 @@ func (s *Store) Claim(ctx context.Context, candidate persist.Record) (persist.Re
 	}
 	op := candidate.Operation
 	created := micros(candidate.Created)
-	res, err := claimScript.Run(ctx, s.client,
-		[]string{s.recPrefix + op, s.pending, s.all, s.exp},
-		op, candidate.Key, candidate.Fingerprint, created, candidate.Attempts,
-		s.ttl.Milliseconds(), s.recPrefix,
-	).Slice()
+	res, err := bounded(ctx, func(ctx context.Context) ([]any, error) {
+		return claimScript.Run(ctx, s.client,
+			[]string{s.recPrefix + op, s.pending, s.all, s.exp},
+			op, candidate.Key, candidate.Fingerprint, created, candidate.Attempts,
+			s.ttl.Milliseconds(), s.recPrefix,
+		).Slice()
+	})
 	if err != nil {
 		return persist.Record{}, false, fmt.Errorf("persist/redis: claim %q: %w", op, err)
 	}
@@ -119,8 +133,8 @@ func (s *Store) Claim(ctx context.Context, candidate persist.Record) (persist.Re
 // Finish sets the state and attempt count of op's record; the record keeps
 // its TTL. It returns an error wrapping persist.ErrNotFound if op has no
 // record (never claimed, deleted or expired), and an error if ctx is done
-// when Finish starts, state is neither Pending nor Done, attempts is negative,
-// or Redis fails.
+// when Finish starts or before Redis answers, state is neither Pending nor
+// Done, attempts is negative, or Redis fails.
 func (s *Store) Finish(ctx context.Context, op string, state persist.State, attempts int) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("persist/redis: finish: %w", err)
@@ -131,10 +145,12 @@ func (s *Store) Finish(ctx context.Context, op string, state persist.State, atte
 	if attempts < 0 {
 		return fmt.Errorf("persist/redis: finish %q: negative attempts %d", op, attempts)
 	}
-	found, err := finishScript.Run(ctx, s.client,
-		[]string{s.recPrefix + op, s.pending},
-		int(state), attempts, op,
-	).Int64()
+	found, err := bounded(ctx, func(ctx context.Context) (int64, error) {
+		return finishScript.Run(ctx, s.client,
+			[]string{s.recPrefix + op, s.pending},
+			int(state), attempts, op,
+		).Int64()
+	})
 	if err != nil {
 		return fmt.Errorf("persist/redis: finish %q: %w", op, err)
 	}
@@ -157,9 +173,11 @@ func (s *Store) Pending(ctx context.Context) ([]persist.Record, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("persist/redis: pending: %w", err)
 		}
-		res, err := pendingScript.Run(ctx, s.client,
-			[]string{s.pending, s.all, s.exp}, from, limit, s.recPrefix,
-		).Slice()
+		res, err := bounded(ctx, func(ctx context.Context) ([]any, error) {
+			return pendingScript.Run(ctx, s.client,
+				[]string{s.pending, s.all, s.exp}, from, limit, s.recPrefix,
+			).Slice()
+		})
 		if err != nil {
 			return nil, fmt.Errorf("persist/redis: pending: %w", err)
 		}
@@ -219,14 +237,16 @@ func parsePendingPage(res []any) (examined int, last string, recs []any, err err
 }
 
 // Delete removes op's record, if any. It returns an error if ctx is done when
-// Delete starts or if Redis fails.
+// Delete starts or before Redis answers, or if Redis fails.
 func (s *Store) Delete(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("persist/redis: delete: %w", err)
 	}
-	err := deleteScript.Run(ctx, s.client,
-		[]string{s.recPrefix + op, s.pending, s.all, s.exp}, op,
-	).Err()
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, deleteScript.Run(ctx, s.client,
+			[]string{s.recPrefix + op, s.pending, s.all, s.exp}, op,
+		).Err()
+	})
 	if err != nil {
 		return fmt.Errorf("persist/redis: delete %q: %w", op, err)
 	}
@@ -235,9 +255,9 @@ func (s *Store) Delete(ctx context.Context, op string) error {
 
 // Expire deletes every record whose Created is before cutoff, in any state,
 // and returns how many it deleted (records Redis had already expired are not
-// counted). It deletes in pages of 1000, each atomically, and checks ctx
-// between them; on an error it returns the number deleted so far with the
-// error.
+// counted). It deletes in pages of 1000, each atomically, and returns when
+// ctx is done; on an error it returns the number deleted so far with the
+// error (a page abandoned to ctx may still be deleted, uncounted).
 func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 	// Created < cutoff <=> micros(Created) < cutoff in microseconds rounded up.
 	cut := micros(cutoff)
@@ -249,9 +269,11 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("persist/redis: expire: %w", err)
 		}
-		res, err := expireScript.Run(ctx, s.client,
-			[]string{s.pending, s.all, s.exp}, cut, pageSize, s.recPrefix,
-		).Int64Slice()
+		res, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
+			return expireScript.Run(ctx, s.client,
+				[]string{s.pending, s.all, s.exp}, cut, pageSize, s.recPrefix,
+			).Int64Slice()
+		})
 		if err != nil {
 			return total, fmt.Errorf("persist/redis: expire: %w", err)
 		}
@@ -262,6 +284,41 @@ func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int, error) {
 		if res[1] < pageSize {
 			return total, nil
 		}
+	}
+}
+
+// bounded runs f, one round trip to Redis, with ctx and returns its result,
+// or returns ctx.Err() as soon as ctx is done, whichever comes first: go-redis
+// ignores a context's deadline on the socket unless the client was built with
+// ContextTimeoutEnabled, and the caller's deadline must hold either way. When
+// ctx ends first, f goes on in its goroutine until the client returns (its
+// read timeout, or an answer), and its result is dropped. An error f returns
+// after ctx is done is wrapped together with ctx.Err(), so that errors.Is
+// sees the deadline whichever of the two noticed it first.
+func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	if ctx.Done() == nil { // never done: nothing to bound
+		return f(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1) // buffered: an abandoned f does not block
+	go func() {
+		v, err := f(ctx)
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(r.err, ctxErr) {
+				r.err = fmt.Errorf("%w: %w", ctxErr, r.err)
+			}
+		}
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 

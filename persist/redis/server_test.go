@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,20 @@ func (s *server) waitReady(d time.Duration) error {
 func (s *server) stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
+}
+
+// freeze stops the server process (SIGSTOP): connections are still accepted
+// by the kernel and commands written, but nothing is answered until thaw. A
+// frozen server is thawed when t ends, before it is stopped.
+func (s *server) freeze(t testing.TB) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(s.thaw)
+}
+
+// thaw resumes a frozen server (SIGCONT); it may be called again.
+func (s *server) thaw() {
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 }
 
 // client returns a client of the server, closed when t ends.
