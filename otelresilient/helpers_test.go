@@ -60,6 +60,9 @@ func (s *stubBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h == nil {
 		h = http.Header{}
 	}
+	if k := req.Header.Get("Idempotency-Key"); k != "" {
+		h.Set("Idempotency-Key", k) // the API dedupes by key and says so, as Stripe's does
+	}
 	return &http.Response{
 		StatusCode: r.status, Status: http.StatusText(r.status), Header: h, Request: req,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

@@ -169,9 +169,9 @@ func TestConflictsAndReplays(t *testing.T) {
 	h := newHarness(t)
 	problem := http.Header{"Content-Type": {"application/problem+json"}}
 	stub := newStub(
-		reply{status: 409, header: problem, body: `{"title":"request in progress"}`},
+		reply{status: 409, header: problem, body: `{"type":"` + resilient.ProblemTypeInProgress + `"}`},
 		reply{status: 201, header: http.Header{"Idempotency-Status": {"replayed"}}},
-		reply{status: 422, header: problem, body: `{"type":"payload_mismatch"}`},
+		reply{status: 422, header: problem, body: `{"type":"` + resilient.ProblemTypePayloadMismatch + `"}`},
 	)
 	tr := resilient.NewTransport(stub, h.inst.TransportOption(), fixedBackoff())
 

@@ -39,10 +39,12 @@ func main() {
 
 // run does the whole demonstration and writes its report to w.
 func run(ctx context.Context, w io.Writer) error {
-	// A server that sheds the first two attempts.
+	// A server that sheds the first two attempts. It dedupes by key and says
+	// so by echoing it, which is what lets the client retry a POST.
 	var seen atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		rw.Header().Set("Idempotency-Key", r.Header.Get("Idempotency-Key"))
 		if seen.Add(1) <= 2 {
 			http.Error(rw, "busy", http.StatusServiceUnavailable)
 			return
