@@ -66,6 +66,11 @@ type Error struct {
 	Operation string
 	// Attempts is the number of attempts sent (0 when nothing was sent).
 	Attempts int
+	// Resends is the number of times the base transport sent an attempt
+	// again on its own (net/http on a keep-alive connection that died
+	// before anything was written): every request put on the wire is
+	// Attempts + Resends.
+	Resends int
 	// Category classifies the last outcome (or the refusal).
 	Category Category
 	// StatusCode is the status of the last response seen, 0 if none.
@@ -97,6 +102,10 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(" (attempts ")
 	b.WriteString(strconv.Itoa(e.Attempts))
+	if e.Resends > 0 {
+		b.WriteString(", resends ")
+		b.WriteString(strconv.Itoa(e.Resends))
+	}
 	if e.Category != "" {
 		b.WriteString(", category ")
 		b.WriteString(string(e.Category))

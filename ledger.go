@@ -14,6 +14,7 @@ type ledger struct {
 	rep      *Report // nil unless the caller attached one
 	began    time.Time
 	attempts int
+	resends  int // sends the base transport made on its own
 	// ambiguous: an attempt may have been applied and no success has
 	// answered for it since.
 	ambiguous bool
@@ -43,6 +44,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration) {
 	l := &c.led
 	if a.sent {
 		l.attempts++
+		l.resends += a.resends
 	}
 	l.lastErr = a.err
 	if a.resp != nil {
@@ -64,14 +66,15 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration) {
 		return
 	}
 	if l.rep != nil {
-		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Duration: a.took}
+		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Duration: a.took, Resends: a.resends}
+		l.rep.Resends = l.resends
 		if a.resp != nil {
 			ar.StatusCode = a.resp.StatusCode
 		}
 		l.rep.Attempts = append(l.rep.Attempts, ar)
 	}
 	if len(c.t.cfg.observers) > 0 {
-		e := Event{Kind: EventAttempt, Attempt: a.n, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err}
+		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err}
 		if a.resp != nil {
 			e.StatusCode = a.resp.StatusCode
 		}
@@ -109,7 +112,7 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 		l.rep.Unknown = l.ambiguous
 	}
 	if a.resp != nil {
-		c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
+		c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Resends: l.resends, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
 			Replayed: d.Replayed, Outcome: outcome, Duration: c.elapsed()})
 		return a.resp, nil
 	}
@@ -119,9 +122,9 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 			stop = c.ctx.Err()
 		}
 	}
-	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
+	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
 	c.retryAt(e)
-	c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
+	c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Resends: l.resends, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
 		Outcome: outcome, Duration: c.elapsed(), Err: e})
 	return nil, e
 }
@@ -131,7 +134,7 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 // outcome.
 func (c *call) fail(reason error, cat Category, err error) error {
 	l := &c.led
-	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Category: cat, StatusCode: l.status,
+	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Resends: l.resends, Category: cat, StatusCode: l.status,
 		Unknown: l.ambiguous, Reason: reason, Err: err}
 	c.retryAt(e)
 	if l.rep != nil {

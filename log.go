@@ -51,6 +51,9 @@ func logObserver(l *slog.Logger) Observer {
 		if e.Unknown {
 			attrs = append(attrs, slog.Bool("unknown", true))
 		}
+		if e.Resends > 0 {
+			attrs = append(attrs, slog.Int("resends", e.Resends))
+		}
 		if e.Err != nil {
 			attrs = append(attrs, slog.String("error", e.Err.Error()))
 		}

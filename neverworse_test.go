@@ -2,6 +2,9 @@ package resilient_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptrace"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -120,5 +123,49 @@ func TestFrozenStoreIsBoundedByTheCallersContext(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 300*time.Millisecond, time.Since(start), "returned at the deadline")
 		assert.Empty(t, s.attempts(), "nothing sent without a durable key")
+	})
+}
+
+// resender plays net/http's own re-send on a dead keep-alive connection:
+// the first write may or may not happen, then it rewinds the body with
+// GetBody and sends again.
+type resender struct{ wroteFirst bool }
+
+func (r resender) RoundTrip(req *http.Request) (*http.Response, error) {
+	trace := httptrace.ContextClientTrace(req.Context())
+	io.Copy(io.Discard, req.Body)
+	if r.wroteFirst {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
+	body, err := req.GetBody() // the connection died: re-send
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, body)
+	trace.WroteRequest(httptrace.WroteRequestInfo{})
+	return &http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// Every send is visible: a re-send by the base transport when nothing was
+// written is allowed and counted (it costs no retry token); one after a
+// write is refused, and the outcome is unknown.
+func TestBaseTransportResends(t *testing.T) {
+	t.Run("nothing written: allowed and counted", func(t *testing.T) {
+		rep := new(resilient.Report)
+		resp, err := do(t, resilient.NewTransport(resender{}), post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 1, rep.Resends)
+		require.Len(t, rep.Attempts, 1)
+		assert.Equal(t, 1, rep.Attempts[0].Resends)
+	})
+	t.Run("after a write: refused, unknown", func(t *testing.T) {
+		_, err := do(t, resilient.NewTransport(resender{wroteFirst: true}), post(t, context.Background(), "{}"))
+		require.Error(t, err)
+		var re *resilient.Error
+		require.ErrorAs(t, err, &re)
+		assert.True(t, re.Unknown)
+		assert.Equal(t, 1, re.Attempts)
+		assert.Zero(t, re.Resends)
 	})
 }

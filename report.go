@@ -25,6 +25,9 @@ type Report struct {
 	Operation string
 	// Attempts lists every attempt sent, in order.
 	Attempts []AttemptReport
+	// Resends is the number of times the base transport sent an attempt
+	// again on its own (see AttemptReport.Resends).
+	Resends int
 	// Replayed is true when the final response came from the server's
 	// idempotency store.
 	Replayed bool
@@ -57,6 +60,12 @@ type AttemptReport struct {
 	Replayed bool
 	// Duration is how long the attempt took until response headers or error.
 	Duration time.Duration
+	// Resends is the number of times the base transport sent this attempt
+	// again on its own: net/http re-sends a request on a keep-alive
+	// connection that died before anything was written (a transparent
+	// retry, which costs no retry token). Re-sends after a write are
+	// refused (see ErrUnsafeRetry), so they never reach the server twice.
+	Resends int
 }
 
 // ContextWithReport returns a copy of ctx that makes the Transport fill r.
@@ -106,7 +115,10 @@ type Event struct {
 	// Attempt is the attempt number, 0 for the first.
 	Attempt int
 	// Attempts is the number of attempts sent (EventOutcome).
-	Attempts   int
+	Attempts int
+	// Resends is the number of re-sends the base transport made on its own
+	// (of this attempt for EventAttempt, in all for EventOutcome).
+	Resends    int
 	StatusCode int
 	Category   Category
 	Action     Action

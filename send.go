@@ -26,6 +26,9 @@ type attempt struct {
 	// rewritten is true when net/http wrote the request more than once
 	// (its own re-send on a dead keep-alive connection).
 	rewritten bool
+	// resends counts the times the base transport sent the attempt again
+	// on its own (net/http on a dead keep-alive connection).
+	resends int
 	// wroteAny is true when the request was written at least once; traced
 	// says whether the writes were watched (keyed requests only).
 	wroteAny, traced bool
@@ -49,9 +52,9 @@ func (c *call) send(n int) attempt {
 	// counter and trace per attempt: a previous attempt's write loop may
 	// still report, and WithClientTrace composes the caller's hooks into
 	// the trace it is given. Keyed requests only.
-	var wrote *atomic.Int32
+	var wrote, resent *atomic.Int32
 	if c.op.key != "" {
-		wrote = new(atomic.Int32)
+		wrote, resent = new(atomic.Int32), new(atomic.Int32)
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }})
 	}
 	areq := c.req.WithContext(ctx)
@@ -87,6 +90,7 @@ func (c *call) send(n int) attempt {
 			if wrote.Load() > 0 {
 				return nil, errResendRefused
 			}
+			resent.Add(1) // nothing was written: a re-send that costs nothing
 			return rewind()
 		}
 	}
@@ -113,6 +117,7 @@ func (c *call) send(n int) attempt {
 	if wrote != nil {
 		w := wrote.Load()
 		a.traced, a.wroteAny, a.rewritten = true, w >= 1, w >= 2
+		a.resends = max(int(resent.Load()), int(w)-1)
 	}
 	if cancel != nil {
 		if resp != nil {
