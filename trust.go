@@ -149,7 +149,8 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 		path = "/"
 	}
 	for _, d := range c.dedupers {
-		if d.host == req.URL.Host && strings.HasPrefix(path, d.pathPrefix) {
+		host := d.host == req.URL.Host || strings.Trim(d.host, "[]") == req.URL.Hostname()
+		if host && strings.HasPrefix(path, d.pathPrefix) {
 			return true
 		}
 	}

@@ -143,6 +143,7 @@ func TestRetriedWhenTheServerDedupes(t *testing.T) {
 		ctx  context.Context
 	}{
 		{"application declares the host", false, func(h string) []resilient.Option { return []resilient.Option{resilient.WithDedupingServer(h)} }, context.Background()},
+		{"application declares the host, any port", false, func(string) []resilient.Option { return []resilient.Option{resilient.WithDedupingServer("127.0.0.1")} }, context.Background()},
 		{"application declares the path", false, func(h string) []resilient.Option { return []resilient.Option{resilient.WithDedupingServer(h + "/v1")} }, context.Background()},
 		{"application's own key", false, nil, resilient.ContextWithKey(context.Background(), "create-repo-1")},
 	}
@@ -161,6 +162,18 @@ func TestRetriedWhenTheServerDedupes(t *testing.T) {
 			assert.Equal(t, int32(1), api.effects.Load())
 		})
 	}
+}
+
+// A declaration names a route: another port or path is not covered.
+func TestDeclarationIsScoped(t *testing.T) {
+	api := &keylessAPI{fault: func(int32) string { return "drop" }}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	for _, decl := range []string{"127.0.0.1:1", "127.0.0.1/v2"} {
+		_, err := postTo(t, resilient.Wrap(srv.Client(), resilient.WithBackoff(nil), resilient.WithDedupingServer(decl)), context.Background(), srv.URL+"/v1/repos")
+		assert.ErrorIs(t, err, resilient.ErrUnsafeRetry, decl)
+	}
+	assert.Equal(t, int32(2), api.effects.Load(), "one per operation")
 }
 
 // Evidence shown by the server is scoped to its route: behind one gateway,

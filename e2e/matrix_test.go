@@ -19,6 +19,8 @@ func retrying(extra ...resilient.Option) []resilient.Option {
 		resilient.WithMaxAttempts(6),
 		resilient.WithoutBudget(),
 		resilient.WithoutBreaker(),
+		// The fake server dedupes by key; the tests declare it.
+		resilient.WithDedupingServer("127.0.0.1"),
 	}, extra...)
 }
 
