@@ -27,7 +27,8 @@ import (
 // reservation is one attempt's admission.
 type reservation struct {
 	h        *hostState
-	retry    bool
+	retry    bool          // attempt n > 0 of the operation
+	first    bool          // the first attempt of this RoundTrip call
 	hop      bool          // a redirect hop: not a new operation
 	delay    time.Duration // the wait before sending, backoff and pause
 	token    bool          // a retry token was taken
@@ -77,14 +78,21 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 // host's usual latency fit before the deadline and that the breaker is not
 // open, then takes a retry token and the budget's share. An error is the
 // reason the retry is refused (nothing was taken).
-func (h *hostState) reserve(c *call, n int, backoff time.Duration) (reservation, error) {
-	r := reservation{h: h, retry: n > 0, hop: c.op.hop}
+func (h *hostState) reserve(c *call, i, n int, backoff time.Duration) (reservation, error) {
+	r := reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop}
 	now := c.t.cfg.now()
-	if !r.retry {
+	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
 		if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
 			r.delay = p
+		}
+		// An outer retry loop's call (the key's attempt n > 0) is a retry:
+		// it spends a token when there is one, so that the retries inside
+		// it are held to the budget; it is never refused, as a bare
+		// client's call would not be.
+		if r.retry && h.tokens != nil && h.tokens.TakeAt(now) {
+			r.token = true
 		}
 		return r, nil
 	}
@@ -131,7 +139,7 @@ func (r *reservation) wait(c *call) error {
 					return err
 				}
 				r.delay += p
-			case r.retry:
+			case !r.first:
 				r.cancel()
 				return ErrDelayTooLong
 			}
@@ -152,7 +160,7 @@ func (r *reservation) wait(c *call) error {
 		switch {
 		case err == nil:
 			r.done = done
-		case !r.retry && c.t.cfg.breaker.RetriesOnly:
+		case r.first && c.t.cfg.breaker.RetriesOnly:
 			// Sent, uncounted: a retries-only breaker never holds back a
 			// first attempt.
 		default:

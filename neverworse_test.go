@@ -169,3 +169,26 @@ func TestBaseTransportResends(t *testing.T) {
 		assert.Zero(t, re.Resends)
 	})
 }
+
+// Regression (outer retry loops): an SDK that retries on its own calls
+// RoundTrip again with the same key. Its calls continue the operation's
+// numbering, and the first attempt of each is a retry for the tokens, so
+// the retries inside are held to the budget: 3 outer calls against a host
+// that always fails send 6 attempts, numbered 0–5, not 12 numbered 0–3
+// three times. No call is refused.
+func TestOuterRetryLoopIsAccounted(t *testing.T) {
+	s := newStub(reply(503))
+	tr := resilient.NewTransport(s, resilient.WithBackoff(nil))
+	for range 3 {
+		req := post(t, context.Background(), "{}")
+		req.Header.Set("Idempotency-Key", "outer-key")
+		resp, err := do(t, tr, req)
+		require.NoError(t, err, "never refused: the call is sent")
+		assert.Equal(t, 503, resp.StatusCode)
+	}
+	var got []string
+	for _, a := range s.attempts() {
+		got = append(got, a.header.Get("Retry-Attempt"))
+	}
+	assert.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, got)
+}

@@ -37,10 +37,10 @@ type attempt struct {
 	stop error
 }
 
-// send sends attempt n on a copy of the caller's request carrying the key
+// send sends attempt n (the i-th of this call) on a copy of the caller's request carrying the key
 // and attempt headers, through the base transport. It never mutates the
 // caller's request and shares nothing with other attempts.
-func (c *call) send(n int) attempt {
+func (c *call) send(i, n int) attempt {
 	cfg := &c.t.cfg
 	a := attempt{n: n}
 	ctx, cancel := c.ctx, context.CancelFunc(nil)
@@ -65,7 +65,7 @@ func (c *call) send(n int) attempt {
 	if cfg.attemptHeader != "" {
 		areq.Header[cfg.attemptHeader] = attemptValue(n)
 	}
-	body, err := c.op.body.body(n)
+	body, err := c.op.body.body(i)
 	if err != nil {
 		// Only a retry can get here (GetBody failed); nothing is sent.
 		if cancel != nil {
@@ -74,7 +74,7 @@ func (c *call) send(n int) attempt {
 		a.err = err
 		return a
 	}
-	if n == 0 {
+	if i == 0 {
 		c.op.body.first = nil // the base transport owns it now
 	}
 	areq.Body = body

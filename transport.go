@@ -47,9 +47,10 @@ import (
 // may exist. Bodies of discarded responses are drained (at most 64 KiB, for
 // at most 100 ms) and closed.
 type Transport struct {
-	base  http.RoundTripper
-	cfg   config
-	hosts hosts
+	base   http.RoundTripper
+	cfg    config
+	hosts  hosts
+	recent recentKeys
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -100,18 +101,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
-	c.h = t.host(req.URL.Host, t.cfg.now())
+	now := t.cfg.now()
+	c.h = t.host(req.URL.Host, now)
 	var (
 		a            attempt
 		d            Decision
 		delay, prevD time.Duration
+		base         int // attempts sent under the key by earlier calls
 	)
-	for n := 0; ; n++ {
-		res, err := c.h.reserve(c, n, delay)
+	if c.op.own && !c.op.hop {
+		base = t.recent.attempts(c.op.key, now)
+		defer func() { t.recent.record(c.op.key, base+c.led.attempts, t.cfg.now()) }()
+	}
+	for i := 0; ; i++ {
+		n := base + i
+		res, err := c.h.reserve(c, i, n, delay)
 		if err != nil {
 			return c.finish(&a, d, err) // a retry refused before any wait
 		}
-		if n > 0 {
+		if i > 0 {
 			c.retrying(&a, d, res.delay)
 			if a.resp != nil {
 				discard(a.resp)
@@ -120,7 +128,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := res.wait(c); err != nil {
 			return nil, c.stopped(err)
 		}
-		a = c.send(n)
+		a = c.send(i, n)
 		d = c.classify(&a)
 		if !a.sent {
 			res.cancel()
