@@ -16,17 +16,17 @@ func (okTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // BenchmarkTransport measures the Transport's own cost per request over a
 // base transport that does nothing: key minting, header copy, admission
-// (budget deposit, breaker Allow/done) and classification. The sub-benchmark
-// names say which mechanisms are on.
+// (retry tokens by default; a budget or breaker when configured) and
+// classification. The sub-benchmark names say which mechanisms are on.
 func BenchmarkTransport(b *testing.B) {
 	cases := []struct {
 		name   string
 		method string
 		opts   []resilient.Option
 	}{
-		{"GET/bare", http.MethodGet, []resilient.Option{resilient.WithoutBudget(), resilient.WithoutBreaker()}},
-		{"GET/budget", http.MethodGet, []resilient.Option{resilient.WithoutBreaker()}},
-		{"GET/breaker", http.MethodGet, []resilient.Option{resilient.WithoutBudget()}},
+		{"GET/no-retry-control", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens()}},
+		{"GET/budget", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())}},
+		{"GET/breaker", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBreaker(resilient.DefaultBreakerSettings())}},
 		{"GET/defaults", http.MethodGet, nil},
 		{"POST/defaults", http.MethodPost, nil},
 	}
