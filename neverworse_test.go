@@ -192,3 +192,26 @@ func TestOuterRetryLoopIsAccounted(t *testing.T) {
 	}
 	assert.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, got)
 }
+
+// Regression (outer SDKs): with WithRefusalResponses, a request refused
+// without being sent (an open breaker) ends with a 503 that says not to
+// retry, which stripe-go and others honour, instead of an error they retry.
+func TestRefusalResponses(t *testing.T) {
+	s := newStub(reply(503))
+	tr := resilient.NewTransport(s, resilient.WithMaxAttempts(1), resilient.WithRefusalResponses(),
+		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute}))
+	resp, err := do(t, tr, post(t, context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Empty(t, resp.Header.Get("Resilient-Refused"), "a real answer is not a refusal")
+	resp, err = tr.RoundTrip(post(t, context.Background(), "{}"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "circuit_open", resp.Header.Get("Resilient-Refused"))
+	assert.Equal(t, "false", resp.Header.Get("Stripe-Should-Retry"))
+	assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+	assert.Equal(t, "60", resp.Header.Get("Retry-After"))
+	assert.Len(t, s.attempts(), 1, "the refused request was not sent")
+	b, _ := io.ReadAll(resp.Body)
+	assert.Contains(t, string(b), resilient.ProblemTypeRefused)
+}

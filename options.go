@@ -27,29 +27,30 @@ type Option func(*config)
 
 // config is the resolved configuration of a Transport, fixed at construction.
 type config struct {
-	maxAttempts    int
-	backoff        Backoff
-	classifier     Classifier
-	tokensOff      bool
-	tokens         RetryTokensConfig
-	budget         *Budget       // shared by every host when set
-	budgetConfig   *BudgetConfig // a budget per host when set
-	breaker        *BreakerSettings
-	rateLimit      rate.Limit
-	rateBurst      int
-	keyHeader      string
-	attemptHeader  string
-	keyFunc        func() (string, error)
-	keyMethods     methodSet
-	dedupers       []dedupingServer
-	store          persist.Store
-	keyRetention   time.Duration
-	attemptTimeout time.Duration
-	retryAfterMax  time.Duration
-	maxBodyBuffer  int64
-	logger         *slog.Logger
-	observers      []Observer
-	now            func() time.Time // test seam; time.Now unless set in tests
+	maxAttempts      int
+	backoff          Backoff
+	classifier       Classifier
+	tokensOff        bool
+	tokens           RetryTokensConfig
+	budget           *Budget       // shared by every host when set
+	budgetConfig     *BudgetConfig // a budget per host when set
+	breaker          *BreakerSettings
+	rateLimit        rate.Limit
+	rateBurst        int
+	keyHeader        string
+	attemptHeader    string
+	keyFunc          func() (string, error)
+	keyMethods       methodSet
+	dedupers         []dedupingServer
+	refusalResponses bool
+	store            persist.Store
+	keyRetention     time.Duration
+	attemptTimeout   time.Duration
+	retryAfterMax    time.Duration
+	maxBodyBuffer    int64
+	logger           *slog.Logger
+	observers        []Observer
+	now              func() time.Time // test seam; time.Now unless set in tests
 }
 
 // idleAfter is how long a host's state is kept without requests: the

@@ -97,6 +97,16 @@ type call struct {
 // ErrKeyExpired, ErrCircuitOpen, ErrBudgetExhausted, ErrRetriesExhausted,
 // ErrDelayTooLong and the context's errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(req)
+	if err != nil && t.cfg.refusalResponses {
+		if r := refusalResponse(req, err, t.cfg.now()); r != nil {
+			return r, nil
+		}
+	}
+	return resp, err
+}
+
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c := &call{t: t, req: req, ctx: req.Context()}
 	if err := c.resolve(); err != nil {
 		return nil, err

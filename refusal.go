@@ -1,0 +1,67 @@
+package resilient
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WithRefusalResponses makes a request that the Transport refuses without
+// sending anything — its host's breaker is open, or a rate limit or pause
+// does not fit the deadline — end with a synthetic response instead of an
+// *Error: 503 Service Unavailable with "X-Should-Retry: false",
+// "Stripe-Should-Retry: false", a Retry-After when the Transport knows when
+// the host will be tried again, a "Resilient-Refused" header naming the
+// reason, and an application/problem+json body. Use it under SDKs that
+// retry every error with their own sleeps but honour these headers on a
+// response (stripe-go does), so that a local refusal is not retried. The
+// response's Request is the caller's request; it was never sent. Off by
+// default: RoundTrip returns an *Error.
+func WithRefusalResponses() Option {
+	return func(c *config) { c.refusalResponses = true }
+}
+
+// ProblemTypeRefused is the problem type of the body of a refusal response
+// (WithRefusalResponses).
+const ProblemTypeRefused = "https://github.com/resilienthttp/resilient/problems/refused"
+
+// refusalResponse turns err into a refusal response if it is an *Error for
+// a request the Transport refused without sending anything; nil otherwise.
+func refusalResponse(req *http.Request, err error, now time.Time) *http.Response {
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts > 0 {
+		return nil
+	}
+	var reason string
+	switch {
+	case errors.Is(e.Reason, ErrCircuitOpen):
+		reason = "circuit_open"
+	case errors.Is(e.Reason, ErrBudgetExhausted):
+		reason = "budget_exhausted"
+	case errors.Is(e.Reason, ErrDelayTooLong):
+		reason = "delay_too_long"
+	default:
+		return nil
+	}
+	h := http.Header{
+		"Content-Type":        {"application/problem+json"},
+		"X-Should-Retry":      {"false"},
+		"Stripe-Should-Retry": {"false"},
+		"Resilient-Refused":   {reason},
+	}
+	if !e.RetryAt.IsZero() {
+		if s := int(e.RetryAt.Sub(now).Seconds() + 0.999); s > 0 {
+			h.Set("Retry-After", strconv.Itoa(s))
+		}
+	}
+	body := `{"type":"` + ProblemTypeRefused + `","title":"Refused by the client","status":503,"detail":"` + reason + `"}`
+	return &http.Response{
+		Status: "503 Service Unavailable", StatusCode: http.StatusServiceUnavailable,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+		Request: req,
+	}
+}
