@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,4 +32,18 @@ func TestChargeIsAppliedOnce(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	require.Equal(t, 1, srv.Effects(rep.Key)) // two attempts, exactly one effect
+}
+
+// TestReadmeShowsTestChargeIsAppliedOnce: README.md shows the test above as
+// it is here.
+func TestReadmeShowsTestChargeIsAppliedOnce(t *testing.T) {
+	src, err := os.ReadFile("readme_test.go")
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, fn, ok := strings.Cut(string(src), "\nfunc TestChargeIsAppliedOnce(")
+	require.True(t, ok)
+	fn, _, ok = strings.Cut(fn, "\n}\n")
+	require.True(t, ok)
+	require.True(t, strings.Contains(string(readme), "func TestChargeIsAppliedOnce("+fn+"\n}\n"), "README.md must show TestChargeIsAppliedOnce as written here")
 }
