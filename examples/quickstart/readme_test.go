@@ -54,15 +54,22 @@ func TestCreateChargeFromReadme(t *testing.T) {
 	require.Zero(t, srv.Stats().DuplicateEffects)
 }
 
-// TestReadmeShowsCreateCharge: README.md shows createCharge as it is here.
-func TestReadmeShowsCreateCharge(t *testing.T) {
-	src, err := os.ReadFile("readme_test.go")
-	require.NoError(t, err)
+// TestReadmeSnippets: README.md shows its Go snippets as they are in the
+// test files that compile and run them.
+func TestReadmeSnippets(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
-	_, fn, ok := strings.Cut(string(src), "\nfunc createCharge(")
-	require.True(t, ok)
-	fn, _, ok = strings.Cut(fn, "\n}\n")
-	require.True(t, ok)
-	require.True(t, strings.Contains(string(readme), "func createCharge("+fn+"\n}\n"), "README.md must show createCharge as written here")
+	for _, snippet := range []struct{ file, fn string }{
+		{"readme_test.go", "createCharge"},
+		{filepath.Join("..", "testing-with-fakeserver", "readme_test.go"), "TestChargeIsAppliedOnce"},
+	} {
+		src, err := os.ReadFile(snippet.file)
+		require.NoError(t, err)
+		_, body, ok := strings.Cut(string(src), "\nfunc "+snippet.fn+"(")
+		require.True(t, ok, "%s has no func %s", snippet.file, snippet.fn)
+		body, _, ok = strings.Cut(body, "\n}\n")
+		require.True(t, ok)
+		require.True(t, strings.Contains(string(readme), "func "+snippet.fn+"("+body+"\n}\n"),
+			"README.md must show func %s as it is in %s", snippet.fn, snippet.file)
+	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,7 +12,8 @@ import (
 )
 
 // TestChargeIsAppliedOnce is the snippet of README.md's "Testing with
-// fakeserver", as written there: keep the two the same.
+// fakeserver", as written there: keep the two the same
+// (examples/quickstart's TestReadmeSnippets checks it).
 func TestChargeIsAppliedOnce(t *testing.T) {
 	srv := fakeserver.New(fakeserver.WithRoute(fakeserver.Route{
 		Match:  "POST /v1/charges",
@@ -32,18 +31,4 @@ func TestChargeIsAppliedOnce(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	require.Equal(t, 1, srv.Effects(rep.Key)) // two attempts, exactly one effect
-}
-
-// TestReadmeShowsTestChargeIsAppliedOnce: README.md shows the test above as
-// it is here.
-func TestReadmeShowsTestChargeIsAppliedOnce(t *testing.T) {
-	src, err := os.ReadFile("readme_test.go")
-	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	_, fn, ok := strings.Cut(string(src), "\nfunc TestChargeIsAppliedOnce(")
-	require.True(t, ok)
-	fn, _, ok = strings.Cut(fn, "\n}\n")
-	require.True(t, ok)
-	require.True(t, strings.Contains(string(readme), "func TestChargeIsAppliedOnce("+fn+"\n}\n"), "README.md must show TestChargeIsAppliedOnce as written here")
 }
