@@ -39,7 +39,10 @@ func TestUnknownOutcomeIsNotLost(t *testing.T) {
 		warm        bool
 		script      []fakeserver.Fault
 		maxAttempts int
-		cancelAfter time.Duration // cancel the caller's context after this
+		// cancelInWait cancels the caller's context as the Transport starts
+		// its wait after the 429 (from its EventRetry), so that the
+		// cancellation lands in the wait however slow the machine is.
+		cancelInWait bool
 	}{
 		{
 			// The 429s are answered before the idempotency layer, as a rate
@@ -52,8 +55,8 @@ func TestUnknownOutcomeIsNotLost(t *testing.T) {
 			name: "lost response, then 429 Retry-After 1, caller cancels during the wait",
 			script: []fakeserver.Fault{lost, {Kind: fakeserver.FaultStatus, Status: http.StatusTooManyRequests,
 				RetryAfter: fakeserver.Duration(time.Second)}},
-			maxAttempts: 4,
-			cancelAfter: 300 * time.Millisecond,
+			maxAttempts:  4,
+			cancelInWait: true,
 		},
 		{
 			// net/http re-sends a keyed request by itself when a reused
@@ -76,10 +79,17 @@ func TestUnknownOutcomeIsNotLost(t *testing.T) {
 			srv, url := startAPI(t, fakeserver.Scenario{}, nil)
 			require.NoError(t, srv.Enqueue("POST /v1/charges", c.script...))
 			store := persist.NewMemory()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			observe := func(_ context.Context, e resilient.Event) {
+				if c.cancelInWait && e.Kind == resilient.EventRetry && e.StatusCode == http.StatusTooManyRequests {
+					cancel()
+				}
+			}
 			base := &http.Transport{}
 			defer base.CloseIdleConnections()
 			client := &http.Client{Transport: resilient.NewTransport(base, append(retrying(),
-				resilient.WithMaxAttempts(c.maxAttempts), resilient.WithStore(store))...)}
+				resilient.WithMaxAttempts(c.maxAttempts), resilient.WithStore(store), resilient.WithObserver(observe))...)}
 			if c.warm {
 				resp, err := client.Post(url+"/v1/charges", "application/json", strings.NewReader(`{"warm":true}`))
 				require.NoError(t, err)
@@ -88,11 +98,6 @@ func TestUnknownOutcomeIsNotLost(t *testing.T) {
 				require.Equal(t, http.StatusCreated, resp.StatusCode)
 			}
 
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if c.cancelAfter > 0 {
-				time.AfterFunc(c.cancelAfter, cancel)
-			}
 			var rep resilient.Report
 			ctx = resilient.ContextWithReport(resilient.ContextWithOperation(ctx, "charge:1"), &rep)
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/charges", strings.NewReader(chargeBody(1)))

@@ -3,7 +3,7 @@ module github.com/resilienthttp/resilient/otelresilient
 go 1.26.0
 
 require (
-	github.com/resilienthttp/resilient v0.0.0
+	github.com/resilienthttp/resilient v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
@@ -27,5 +27,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
-
-replace github.com/resilienthttp/resilient => ../

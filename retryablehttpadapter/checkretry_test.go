@@ -99,7 +99,10 @@ func TestCheckRetryHonoursContext(t *testing.T) {
 
 func TestBackoff(t *testing.T) {
 	t.Parallel()
-	httpDate := time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
+	// 20 s ahead, to the second: the delay is (19 s, 20 s] when computed at
+	// once, and stays above 10 s however long a busy machine takes to get
+	// to the subtest.
+	httpDate := time.Now().Add(20 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name     string
 		b        resilient.Backoff
@@ -116,7 +119,7 @@ func TestBackoff(t *testing.T) {
 		{name: "a longer backoff wins over Retry-After", b: resilient.Exponential(5*time.Second, 5*time.Second),
 			resp: response(http.MethodGet, false, 429, "Retry-After", "1"), min: 5 * time.Second, max: 5 * time.Second},
 		{name: "Retry-After as an HTTP-date", b: resilient.Exponential(time.Millisecond, time.Millisecond),
-			resp: response(http.MethodGet, false, 503, "Retry-After", httpDate), min: time.Second, max: 3 * time.Second},
+			resp: response(http.MethodGet, false, 503, "Retry-After", httpDate), min: 10 * time.Second, max: 20 * time.Second},
 		{name: "RateLimit r=0", b: resilient.Exponential(time.Millisecond, time.Millisecond),
 			resp: response(http.MethodGet, false, 429, "RateLimit", `"default";r=0;t=3`), min: 3 * time.Second, max: 3 * time.Second},
 		{name: "nil: FullJitter(RetryWaitMin, RetryWaitMax)", attempt: 3, min: 0, max: 80 * time.Millisecond},

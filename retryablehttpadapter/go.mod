@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/resilienthttp/resilient v0.0.0
+	github.com/resilienthttp/resilient v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -16,5 +16,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
-
-replace github.com/resilienthttp/resilient => ../

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/stretchr/testify/require"
+)
+
+// createCharge is the snippet of README.md's "Quickstart", as written there:
+// keep the two the same.
+func createCharge(ctx context.Context, client *http.Client, api string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/charges", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req) // one Idempotency-Key, the same on every attempt
+	var re *resilient.Error
+	switch {
+	case errors.As(err, &re) && re.Unknown:
+		// An attempt may have reached the server and no answer came back: the charge may exist.
+		// Retrying later with re.Key is safe; a new key is not.
+		return fmt.Errorf("charge %s: outcome unknown: %w", re.Key, err)
+	case err != nil:
+		return err // nothing was applied for sure (dial error, breaker open, budget spent...)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated { // the real final status: a 4xx, or a 503 once retries are spent
+		return fmt.Errorf("charge: %s", resp.Status)
+	}
+	return nil
+}
+
+// TestCreateChargeFromReadme runs the Quickstart's function against a server
+// that loses the first response after committing the charge.
+func TestCreateChargeFromReadme(t *testing.T) {
+	srv := fakeserver.New(fakeserver.WithRoute(fakeserver.Route{
+		Match:  "POST /v1/charges",
+		Script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}},
+	}))
+	defer srv.Close()
+	client := resilient.Wrap(srv.Client())
+	require.NoError(t, createCharge(context.Background(), client, srv.URL, []byte(`{"amount":1000}`)))
+	require.Equal(t, 1, srv.TotalEffects())
+	require.Zero(t, srv.Stats().DuplicateEffects)
+}
+
+// TestReadmeSnippets: README.md shows its Go snippets as they are in the
+// test files that compile and run them.
+func TestReadmeSnippets(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	for _, snippet := range []struct{ file, fn string }{
+		{"readme_test.go", "createCharge"},
+		{filepath.Join("..", "testing-with-fakeserver", "readme_test.go"), "TestChargeIsAppliedOnce"},
+	} {
+		src, err := os.ReadFile(snippet.file)
+		require.NoError(t, err)
+		_, body, ok := strings.Cut(string(src), "\nfunc "+snippet.fn+"(")
+		require.True(t, ok, "%s has no func %s", snippet.file, snippet.fn)
+		body, _, ok = strings.Cut(body, "\n}\n")
+		require.True(t, ok)
+		require.True(t, strings.Contains(string(readme), "func "+snippet.fn+"("+body+"\n}\n"),
+			"README.md must show func %s as it is in %s", snippet.fn, snippet.file)
+	}
+}
