@@ -4,6 +4,13 @@
 // and a 200 whose body says {"status":"duplicate"} becomes the terminal
 // category PROVIDER.duplicate.
 //
+// A classifier decides whether an answer is worth retrying, not whether a
+// POST is safe to re-send: the Transport re-sends a POST that may have been
+// applied only when the server dedupes by key. The fake provider shows it
+// the way Stripe does, by echoing the request's Idempotency-Key on every
+// answer (see newProvider); main_test.go shows that without the echo the
+// retryable 400 is returned as is, with Report.Stopped = ErrUnsafeRetry.
+//
 // It starts a fake provider on 127.0.0.1 and sends one charge to each of its
 // routes, first with the default classifier, then with the custom one, and
 // prints what each attempt got:

@@ -15,6 +15,15 @@ import (
 //	POST /v1/required     402 with Provider-Should-Retry: true, then 201
 //	POST /v1/invalid      400 {"code":"invalid_amount"}, always
 //	POST /v1/duplicate    200 {"status":"duplicate","id":"ch_0"}, always
+//
+// Like Stripe, the provider echoes the request's Idempotency-Key on every
+// answer. That is how a server shows that it dedupes by key, and what lets
+// the Transport re-send a POST whose answer the classifier calls retryable:
+// without it (or resilient.WithDedupingServer), a POST that may have been
+// applied is not re-sent, whatever the classifier says, and the caller gets
+// the first answer with Report.Stopped = resilient.ErrUnsafeRetry. The echo
+// is chosen here over a declaration because the provider is fictional: it
+// is the server, not the example, that says what it does with keys.
 func newProvider() *httptest.Server {
 	var (
 		mu   sync.Mutex
@@ -61,6 +70,9 @@ func newProvider() *httptest.Server {
 	})
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if k := r.Header.Get("Idempotency-Key"); k != "" {
+			w.Header().Set("Idempotency-Key", k) // the echo: this server dedupes by key
+		}
 		mux.ServeHTTP(w, r)
 	}))
 }
