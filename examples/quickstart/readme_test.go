@@ -41,17 +41,38 @@ func createCharge(ctx context.Context, client *http.Client, api string, body []b
 }
 
 // TestCreateChargeFromReadme runs the Quickstart's function against a server
-// that loses the first response after committing the charge.
+// that loses the first response after committing the charge: declared as a
+// server that dedupes by key, the charge is re-sent and applied once; not
+// declared (nothing else shows that it dedupes), it is not re-sent and the
+// function reports an unknown outcome, with the one effect on the server.
 func TestCreateChargeFromReadme(t *testing.T) {
-	srv := fakeserver.New(fakeserver.WithRoute(fakeserver.Route{
-		Match:  "POST /v1/charges",
-		Script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}},
-	}))
-	defer srv.Close()
-	client := resilient.Wrap(srv.Client())
-	require.NoError(t, createCharge(context.Background(), client, srv.URL, []byte(`{"amount":1000}`)))
-	require.Equal(t, 1, srv.TotalEffects())
-	require.Zero(t, srv.Stats().DuplicateEffects)
+	for _, tc := range []struct {
+		name    string
+		opts    []resilient.Option
+		unknown bool
+	}{
+		{"declared deduping", []resilient.Option{resilient.WithDedupingServer("127.0.0.1")}, false},
+		{"not declared", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeserver.New(fakeserver.WithRoute(fakeserver.Route{
+				Match:  "POST /v1/charges",
+				Script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}},
+			}))
+			defer srv.Close()
+			client := resilient.Wrap(srv.Client(), tc.opts...)
+			err := createCharge(context.Background(), client, srv.URL, []byte(`{"amount":1000}`))
+			if tc.unknown {
+				require.ErrorIs(t, err, resilient.ErrUnsafeRetry)
+				require.ErrorContains(t, err, "outcome unknown")
+				require.Equal(t, int64(1), srv.Stats().Requests)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, 1, srv.TotalEffects())
+			require.Zero(t, srv.Stats().DuplicateEffects)
+		})
+	}
 }
 
 // TestReadmeSnippets: README.md shows its Go snippets as they are in the
