@@ -42,7 +42,11 @@ type Charge struct {
 
 // CreateCharge creates a charge. The key names the business operation (for
 // example an order id), so that a retry by the application itself, not only
-// by the Transport, is the same operation.
+// by the Transport, is the same operation. Choosing the key is also what
+// lets the Transport re-send a charge that may have been applied (a lost
+// response, a 503): a key of the application's own says that it knows the
+// API dedupes by key. Without one, NewPayments would need
+// resilient.WithDedupingServer for the API's host.
 func (p *Payments) CreateCharge(ctx context.Context, key string, amount int, currency string) (Charge, error) {
 	body, _ := json.Marshal(map[string]any{"amount": amount, "currency": currency})
 	req, err := http.NewRequestWithContext(resilient.ContextWithKey(ctx, key), http.MethodPost, p.BaseURL+"/v1/charges", bytes.NewReader(body))

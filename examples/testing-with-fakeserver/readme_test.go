@@ -20,7 +20,7 @@ func TestChargeIsAppliedOnce(t *testing.T) {
 		Script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}}, // commit, then drop the connection
 	}))
 	defer srv.Close()
-	client := resilient.Wrap(srv.Client())
+	client := resilient.Wrap(srv.Client(), resilient.WithDedupingServer("127.0.0.1")) // fakeserver dedupes by key, as your API does
 
 	var rep resilient.Report // what the Transport did, with the key it sent
 	ctx := resilient.ContextWithReport(context.Background(), &rep)
