@@ -116,7 +116,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, cfg *config, 
 		return
 	}
 
-	f := rp.next()
+	f := rp.next(rp.operationOf(r, key), &s.ops)
 	path := "/v1/" + collection
 	sc := scope{principal: principalOf(r), route: http.MethodPost + " " + path, key: key}
 	if !hasKey {
@@ -209,7 +209,7 @@ func (s *Server) create(collection string, obj map[string]any, sc scope, hasKey 
 
 // serveGet reads an object.
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rp *routePlan, collection, id string) {
-	f := rp.next()
+	f := rp.next(rp.operationOf(r, ""), &s.ops)
 	if resp := s.pre(w, r, f); resp != nil {
 		s.send(w, r, resp, "", f)
 		return

@@ -87,6 +87,13 @@ type Route struct {
 	// Mix is the default mix after the script: each entry happens with its
 	// Probability; the probabilities and FailureRate add up to at most 1.
 	Mix []Fault `json:"mix,omitempty"`
+	// Draw says how the random outcome (FailureRate, Mix) is drawn:
+	// DrawStream (default), one random stream in arrival order, or
+	// DrawOperation, a hash of the request's operation and attempt number.
+	Draw Draw `json:"draw,omitempty"`
+	// OperationHeader names the request header that identifies a request's
+	// operation for DrawOperation. Default DefaultOperationHeader.
+	OperationHeader string `json:"operation_header,omitempty"`
 }
 
 // FaultKind names what a fault does to a request.
@@ -280,6 +287,14 @@ func (sc Scenario) Validate() error {
 		}
 		if err := checkStatus(r.FailureStatus); err != nil {
 			return bad(p+".failure_status", "%v", err)
+		}
+		switch r.Draw {
+		case "", DrawStream, DrawOperation:
+		default:
+			return bad(p+".draw", "unknown draw %q (want %q or %q)", r.Draw, DrawStream, DrawOperation)
+		}
+		if h := r.OperationHeader; h != "" && strings.ContainsAny(h, " :\r\n") {
+			return bad(p+".operation_header", "invalid header name %q", h)
 		}
 		for j, f := range r.Script {
 			if err := f.validate(); err != nil {
