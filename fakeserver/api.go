@@ -42,6 +42,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		switch c.acquire(ctx, s.closing) {
 		case shed:
 			s.stats.shed.Add(1)
+			c.owe()
 			p := problemResponse(http.StatusServiceUnavailable, "over-capacity", "Service Unavailable",
 				"fakeserver: over capacity", "")
 			if c.retryAfter > 0 {
@@ -53,7 +54,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			abortConn(w, abortGone)
 		}
 		defer c.release()
-		if !s.sleep(ctx, c.serviceTime) {
+		s.stats.admitted.Add(1)
+		if !s.sleep(ctx, c.hold()) {
 			abortConn(w, abortGone)
 		}
 	}

@@ -181,6 +181,12 @@ type Capacity struct {
 	// RetryAfter, when positive, adds Retry-After to the 503 (whole seconds,
 	// rounded up). Default 0: no header.
 	RetryAfter Duration `json:"retry_after,omitempty"`
+	// ShedCost is the work of shedding a request, as a share of ServiceTime
+	// in [0, 1]: each shed request adds ShedCost × ServiceTime to a debt that
+	// the next admitted requests pay by holding their slots that much longer
+	// (at most 4 × ServiceTime more each), as when refusing requests takes
+	// the CPU that serving them needs. Default 0: shedding is free.
+	ShedCost float64 `json:"shed_cost,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -275,6 +281,9 @@ func (sc Scenario) Validate() error {
 		}
 		if c.Queue < 0 || c.ServiceTime < 0 || c.QueueTimeout < 0 || c.RetryAfter < 0 {
 			return bad("capacity", "queue and durations must not be negative")
+		}
+		if !(c.ShedCost >= 0 && c.ShedCost <= 1) {
+			return bad("capacity.shed_cost", "%v not in [0,1]", c.ShedCost)
 		}
 	}
 	for i, r := range sc.Routes {
