@@ -44,8 +44,9 @@ func TestCommand(t *testing.T) {
 		}
 	}
 
-	stdout, _ := run("-virtual")
-	if !strings.HasPrefix(stdout, "| scenario |") || strings.Contains(stdout, "PASS") {
+	stdout, _ := run("-virtual", "-scales", "both")
+	if !strings.HasPrefix(stdout, "#### steady, a Transport per client") || !strings.Contains(stdout, "#### outage, one Transport shared") ||
+		strings.Contains(stdout, "PASS") {
 		t.Errorf("virtual Markdown output:\n%s", stdout)
 	}
 
