@@ -43,7 +43,7 @@ func TestVirtualTiny(t *testing.T) {
 func TestHarmIsExact(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Capacity = Capacity{}
-	cfg.NoOutage, cfg.Ps, cfg.Ops = true, []float64{0.3, 0.7}, 2000
+	cfg.NoOutage, cfg.Ps, cfg.Ops = true, []float64{0.3, 0.7}, 800
 	cfg.Scales = []string{ScalePerClient, ScaleShared}
 	cfg.Strategies = []string{"none", "naive", "resilient-fulljitter", "anchor-aws", "resilient"}
 	res := RunVirtual(t, cfg)
