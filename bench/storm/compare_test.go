@@ -116,6 +116,7 @@ func TestDisturbedRowsAreMarked(t *testing.T) {
 			case tt.invalid:
 				assert.Contains(t, md.String(), "**invalid** [1]")
 				assert.Contains(t, md.String(), "| invalid |", "numbers withheld")
+				assert.Contains(t, md.String(), "| – | – | 0 | invalid |", "duplicates shown: they do not depend on timing")
 				assert.Contains(t, md.String(), "1. per-client steady p=0 none: ")
 			case tt.disturbed:
 				assert.Contains(t, md.String(), "disturbed [1]")

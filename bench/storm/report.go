@@ -12,7 +12,8 @@ import (
 // WriteMarkdown writes results as Markdown: for each scale, a table per kind
 // of scenario (steady, outage, overload), a row per scenario and strategy in
 // the order given, then a footnote for every disturbed or invalid row. An
-// invalid row prints "invalid" instead of its numbers.
+// invalid row prints "invalid" instead of its numbers, except its
+// duplicates: the ledger's count does not depend on timing.
 func WriteMarkdown(w io.Writer, results []Result) error {
 	var b strings.Builder
 	var notes []string
@@ -45,7 +46,7 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 				for _, r := range rows {
 					fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 						fmtG(r.P), r.Strategy, yesNo(r.Keyed), r.Ops, num(r, r.Amplification, 2), numPtr(r, r.WarmLoad, 2),
-						pct(r, r.SuccessRate), vsNone(r), harm(r), count(r, r.Duplicates), num(r, r.P50Ms, 0), num(r, r.P99Ms, 0),
+						pct(r, r.SuccessRate), vsNone(r), harm(r), strconv.Itoa(r.Duplicates), num(r, r.P50Ms, 0), num(r, r.P99Ms, 0),
 						flags(r, note(r)))
 				}
 			case ScenarioOutage:
@@ -54,8 +55,8 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 				for _, r := range rows {
 					fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 						fmtG(r.P), r.Strategy, yesNo(r.Keyed), r.Ops, num(r, r.Amplification, 2), numPtr(r, r.OutageLoad, 2),
-						pct(r, r.SuccessRate), vsNone(r), harm(r), count(r, r.Duplicates), num(r, r.P99Ms, 0),
-						recoveryText(r), retryAfterText(r.LastRetryAfterS), inTime(r), flags(r, note(r)))
+						pct(r, r.SuccessRate), vsNone(r), harm(r), strconv.Itoa(r.Duplicates), num(r, r.P99Ms, 0),
+						recoveryText(r), retryAfterText(r), inTime(r), flags(r, note(r)))
 				}
 			case ScenarioOverload:
 				b.WriteString("| offered | strategy | ops | amplification | load | success | vs none | harm | goodput ops/s | none's goodput | work/s | wasted | shed | p99 ms | flags |\n")
@@ -154,13 +155,6 @@ func numPtr(r Result, v *float64, prec int) string {
 	return num(r, *v, prec)
 }
 
-func count(r Result, n int) string {
-	if r.Invalid {
-		return "invalid"
-	}
-	return strconv.Itoa(n)
-}
-
 func pct(r Result, v float64) string {
 	if r.Invalid {
 		return "invalid"
@@ -206,11 +200,16 @@ func recoveryText(r Result) string {
 	return strconv.FormatFloat(*r.RecoveryS, 'f', 1, 64)
 }
 
-func retryAfterText(ra *float64) string {
-	if ra == nil || *ra < 0 {
+func retryAfterText(r Result) string {
+	switch {
+	case r.LastRetryAfterS == nil:
+		return "–"
+	case r.Invalid:
+		return "invalid"
+	case *r.LastRetryAfterS < 0:
 		return "none"
 	}
-	return strconv.FormatFloat(*ra, 'f', 0, 64)
+	return strconv.FormatFloat(*r.LastRetryAfterS, 'f', 0, 64)
 }
 
 func inTime(r Result) string {
