@@ -39,7 +39,7 @@ func TestCommand(t *testing.T) {
 		if len(res) != 6 {
 			t.Errorf("%v: %d results, want 3 scenarios × 2 strategies", mode, len(res))
 		}
-		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") {
+		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") || !strings.Contains(stderr, "storm.md") {
 			t.Errorf("%v: no progress bar or plot on stderr:\n%s", mode, stderr)
 		}
 	}
