@@ -1,6 +1,9 @@
 package storm
 
 import (
+	"errors"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,45 +41,60 @@ func TestVirtualTiny(t *testing.T) {
 // TestHarmIsExact checks the instrument: with the same fate for every
 // strategy's k-th attempt of an operation and no capacity limit, a strategy
 // that always sends the first attempt cannot fail an operation that one
-// attempt completes, so its harm is exactly 0; one that refuses first
-// attempts (the classic breaker) shows harm.
+// attempt completes, so its harm is exactly 0; and a client that refuses
+// every tenth operation locally is charged exactly the ones of those that
+// none completed.
 func TestHarmIsExact(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Capacity = Capacity{}
+	cfg.Virtual = true
 	cfg.NoOutage, cfg.Ps, cfg.Ops = true, []float64{0.3, 0.7}, 800
 	cfg.Scales = []string{ScalePerClient, ScaleShared}
-	cfg.Strategies = []string{"none", "naive", "resilient-fulljitter", "anchor-aws", "resilient"}
-	res := RunVirtual(t, cfg)
-	require.Len(t, res, 2*2*len(cfg.Strategies))
-	tests := []struct {
-		strategy string
-		harmless bool
-	}{
-		{"none", true}, {"naive", true}, {"resilient-fulljitter", true}, {"anchor-aws", true},
-	}
-	for _, tt := range tests {
-		for _, r := range res {
-			if r.Strategy != tt.strategy {
-				continue
-			}
-			require.NotNil(t, r.Harm, describe(r))
+	cfg.Strategies = []string{"none", "naive", "resilient-fulljitter", "anchor-aws", "anchor-finagle"}
+	refuser := Strategy{Name: "refuse-every-tenth", Keyed: true, SetsKey: true, NewClient: func(base http.RoundTripper) *http.Client {
+		return &http.Client{Transport: refuseEveryTenth{base}}
+	}}
+	res := runVirtualPlan(t, newPlan(cfg, append(cfg.strategies(), refuser)))
+	require.Len(t, res, 2*2*(len(cfg.Strategies)+1))
+	for _, r := range res {
+		require.NotNil(t, r.Harm, describe(r))
+		if r.Strategy != refuser.Name {
 			assert.Zero(t, *r.Harm, "%s: failed operations that one attempt completed", describe(r))
 			assert.GreaterOrEqual(t, *r.VsNone, 0.0, describe(r))
 			assert.False(t, r.Harmful, describe(r))
+			continue
 		}
-	}
-	// The classic breaker refuses first attempts once it opens: at p = 0.7
-	// with one shared Transport it fails operations none completes.
-	var shared *Result
-	for i, r := range res {
-		if r.Strategy == "resilient" && r.Scale == ScaleShared && r.P == 0.7 {
-			shared = &res[i]
+		var none *Result
+		for i := range res {
+			if res[i].Strategy == "none" && res[i].Scale == r.Scale && res[i].P == r.P {
+				none = &res[i]
+			}
 		}
+		require.NotNil(t, none, describe(r))
+		want := 0
+		for i, ok := range none.ok {
+			if ok && i%10 == 0 {
+				want++
+			}
+		}
+		assert.Equal(t, want, *r.Harm, describe(r))
+		assert.Positive(t, want)
+		assert.True(t, r.Harmful, describe(r))
 	}
-	require.NotNil(t, shared)
-	if assert.NotNil(t, shared.Harm) {
-		assert.Positive(t, *shared.Harm, "a breaker that refuses first attempts must show harm (or the defaults changed)")
+}
+
+// refuseEveryTenth fails every tenth operation (by X-Storm-Op) without
+// sending it, and sends the others once.
+type refuseEveryTenth struct{ base http.RoundTripper }
+
+func (t refuseEveryTenth) RoundTrip(req *http.Request) (*http.Response, error) {
+	if n, err := strconv.Atoi(req.Header.Get(OperationHeader)); err == nil && n%10 == 0 {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("refused locally")
 	}
+	return t.base.RoundTrip(req)
 }
 
 // TestOverloadWastedWork checks the work accounting on a tiny overload in
