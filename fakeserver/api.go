@@ -42,6 +42,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		switch c.acquire(ctx, s.closing) {
 		case shed:
 			s.stats.shed.Add(1)
+			c.owe()
 			p := problemResponse(http.StatusServiceUnavailable, "over-capacity", "Service Unavailable",
 				"fakeserver: over capacity", "")
 			if c.retryAfter > 0 {
@@ -53,7 +54,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			abortConn(w, abortGone)
 		}
 		defer c.release()
-		if !s.sleep(ctx, c.serviceTime) {
+		s.stats.admitted.Add(1)
+		if !s.sleep(ctx, c.hold()) {
 			abortConn(w, abortGone)
 		}
 	}
@@ -116,7 +118,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, cfg *config, 
 		return
 	}
 
-	f := rp.next()
+	f := rp.next(rp.operationOf(r, key), &s.ops)
 	path := "/v1/" + collection
 	sc := scope{principal: principalOf(r), route: http.MethodPost + " " + path, key: key}
 	if !hasKey {
@@ -209,7 +211,7 @@ func (s *Server) create(collection string, obj map[string]any, sc scope, hasKey 
 
 // serveGet reads an object.
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rp *routePlan, collection, id string) {
-	f := rp.next()
+	f := rp.next(rp.operationOf(r, ""), &s.ops)
 	if resp := s.pre(w, r, f); resp != nil {
 		s.send(w, r, resp, "", f)
 		return

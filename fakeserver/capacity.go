@@ -15,6 +15,9 @@ type capacity struct {
 	serviceTime  time.Duration
 	queueTimeout time.Duration
 	retryAfter   time.Duration
+	shedCost     time.Duration // ShedCost × ServiceTime
+	maxDebt      time.Duration // bound of debt: one second of every slot
+	debt         atomic.Int64  // shed work not yet paid, in nanoseconds
 }
 
 func newCapacity(c Capacity) *capacity {
@@ -24,6 +27,37 @@ func newCapacity(c Capacity) *capacity {
 		serviceTime:  time.Duration(c.ServiceTime),
 		queueTimeout: time.Duration(c.QueueTimeout),
 		retryAfter:   time.Duration(c.RetryAfter),
+		shedCost:     time.Duration(c.ShedCost * float64(c.ServiceTime)),
+		maxDebt:      time.Duration(c.MaxConcurrent) * time.Second,
+	}
+}
+
+// owe adds the cost of one shed request to the debt.
+func (c *capacity) owe() {
+	if c.shedCost <= 0 {
+		return
+	}
+	for {
+		d := c.debt.Load()
+		n := min(d+int64(c.shedCost), int64(c.maxDebt))
+		if c.debt.CompareAndSwap(d, n) {
+			return
+		}
+	}
+}
+
+// hold returns how long an admitted request holds its slot: the service
+// time and its share of the debt (at most 4 service times), which it pays.
+func (c *capacity) hold() time.Duration {
+	for {
+		d := c.debt.Load()
+		if d <= 0 {
+			return c.serviceTime
+		}
+		pay := min(d, int64(4*c.serviceTime))
+		if c.debt.CompareAndSwap(d, d-pay) {
+			return c.serviceTime + time.Duration(pay)
+		}
 	}
 }
 

@@ -36,10 +36,13 @@
 // A request goes through these steps, each of which may fail it:
 //
 //  1. admission: an Outage window answers its status; the Capacity model
-//     queues the request or sheds it with 503;
+//     queues the request or sheds it with 503 (at a cost, Capacity.ShedCost);
 //  2. validation: route, key and JSON body (400, 404, 405, 413);
 //  3. the route's next outcome (Route): the Script, then a random draw
-//     (FailureRate, Mix), deterministic for a Scenario.Seed;
+//     (FailureRate, Mix), deterministic for a Scenario.Seed: from one
+//     stream in arrival order, or (Route.Draw = DrawOperation) from a hash
+//     of the request's operation and attempt number, so that every client's
+//     k-th attempt of an operation meets the same fate (OperationFate);
 //  4. the claim of the key (409, 422 or a replay are decided here);
 //  5. before the effect: Latency, then FaultStatus, FaultReset or FaultHang;
 //  6. the effect and the completion of the record;

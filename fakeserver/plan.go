@@ -111,6 +111,11 @@ type routePlan struct {
 	failureStatus int
 	mix           []Fault
 
+	draw      Draw
+	opHeader  string
+	seed      uint64 // Scenario.Seed
+	matchHash uint64 // FNV-1a of normalMatch(Route.Match), for DrawOperation
+
 	mu     sync.Mutex
 	script []Fault    // guarded by mu; script[0] is next
 	used   int        // guarded by mu; how many times script[0] was used
@@ -124,8 +129,17 @@ func newRoutePlan(r Route, seed uint64) (*routePlan, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(r.Match))
+	draw := r.Draw
+	if draw == "" {
+		draw = DrawStream
+	}
+	source := normalMatch(r.Match)
 	return &routePlan{
-		source:        normalMatch(r.Match),
+		draw:          draw,
+		opHeader:      orString(r.OperationHeader, DefaultOperationHeader),
+		seed:          seed,
+		matchHash:     fnv1a(source),
+		source:        source,
 		match:         m,
 		requireKey:    r.RequireKey,
 		failureRate:   r.FailureRate,
@@ -136,9 +150,10 @@ func newRoutePlan(r Route, seed uint64) (*routePlan, error) {
 	}, nil
 }
 
-// next consumes the outcome of one arriving request. A nil plan (no route
-// matched) gives no fault.
-func (p *routePlan) next() Fault {
+// next consumes the outcome of one arriving request whose operation identity
+// is op ("" if it has none; see Route.Draw), counting the attempt in ops. A
+// nil plan (no route matched) gives no fault.
+func (p *routePlan) next(op string, ops *opCounts) Fault {
 	if p == nil {
 		return Fault{}
 	}
@@ -157,7 +172,12 @@ func (p *routePlan) next() Fault {
 	if p.failureRate == 0 && len(p.mix) == 0 {
 		return Fault{}
 	}
-	u := p.rng.Float64()
+	var u float64
+	if p.draw == DrawOperation && op != "" {
+		u = fate(p.seed, p.matchHash, op, ops.next(p.matchHash, op))
+	} else {
+		u = p.rng.Float64()
+	}
 	if u < p.failureRate {
 		return Fault{Kind: FaultStatus, Status: p.failureStatus}
 	}
@@ -246,6 +266,13 @@ func (m matcher) matches(method, path string) bool {
 		path = rest
 	}
 	return true
+}
+
+func orString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 func orInt(v, def int) int {

@@ -87,6 +87,13 @@ type Route struct {
 	// Mix is the default mix after the script: each entry happens with its
 	// Probability; the probabilities and FailureRate add up to at most 1.
 	Mix []Fault `json:"mix,omitempty"`
+	// Draw says how the random outcome (FailureRate, Mix) is drawn:
+	// DrawStream (default), one random stream in arrival order, or
+	// DrawOperation, a hash of the request's operation and attempt number.
+	Draw Draw `json:"draw,omitempty"`
+	// OperationHeader names the request header that identifies a request's
+	// operation for DrawOperation. Default DefaultOperationHeader.
+	OperationHeader string `json:"operation_header,omitempty"`
 }
 
 // FaultKind names what a fault does to a request.
@@ -174,6 +181,12 @@ type Capacity struct {
 	// RetryAfter, when positive, adds Retry-After to the 503 (whole seconds,
 	// rounded up). Default 0: no header.
 	RetryAfter Duration `json:"retry_after,omitempty"`
+	// ShedCost is the work of shedding a request, as a share of ServiceTime
+	// in [0, 1]: each shed request adds ShedCost × ServiceTime to a debt that
+	// the next admitted requests pay by holding their slots that much longer
+	// (at most 4 × ServiceTime more each), as when refusing requests takes
+	// the CPU that serving them needs. Default 0: shedding is free.
+	ShedCost float64 `json:"shed_cost,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -269,6 +282,9 @@ func (sc Scenario) Validate() error {
 		if c.Queue < 0 || c.ServiceTime < 0 || c.QueueTimeout < 0 || c.RetryAfter < 0 {
 			return bad("capacity", "queue and durations must not be negative")
 		}
+		if !(c.ShedCost >= 0 && c.ShedCost <= 1) {
+			return bad("capacity.shed_cost", "%v not in [0,1]", c.ShedCost)
+		}
 	}
 	for i, r := range sc.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
@@ -280,6 +296,14 @@ func (sc Scenario) Validate() error {
 		}
 		if err := checkStatus(r.FailureStatus); err != nil {
 			return bad(p+".failure_status", "%v", err)
+		}
+		switch r.Draw {
+		case "", DrawStream, DrawOperation:
+		default:
+			return bad(p+".draw", "unknown draw %q (want %q or %q)", r.Draw, DrawStream, DrawOperation)
+		}
+		if h := r.OperationHeader; h != "" && strings.ContainsAny(h, " :\r\n") {
+			return bad(p+".operation_header", "invalid header name %q", h)
 		}
 		for j, f := range r.Script {
 			if err := f.validate(); err != nil {

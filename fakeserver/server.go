@@ -37,6 +37,7 @@ type Server struct {
 	table *table                 // idempotency records
 	led   *ledger                // effects
 	stats stats                  // counters
+	ops   opCounts               // attempts per operation, for DrawOperation
 }
 
 // New starts and returns a Server on 127.0.0.1 with a free port. It panics if
@@ -195,6 +196,7 @@ func (s *Server) Reset() {
 	s.cfg.Store(cfg)
 	s.table.reset()
 	s.led.reset()
+	s.ops.reset()
 	s.seq.Store(0)
 	s.restart(s.now())
 }

@@ -39,6 +39,10 @@ type Stats struct {
 	BadRequests int64 `json:"bad_requests"`
 	// CapacityRejections counts requests shed with 503 by the capacity model.
 	CapacityRejections int64 `json:"capacity_rejections"`
+	// Admitted counts requests that got a slot of the capacity model (0
+	// without one): with CapacityRejections and Capacity.ShedCost, the work
+	// the server did.
+	Admitted int64 `json:"admitted"`
 	// Faults counts injected faults by FaultKind, and outage answers under
 	// "outage". Kinds never injected are absent.
 	Faults map[string]int64 `json:"faults"`
@@ -78,6 +82,7 @@ type stats struct {
 	requests, first, retries, unlabeled         atomic.Int64
 	replays, conflicts, mismatches, missingKeys atomic.Int64
 	badRequests, shed, inFlight, maxInFlight    atomic.Int64
+	admitted                                    atomic.Int64
 	faults                                      [numFaults]atomic.Int64
 
 	mu      sync.Mutex
@@ -135,7 +140,7 @@ func (st *stats) fault(name string) {
 func (st *stats) reset(now time.Time) {
 	for _, c := range []*atomic.Int64{
 		&st.requests, &st.first, &st.retries, &st.unlabeled, &st.replays, &st.conflicts,
-		&st.mismatches, &st.missingKeys, &st.badRequests, &st.shed,
+		&st.mismatches, &st.missingKeys, &st.badRequests, &st.shed, &st.admitted,
 	} {
 		c.Store(0)
 	}
@@ -161,6 +166,7 @@ func (st *stats) snapshot() Stats {
 		MissingKeys:         st.missingKeys.Load(),
 		BadRequests:         st.badRequests.Load(),
 		CapacityRejections:  st.shed.Load(),
+		Admitted:            st.admitted.Load(),
 		InFlight:            st.inFlight.Load(),
 		MaxInFlight:         st.maxInFlight.Load(),
 		Faults:              make(map[string]int64),

@@ -69,6 +69,7 @@ func RetryModel(t *testing.T, c RetryModelConfig) []Result {
 	cfg := Config{
 		Clients: c.Clients, Rate: c.Rate, SteadyDuration: c.Duration, Ps: c.Ps, NoOutage: true,
 		OpTimeout: 5 * time.Second, Seed: c.Seed, Virtual: true, Bin: 100 * time.Millisecond, Progress: c.Progress,
+		Fates: FatesStream, Scales: []string{ScalePerClient}, MaxDisturbed: 0.01,
 	}
 	if err := cfg.validateLoad(); err != nil {
 		t.Fatal(err)

@@ -64,6 +64,42 @@ type Config struct {
 	Virtual bool
 	// Bin is the width of the time bins of the load and goodput series.
 	Bin time.Duration
+	// Fates is how the server draws each request's failure: FatesOperation
+	// (a hash of the operation and its attempt number, so that every
+	// strategy's k-th attempt of an operation meets the same fate) or
+	// FatesStream (one random stream in arrival order).
+	Fates string
+	// Scales lists the scales to run each scenario at: ScalePerClient (each
+	// client its own *http.Client, so its own retry state) and ScaleShared
+	// (one *http.Client for all clients: one process, one Transport). Both
+	// get exactly the same arrivals.
+	Scales []string
+	// Ops, if positive, sets the number of operations of each steady and
+	// overload scenario (their length follows from the offered rate); 0
+	// uses SteadyDuration.
+	Ops int
+	// Overload lists the offered loads of the overload scenarios, as
+	// multiples of the server's capacity (Capacity.PerSecond); none skips
+	// them. The load is raised by adding clients of Rate operations per
+	// second each.
+	Overload []float64
+	// ShedCost is the work of shedding a request, as a share of a served
+	// request's (see fakeserver.Capacity.ShedCost).
+	ShedCost float64
+	// ShedRetryAfter is the Retry-After of the server's 503 when it sheds a
+	// request (0: none).
+	ShedRetryAfter time.Duration
+	// OutageRetryAfter is the Retry-After of the server's 503 during the
+	// outage (0: none).
+	OutageRetryAfter time.Duration
+	// MaxConns bounds the connections each strategy's clients open to the
+	// server on real sockets (http.Transport.MaxConnsPerHost of the
+	// strategy's base transport); 0 derives it from the file-descriptor
+	// limit and the number of strategies run side by side.
+	MaxConns int
+	// MaxDisturbed is the share of a run's operations that may start late
+	// (see LateThreshold) before the run is reported invalid.
+	MaxDisturbed float64
 	// Progress, if not nil, receives a progress bar while the benchmark
 	// runs (the command passes os.Stderr).
 	Progress io.Writer
@@ -114,11 +150,41 @@ func DefaultConfig() Config {
 			Queue:         64,
 			QueueTimeout:  100 * time.Millisecond,
 		},
-		Strategies: StrategyNames(),
-		Seed:       1,
-		Bin:        100 * time.Millisecond,
+		Strategies:     StrategyNames(),
+		Seed:           1,
+		Bin:            100 * time.Millisecond,
+		Fates:          FatesOperation,
+		Scales:         []string{ScalePerClient},
+		ShedCost:       0.1,
+		ShedRetryAfter: time.Second,
+		MaxDisturbed:   0.01,
 	}
 }
+
+// SweepPs returns the failure rates of a sweep: 0, 0.1, …, 1.
+func SweepPs() []float64 {
+	ps := make([]float64, 11)
+	for i := range ps {
+		ps[i] = float64(i) / 10
+	}
+	return ps
+}
+
+// SweepOverload returns the overload factors of a sweep: 1.25 and 2 times
+// the server's capacity.
+func SweepOverload() []float64 { return []float64{1.25, 2} }
+
+// Fates, as in Config.Fates.
+const (
+	FatesOperation = "operation"
+	FatesStream    = "stream"
+)
+
+// Scales, as in Config.Scales and Result.Scale.
+const (
+	ScalePerClient = "per-client"
+	ScaleShared    = "shared"
+)
 
 // maxOps bounds the operations of one run, so that a mistyped flag cannot
 // start an unbounded load.
@@ -152,8 +218,33 @@ func (c Config) validateLoad() error {
 		return errors.New("storm: lost must be in [0, 1]")
 	case c.Capacity.MaxConcurrent < 0 || c.Capacity.Queue < 0 || c.Capacity.ServiceTime < 0 || c.Capacity.QueueTimeout < 0:
 		return errors.New("storm: capacity values must not be negative")
-	case c.NoOutage && len(c.Ps) == 0:
-		return errors.New("storm: no scenario (no outage and no p)")
+	case c.NoOutage && len(c.Ps) == 0 && len(c.Overload) == 0:
+		return errors.New("storm: no scenario (no outage, no p, no overload)")
+	case c.Fates != FatesOperation && c.Fates != FatesStream:
+		return fmt.Errorf("storm: fates %q: want %q or %q", c.Fates, FatesOperation, FatesStream)
+	case len(c.Scales) == 0:
+		return errors.New("storm: no scale")
+	case c.Ops < 0 || c.MaxConns < 0:
+		return errors.New("storm: ops and max conns must not be negative")
+	case !(c.ShedCost >= 0 && c.ShedCost <= 1):
+		return errors.New("storm: shed cost must be in [0, 1]")
+	case c.ShedRetryAfter < 0 || c.OutageRetryAfter < 0:
+		return errors.New("storm: Retry-After values must not be negative")
+	case !(c.MaxDisturbed >= 0 && c.MaxDisturbed <= 1):
+		return errors.New("storm: max disturbed must be in [0, 1]")
+	}
+	for _, s := range c.Scales {
+		if s != ScalePerClient && s != ScaleShared {
+			return fmt.Errorf("storm: scale %q: want %q or %q", s, ScalePerClient, ScaleShared)
+		}
+	}
+	for _, f := range c.Overload {
+		if !(f > 0) || math.IsInf(f, 0) {
+			return fmt.Errorf("storm: overload factor %v must be positive", f)
+		}
+		if c.Capacity.MaxConcurrent == 0 || c.Capacity.ServiceTime == 0 {
+			return errors.New("storm: an overload scenario needs a capacity (-capacity and -service-time)")
+		}
 	}
 	if !c.NoOutage {
 		switch {
@@ -165,7 +256,7 @@ func (c Config) validateLoad() error {
 			return errors.New("storm: outage p must be in [0, 1]")
 		}
 	}
-	if len(c.Ps) > 0 && c.SteadyDuration <= 0 {
+	if (len(c.Ps) > 0 || len(c.Overload) > 0) && c.SteadyDuration <= 0 && c.Ops == 0 {
 		return errors.New("storm: steady duration must be positive")
 	}
 	for _, p := range c.Ps {
@@ -173,41 +264,69 @@ func (c Config) validateLoad() error {
 			return fmt.Errorf("storm: p %v is not in [0, 1]", p)
 		}
 	}
-	longest := max(c.Duration, c.SteadyDuration)
-	if n := float64(c.Clients) * c.Rate * longest.Seconds(); n > maxOps {
-		return fmt.Errorf("storm: %.0f operations per run is over the limit of %d", n, maxOps)
+	for _, sc := range c.scenarios() {
+		if n := float64(sc.clients) * c.Rate * sc.duration.Seconds(); n > maxOps {
+			return fmt.Errorf("storm: %.0f operations in %s is over the limit of %d", n, sc, maxOps)
+		}
+		if sc.duration <= 0 {
+			return fmt.Errorf("storm: %s has no load", sc)
+		}
 	}
 	return nil
 }
 
-// scenario is one server behaviour under one load: the outage scenario, or a
-// steady scenario at failure rate p.
+// scenario is one server behaviour under one load: the outage scenario, a
+// steady scenario at failure rate p, or an overload scenario.
 type scenario struct {
-	name     string // "outage" or "steady"
-	p        float64
+	name     string  // ScenarioOutage, ScenarioSteady or ScenarioOverload
+	p        float64 // independent failure rate
+	factor   float64 // overload: offered load ÷ the server's capacity
+	clients  int     // how many clients of Config.Rate operations per second
 	duration time.Duration
 	outage   bool // the window [outageStart, outageEnd) fails everything
 }
 
-// String describes sc, as in "outage p=0.01".
+// String describes sc, as in "outage p=0.01" or "overload 2×".
 func (sc scenario) String() string {
+	if sc.name == ScenarioOverload {
+		return sc.name + " " + strconv.FormatFloat(sc.factor, 'g', -1, 64) + "×"
+	}
 	return sc.name + " p=" + strconv.FormatFloat(sc.p, 'g', -1, 64)
 }
 
-// scenarios lists the scenarios c asks for, the outage one first.
+// scenarios lists the scenarios c asks for: the outage one, the steady ones,
+// then the overload ones.
 func (c Config) scenarios() []scenario {
 	var out []scenario
 	if !c.NoOutage {
-		out = append(out, scenario{name: ScenarioOutage, p: c.OutageP, duration: c.Duration, outage: true})
+		out = append(out, scenario{name: ScenarioOutage, p: c.OutageP, clients: c.Clients, duration: c.Duration, outage: true})
 	}
 	for _, p := range c.Ps {
-		out = append(out, scenario{name: ScenarioSteady, p: p, duration: c.SteadyDuration})
+		out = append(out, scenario{name: ScenarioSteady, p: p, clients: c.Clients, duration: c.pointDuration(c.Clients)})
+	}
+	for _, f := range c.Overload {
+		clients := max(1, int(math.Ceil(f*c.Capacity.PerSecond()/c.Rate)))
+		out = append(out, scenario{name: ScenarioOverload, factor: f, clients: clients, duration: c.pointDuration(clients)})
 	}
 	return out
 }
 
+// pointDuration is how long the load of a steady or overload scenario with
+// clients clients lasts: long enough for c.Ops operations, or
+// SteadyDuration.
+func (c Config) pointDuration(clients int) time.Duration {
+	if c.Ops > 0 {
+		// Each client starts one operation per period from a phase within
+		// the first period: m periods give each exactly m.
+		m := math.Ceil(float64(c.Ops) / float64(clients))
+		return time.Duration(m / c.Rate * float64(time.Second))
+	}
+	return c.SteadyDuration
+}
+
 // Scenario names, as in Result.Scenario.
 const (
-	ScenarioOutage = "outage"
-	ScenarioSteady = "steady"
+	ScenarioOutage   = "outage"
+	ScenarioSteady   = "steady"
+	ScenarioOverload = "overload"
 )

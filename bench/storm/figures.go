@@ -165,8 +165,9 @@ func PlotRetryModel(dir string, res []Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	panels := sweepPlots(res)
-	success, load := panels[0], panels[1]
+	panels := sweepPlots(res, func(r Result) *float64 { return &r.Amplification })[0]
+	success, load, legend := panels[0], panels[1], panels[2]
+	success.Title.Text = "success rate"
 	load.Title.Text = "load on the service"
 	load.Y.Label.Text = "calls ÷ operations"
 	for _, name := range []string{"no retries", "3 retries"} {
@@ -187,9 +188,9 @@ func PlotRetryModel(dir string, res []Result) ([]string, error) {
 			line.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
 			[]*plot.Plot{success, load}[j].Add(line)
 			if j == 1 && name == "3 retries" {
-				load.Legend.Add("closed forms", line)
+				legend.Legend.Add("closed forms", line)
 			}
 		}
 	}
-	return saveGrid(filepath.Join(dir, FigureBrooker2022), [][]*plot.Plot{{success, load}}, 26*vg.Centimeter, 11*vg.Centimeter)
+	return saveGrid(filepath.Join(dir, FigureBrooker2022), [][]*plot.Plot{{success, load, legend}}, 36*vg.Centimeter, 11*vg.Centimeter)
 }

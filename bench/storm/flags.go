@@ -13,7 +13,8 @@ import (
 type Output struct {
 	// Format is "markdown" (default) or "json".
 	Format string
-	// Dir, if not empty, receives the plots (PNG and SVG).
+	// Dir, if not empty, receives the plots (PNG and SVG) and the results
+	// (storm.md and storm.json, with the series).
 	Dir string
 	// Series includes the per-bin load and goodput series in the JSON.
 	Series bool
@@ -67,8 +68,36 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.BoolVar(&c.Sequential, "sequential", c.Sequential, "run the strategies of a scenario one after the other, not side by side")
 	fs.BoolVar(&c.Virtual, "virtual", c.Virtual, "simulated time against the in-process server (testing/synctest)")
 	fs.DurationVar(&c.Bin, "bin", c.Bin, "width of the time bins of the series")
+	fs.StringVar(&c.Fates, "fates", c.Fates, "how the server draws failures: operation (hash of operation and attempt: the same fates for every strategy) or stream (one random stream)")
+	fs.Func("scales", fmt.Sprintf("per-client (a Transport per client), shared (one Transport for all clients) or both (default %s)", strings.Join(c.Scales, ",")), func(s string) error {
+		if s == "both" {
+			c.Scales = []string{ScalePerClient, ScaleShared}
+			return nil
+		}
+		c.Scales = splitList(s)
+		return nil
+	})
+	fs.BoolFunc("shared", "one Transport shared by all clients: -scales shared", func(string) error {
+		c.Scales = []string{ScaleShared}
+		return nil
+	})
+	fs.IntVar(&c.Ops, "ops", c.Ops, "operations per steady and overload scenario (sets their length; 0: -steady)")
+	fs.BoolFunc("sweep", "the sweep: -p 0,0.1,…,1 and -overload 1.25,2 (later flags override)", func(string) error {
+		c.Ps, c.Overload = SweepPs(), SweepOverload()
+		return nil
+	})
+	fs.Func("overload", "comma-separated offered loads of the overload scenarios, as multiples of the server's capacity (default none)", func(s string) error {
+		fs, err := parseFloats(s)
+		c.Overload = fs
+		return err
+	})
+	fs.Float64Var(&c.ShedCost, "shed-cost", c.ShedCost, "work of shedding a request, as a share of serving one")
+	fs.DurationVar(&c.ShedRetryAfter, "shed-retry-after", c.ShedRetryAfter, "Retry-After of the server's 503 when it sheds (0: none)")
+	fs.DurationVar(&c.OutageRetryAfter, "outage-retry-after", c.OutageRetryAfter, "Retry-After of the server's 503 during the outage (0: none)")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "connections per strategy on sockets (0: from the file-descriptor limit)")
+	fs.Float64Var(&c.MaxDisturbed, "max-disturbed", c.MaxDisturbed, "share of a run's operations that may start late before the run is invalid")
 	fs.StringVar(&o.Format, "format", o.Format, "output: markdown or json")
-	fs.StringVar(&o.Dir, "out", o.Dir, "directory for the plots (PNG and SVG); none if empty")
+	fs.StringVar(&o.Dir, "out", o.Dir, "directory for the plots (PNG and SVG) and the results (storm.md, storm.json); none if empty")
 	fs.BoolVar(&o.Series, "series", o.Series, "include the per-bin series in the JSON")
 	fs.Func("reproduce", "comma-separated published figures to reproduce in simulated time instead of the storm: brooker2015, brooker2022", func(s string) error {
 		o.Reproduce = splitList(s)

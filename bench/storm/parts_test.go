@@ -143,6 +143,11 @@ func TestConfigValidate(t *testing.T) {
 		"unbounded load":    func(c *Config) { c.Clients, c.Rate = 1e6, 1e3 },
 		"no scenario":       func(c *Config) { c.NoOutage, c.Ps = true, nil },
 		"non-positive rate": func(c *Config) { c.Rate = 0 },
+		"unknown fates":     func(c *Config) { c.Fates = "dice" },
+		"unknown scale":     func(c *Config) { c.Scales = []string{"galactic"} },
+		"shed cost above 1": func(c *Config) { c.ShedCost = 2 },
+		"overload, no cap":  func(c *Config) { c.Overload, c.Capacity = []float64{2}, Capacity{} },
+		"negative factor":   func(c *Config) { c.Overload = []float64{-1} },
 	}
 	for name, mutate := range bad {
 		c := DefaultConfig()
@@ -176,5 +181,19 @@ func TestFlags(t *testing.T) {
 	}
 	if fs.Parse([]string{"-reproduce", "nope"}) == nil {
 		t.Error("unknown figure accepted")
+	}
+
+	c3 := DefaultConfig()
+	fs = flag.NewFlagSet("storm", flag.ContinueOnError)
+	RegisterFlags(fs, &c3, &o)
+	if err := fs.Parse([]string{"-sweep", "-scales", "both", "-ops", "20000", "-shed-cost", "0.2", "-fates", "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c3.Ps, SweepPs()) || !slices.Equal(c3.Overload, []float64{1.25, 2}) ||
+		!slices.Equal(c3.Scales, []string{ScalePerClient, ScaleShared}) || c3.Ops != 20000 || c3.ShedCost != 0.2 || c3.Fates != FatesStream {
+		t.Errorf("sweep flags parsed as %+v", c3)
+	}
+	if err := c3.Validate(); err != nil {
+		t.Errorf("the sweep configuration: %v", err)
 	}
 }

@@ -25,36 +25,58 @@ func colorAt(i int) color.RGBA { return palette[i%len(palette)] }
 // dashes gives lines a second distinguishing mark when colours are close.
 var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(2)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
 
+// glyphs give each strategy's points a third distinguishing mark.
+var glyphs = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.RingGlyph{},
+	draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}}
+
+// lineStyle returns the colour, dashes and glyph of the i-th strategy: no
+// two of the first 40 share all three.
+func lineStyle(i int) (color.RGBA, []vg.Length, draw.GlyphDrawer) {
+	return colorAt(i), dashes[(i/len(palette)+i)%len(dashes)], glyphs[i%len(glyphs)]
+}
+
 // WritePlots writes the plots of results into dir (created if needed), each
-// as PNG and SVG: load.* (server load and goodput over time per strategy, in
-// the outage scenario) and sweep.* (success rate and amplification against
-// p, in the steady scenarios). A plot whose scenario is missing is skipped.
-// It returns the files written.
+// as PNG and SVG: load.* (server load and goodput over time per strategy in
+// the outage scenario, a Transport per client; load-shared.* for the shared
+// scale), with the outage and the intervals the harness was disturbed
+// shaded; sweep.* (success rate and load against p in the steady scenarios,
+// a line per strategy, a row per scale, and a legend panel). A plot whose
+// scenario is missing is skipped. It returns the files written.
 func WritePlots(dir string, cfg Config, results []Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var files []string
-	var outage, steady []Result
+	var steady []Result
 	for _, r := range results {
-		switch r.Scenario {
-		case ScenarioOutage:
-			outage = append(outage, r)
-		case ScenarioSteady:
+		if r.Scenario == ScenarioSteady {
 			steady = append(steady, r)
 		}
 	}
-	if len(outage) > 0 {
+	for _, scale := range scalesOf(results) {
+		var outage []Result
+		for _, r := range results {
+			if r.Scenario == ScenarioOutage && r.Scale == scale {
+				outage = append(outage, r)
+			}
+		}
+		if len(outage) == 0 {
+			continue
+		}
+		name := "load"
+		if scale != ScalePerClient {
+			name += "-" + scale
+		}
 		grid, w, h := loadPlots(cfg, outage)
-		f, err := saveGrid(filepath.Join(dir, "load"), grid, w, h)
+		f, err := saveGrid(filepath.Join(dir, name), grid, w, h)
 		if err != nil {
 			return files, err
 		}
 		files = append(files, f...)
 	}
 	if len(steady) > 0 {
-		grid := [][]*plot.Plot{sweepPlots(steady)}
-		f, err := saveGrid(filepath.Join(dir, "sweep"), grid, 26*vg.Centimeter, 11*vg.Centimeter)
+		grid := sweepPlots(steady, func(r Result) *float64 { return r.WarmLoad })
+		f, err := saveGrid(filepath.Join(dir, "sweep"), grid, 36*vg.Centimeter, vg.Length(len(grid))*11*vg.Centimeter)
 		if err != nil {
 			return files, err
 		}
@@ -142,7 +164,7 @@ func loadPlots(cfg Config, results []Result) ([][]*plot.Plot, vg.Length, vg.Leng
 	}
 	for k, r := range results {
 		p := plot.New()
-		p.Title.Text = r.Strategy
+		p.Title.Text = r.Strategy + " (" + r.Scale + ")"
 		p.X.Label.Text = "time (s)"
 		p.Y.Label.Text = "per second"
 		p.X.Min, p.X.Max = 0, float64(upTo)*r.BinS
@@ -153,6 +175,18 @@ func loadPlots(cfg Config, results []Result) ([][]*plot.Plot, vg.Length, vg.Leng
 		shade.Color = color.RGBA{255, 220, 220, 255}
 		shade.LineStyle.Width = 0
 		p.Add(shade)
+		var disturbed *plotter.Polygon
+		for i, n := range r.LateBins {
+			if n == 0 {
+				continue
+			}
+			x0, x1 := float64(i)*r.BinS, float64(i+1)*r.BinS
+			d, _ := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
+			d.Color = color.RGBA{200, 200, 200, 255}
+			d.LineStyle.Width = 0
+			p.Add(d)
+			disturbed = d
+		}
 		if c := cfg.Capacity; c.MaxConcurrent > 0 {
 			capLine, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: c.PerSecond()}, {X: p.X.Max, Y: c.PerSecond()}})
 			capLine.Color = color.RGBA{120, 120, 120, 255}
@@ -169,66 +203,98 @@ func loadPlots(cfg Config, results []Result) ([][]*plot.Plot, vg.Length, vg.Leng
 		load.Color = colorAt(0)
 		load.Width = vg.Points(1.2)
 		p.Add(good, load)
-		if k == 0 {
-			p.Legend.Add("requests at the server", load)
-			p.Legend.Add("successful ops (by start)", good)
-			p.Legend.Add("outage", shade)
-			p.Legend.Top = true
-			p.Legend.TextStyle.Font.Size = vg.Points(8)
+		// Every panel carries its legend, small, so that any panel read
+		// alone says what its lines are.
+		if k > 0 && cfg.Capacity.MaxConcurrent > 0 {
+			capLine, _ := plotter.NewLine(plotter.XYs{})
+			capLine.Color = color.RGBA{120, 120, 120, 255}
+			capLine.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Legend.Add("server capacity", capLine)
 		}
+		p.Legend.Add("requests at the server /s", load)
+		p.Legend.Add("successful ops /s (by start)", good)
+		p.Legend.Add("outage", shade)
+		if disturbed != nil {
+			p.Legend.Add("harness disturbed", disturbed)
+		}
+		p.Legend.Top = true
+		p.Legend.TextStyle.Font.Size = vg.Points(6.5)
 		grid[k/cols][k%cols] = p
 	}
 	return grid, 30 * vg.Centimeter, vg.Length(rows) * 8 * vg.Centimeter
 }
 
-// sweepPlots returns two panels, success rate and amplification against p,
-// with a line per strategy.
-func sweepPlots(results []Result) []*plot.Plot {
+// sweepPlots returns a row per scale of three panels: success rate and load
+// (server requests per operation, warmed up) against p, a line per
+// strategy, and a panel with the legend alone (15 strategies do not fit in a
+// data panel).
+func sweepPlots(results []Result, loadOf func(Result) *float64) [][]*plot.Plot {
 	var names []string
 	for _, r := range results {
 		if !slices.Contains(names, r.Strategy) {
 			names = append(names, r.Strategy)
 		}
 	}
-	success, amp := plot.New(), plot.New()
-	success.Title.Text = "success rate"
-	success.Y.Label.Text = "operations that succeeded (%)"
-	success.Y.Min, success.Y.Max = 0, 100
-	amp.Title.Text = "amplification"
-	amp.Y.Label.Text = "requests at the server ÷ operations"
-	amp.Y.Min = 0
-	for _, p := range []*plot.Plot{success, amp} {
-		p.X.Label.Text = "independent failure rate p"
-		p.X.Min, p.X.Max = 0, 1
-		p.Legend.Top = true
-		p.Legend.Left = p == amp
-		p.Legend.TextStyle.Font.Size = vg.Points(7)
-		p.Add(plotter.NewGrid())
-	}
-	for i, name := range names {
-		var s, a plotter.XYs
-		for _, r := range results {
-			if r.Strategy == name {
-				s = append(s, plotter.XY{X: r.P, Y: 100 * r.SuccessRate})
-				a = append(a, plotter.XY{X: r.P, Y: r.Amplification})
+	var rows [][]*plot.Plot
+	for _, scale := range scalesOf(results) {
+		success, load, legend := plot.New(), plot.New(), plot.New()
+		success.Title.Text = "success rate, " + scaleLabel(scale)
+		success.Y.Label.Text = "operations that succeeded (%)"
+		success.Y.Min, success.Y.Max = 0, 100
+		load.Title.Text = "load, " + scaleLabel(scale)
+		load.Y.Label.Text = "server requests ÷ operations (warm)"
+		load.Y.Min = 0
+		for _, p := range []*plot.Plot{success, load} {
+			p.X.Label.Text = "independent failure rate p"
+			p.X.Min, p.X.Max = 0, 1
+			p.Add(plotter.NewGrid())
+		}
+		legend.HideAxes()
+		legend.Title.Text = "strategies"
+		legend.Legend.Top, legend.Legend.Left = true, true
+		legend.Legend.TextStyle.Font.Size = vg.Points(8)
+		for i, name := range names {
+			var s, l plotter.XYs
+			for _, r := range results {
+				if r.Strategy == name && r.Scale == scale && !r.Invalid {
+					s = append(s, plotter.XY{X: r.P, Y: 100 * r.SuccessRate})
+					if v := loadOf(r); v != nil {
+						l = append(l, plotter.XY{X: r.P, Y: *v})
+					}
+				}
+			}
+			slices.SortFunc(s, func(x, y plotter.XY) int { return cmp.Compare(x.X, y.X) })
+			slices.SortFunc(l, func(x, y plotter.XY) int { return cmp.Compare(x.X, y.X) })
+			c, d, g := lineStyle(i)
+			var entry []plot.Thumbnailer
+			for j, xys := range []plotter.XYs{s, l} {
+				if len(xys) == 0 {
+					continue
+				}
+				ln, pts, err := plotter.NewLinePoints(xys)
+				if err != nil {
+					continue
+				}
+				ln.Color, pts.Color = c, c
+				ln.Dashes = d
+				ln.Width = vg.Points(1.3)
+				pts.Shape = g
+				pts.Radius = vg.Points(2.2)
+				[]*plot.Plot{success, load}[j].Add(ln, pts)
+				entry = []plot.Thumbnailer{ln, pts}
+			}
+			if entry != nil {
+				legend.Legend.Add(name, entry...)
 			}
 		}
-		slices.SortFunc(s, func(x, y plotter.XY) int { return cmp.Compare(x.X, y.X) })
-		slices.SortFunc(a, func(x, y plotter.XY) int { return cmp.Compare(x.X, y.X) })
-		for j, xys := range []plotter.XYs{s, a} {
-			l, pts, err := plotter.NewLinePoints(xys)
-			if err != nil {
-				continue
-			}
-			l.Color, pts.Color = colorAt(i), colorAt(i)
-			l.Dashes = dashes[i%len(dashes)]
-			l.Width = vg.Points(1.5)
-			pts.Radius = vg.Points(2)
-			[]*plot.Plot{success, amp}[j].Add(l, pts)
-			if j == 1 {
-				amp.Legend.Add(name, l, pts)
-			}
-		}
+		rows = append(rows, []*plot.Plot{success, load, legend})
 	}
-	return []*plot.Plot{success, amp}
+	return rows
+}
+
+func scaleLabel(scale string) string {
+	if scale == ScaleShared {
+		return "one shared Transport"
+	}
+	return "a Transport per client"
 }

@@ -4,23 +4,44 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
 )
 
-// Run runs every scenario of cfg with every strategy on loopback sockets
-// (127.0.0.1 only) and returns one Result per scenario and strategy, the
-// outage scenario first, strategies in cfg's order. The strategies of a
-// scenario run side by side, each against its own server, unless
-// cfg.Sequential is set. Run stops early, with ctx's error, if ctx is done.
-// It requires cfg.Virtual to be false; see RunVirtual.
+// OperationHeader is the request header by which the harness names each
+// operation (its index in the load), on every attempt and for every
+// strategy, keyed or not: the fake server draws each attempt's fate from it
+// (Config.Fates), and counts which operations reached it.
+const OperationHeader = "X-Storm-Op"
+
+// LateThreshold is how late the load generator may start an operation
+// before the operation counts as disturbed (Result.LateOps): later than
+// that, the machine, not the strategy, shaped what happened.
+const LateThreshold = 50 * time.Millisecond
+
+// runGrace is how long a run may last beyond its load and its longest
+// operation before it is stopped and reported invalid (Result.Overran).
+const runGrace = 10 * time.Second
+
+// Run runs every scenario of cfg with every strategy, at every scale, on
+// loopback sockets (127.0.0.1 only) and returns one Result per scale,
+// scenario and strategy, in that order. The strategies of a scenario run side
+// by side, each against its own server, unless cfg.Sequential is set.
+//
+// Each run is bounded on its own (its load, then its longest operation, then
+// a grace period); a run that overruns is stopped and reported invalid, and
+// the others go on. If ctx is done, Run returns the results of the scenarios
+// that finished, with ctx's error. It requires cfg.Virtual to be false; see
+// RunVirtual.
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -29,18 +50,23 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, fmt.Errorf("storm: Run is for real sockets; use RunVirtual for a virtual run")
 	}
 	plan := newPlan(cfg, cfg.strategies())
+	side := len(plan.strategies)
+	if cfg.Sequential {
+		side = 1
+	}
+	plan.maxConns = connLimit(cfg.MaxConns, side)
 	prog := startProgress(cfg.Progress, plan.totalOps())
 	defer prog.stop()
 	var out []Result
-	for _, sc := range plan.scenarios {
-		prog.setLabel(sc.String())
+	for _, g := range plan.groups() {
+		if err := ctx.Err(); err != nil {
+			return Compare(out), err
+		}
+		prog.setLabel(g.String())
 		results := make([]Result, len(plan.strategies))
-		errs := make([]error, len(plan.strategies))
 		var wg sync.WaitGroup
 		for i, st := range plan.strategies {
-			run := func() {
-				results[i], errs[i] = runOne(ctx, plan.run(sc, st, prog))
-			}
+			run := func() { results[i] = runOne(ctx, plan.run(g, st, prog)) }
 			if cfg.Sequential {
 				run()
 				continue
@@ -48,70 +74,107 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			wg.Go(run)
 		}
 		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return out, err
-			}
+		if err := ctx.Err(); err != nil {
+			return Compare(out), err // this scenario was cut short: drop it
 		}
 		out = append(out, results...)
 	}
-	return out, nil
+	return Compare(out), nil
 }
 
-// plan is a Config resolved into scenarios, strategies and their loads.
+// plan is a Config resolved into scales, scenarios, strategies and their
+// loads.
 type plan struct {
 	cfg        Config
 	scenarios  []scenario
 	strategies []Strategy
-	loads      map[time.Duration][]arrival // by duration: one schedule per length
+	loads      map[loadKey][]arrival
+	maxConns   int // per strategy, on sockets
 }
 
+type loadKey struct {
+	clients  int
+	duration time.Duration
+}
+
+// group is one scenario at one scale: the runs whose results compare.
+type group struct {
+	scale string
+	sc    scenario
+}
+
+func (g group) String() string { return g.sc.String() + " " + g.scale }
+
 func newPlan(cfg Config, strategies []Strategy) *plan {
-	p := &plan{cfg: cfg, scenarios: cfg.scenarios(), strategies: strategies, loads: make(map[time.Duration][]arrival)}
+	p := &plan{cfg: cfg, scenarios: cfg.scenarios(), strategies: strategies, loads: make(map[loadKey][]arrival)}
 	for _, sc := range p.scenarios {
-		if _, ok := p.loads[sc.duration]; !ok {
-			p.loads[sc.duration] = schedule(cfg.Clients, cfg.Rate, sc.duration, cfg.Seed)
+		k := loadKey{sc.clients, sc.duration}
+		if _, ok := p.loads[k]; !ok {
+			p.loads[k] = schedule(sc.clients, cfg.Rate, sc.duration, cfg.Seed)
 		}
 	}
 	return p
+}
+
+// groups lists the groups to run: every scenario at the first scale, then at
+// the next.
+func (p *plan) groups() []group {
+	var out []group
+	for _, scale := range p.cfg.Scales {
+		for _, sc := range p.scenarios {
+			out = append(out, group{scale, sc})
+		}
+	}
+	return out
 }
 
 // totalOps is the number of operations of all runs, for the progress bar.
 func (p *plan) totalOps() int {
 	n := 0
 	for _, sc := range p.scenarios {
-		n += len(p.loads[sc.duration]) * len(p.strategies)
+		n += len(p.loads[loadKey{sc.clients, sc.duration}]) * len(p.strategies)
 	}
-	return n
+	return n * len(p.cfg.Scales)
 }
 
 // run returns the parameters of one run.
-func (p *plan) run(sc scenario, st Strategy, prog *progress) runParams {
-	return runParams{cfg: p.cfg, sc: sc, strategy: st, arrivals: p.loads[sc.duration], progress: prog}
+func (p *plan) run(g group, st Strategy, prog *progress) runParams {
+	return runParams{cfg: p.cfg, scale: g.scale, sc: g.sc, strategy: st,
+		arrivals: p.loads[loadKey{g.sc.clients, g.sc.duration}], progress: prog, maxConns: p.maxConns}
 }
 
-// runParams is one strategy in one scenario.
+// runParams is one strategy in one scenario at one scale.
 type runParams struct {
 	cfg      Config
+	scale    string
 	sc       scenario
 	strategy Strategy
 	arrivals []arrival
 	progress *progress
+	maxConns int
 }
 
 // serverScenario is the fake server's scenario at failure rate p: every
 // POST fails with 503 with probability p, after holding a capacity slot for
-// its service time, or loses its response with probability cfg.Lost.
+// its service time, or loses its response with probability cfg.Lost; in the
+// outage window (outage true) every POST fails, with cfg.OutageRetryAfter.
 //
-// The outage is this scenario at p = 1, switched on and off by the harness
-// (see outage), rather than a fakeserver.Outage: the fake server answers an
-// Outage before admission, at no cost, so retries during it would not load
-// the server at all. Here, as when a server's database is down, every
-// request still takes a slot while it fails, and what retries cost shows.
-func (rp runParams) serverScenario(p float64) fakeserver.Scenario {
+// The outage is a scenario switched on and off by the harness (see outage),
+// rather than a fakeserver.Outage: the fake server answers an Outage before
+// admission, at no cost, so retries during it would not load the server at
+// all. Here, as when a server's database is down, every request still takes
+// a slot while it fails, and what retries cost shows.
+func (rp runParams) serverScenario(p float64, outage bool) fakeserver.Scenario {
 	cfg := rp.cfg
-	route := fakeserver.Route{Match: "POST /v1/charges", FailureRate: p}
-	if lost := min(cfg.Lost, 1-p); lost > 0 {
+	route := fakeserver.Route{Match: "POST /v1/charges", FailureRate: p, OperationHeader: OperationHeader}
+	if cfg.Fates == FatesOperation {
+		route.Draw = fakeserver.DrawOperation
+	}
+	if outage {
+		route.FailureRate = 0
+		route.Mix = []fakeserver.Fault{{Kind: fakeserver.FaultStatus, Status: http.StatusServiceUnavailable,
+			RetryAfter: fakeserver.Duration(cfg.OutageRetryAfter), Probability: 1}}
+	} else if lost := min(cfg.Lost, 1-p); lost > 0 {
 		route.Mix = []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse, Probability: lost}}
 	}
 	s := fakeserver.Scenario{Seed: cfg.Seed, Routes: []fakeserver.Route{route}}
@@ -121,6 +184,8 @@ func (rp runParams) serverScenario(p float64) fakeserver.Scenario {
 			ServiceTime:   fakeserver.Duration(c.ServiceTime),
 			Queue:         c.Queue,
 			QueueTimeout:  fakeserver.Duration(c.QueueTimeout),
+			RetryAfter:    fakeserver.Duration(cfg.ShedRetryAfter),
+			ShedCost:      cfg.ShedCost,
 		}
 	}
 	return s
@@ -132,14 +197,14 @@ func (rp runParams) serverScenario(p float64) fakeserver.Scenario {
 func (rp runParams) outage(ctx context.Context, srv *fakeserver.Server, start time.Time) {
 	cfg := rp.cfg
 	for _, step := range []struct {
-		at time.Duration
-		p  float64
-	}{{cfg.OutageStart, 1}, {cfg.OutageEnd, rp.sc.p}} {
+		at     time.Duration
+		outage bool
+	}{{cfg.OutageStart, true}, {cfg.OutageEnd, false}} {
 		if d := time.Until(start.Add(step.at)); d > 0 && !sleep(ctx, d) {
 			return
 		}
 		// Cannot fail: the scenario is valid (it was validated at the start).
-		_ = srv.SetScenario(rp.serverScenario(step.p))
+		_ = srv.SetScenario(rp.serverScenario(rp.sc.p, step.outage))
 	}
 }
 
@@ -149,47 +214,133 @@ func (rp runParams) span() time.Duration {
 	return rp.sc.duration + rp.cfg.OpTimeout + time.Second
 }
 
-// runOne runs one strategy in one scenario against a fresh server: on a
-// loopback socket, or in-process when rp.cfg.Virtual (then it must run in a
-// synctest bubble, and ctx must belong to it).
-func runOne(ctx context.Context, rp runParams) (Result, error) {
+// probe watches what reaches the server in one run: the requests per bin,
+// which operations arrived, and the last Retry-After the server sent during
+// the outage window.
+type probe struct {
+	load  *series
+	seen  []atomic.Bool // by operation index
+	start atomic.Int64  // Unix nanoseconds of the start of the load; 0 before
+	from  time.Duration // the outage window, since start
+	to    time.Duration
+	outOn bool
+
+	mu        sync.Mutex
+	lastRAAt  time.Duration // when the last Retry-After of the window was sent
+	lastRA    float64       // its value in seconds; -1: none
+	accepts   atomic.Int64  // accept errors of the socket server
+	serverErr atomic.Int64  // other errors the socket server logged
+}
+
+func newProbe(rp runParams) *probe {
+	p := &probe{load: newSeries(rp.cfg.Bin, rp.span()), seen: make([]atomic.Bool, len(rp.arrivals)), lastRA: -1}
+	if rp.sc.outage {
+		p.outOn, p.from, p.to = true, rp.cfg.OutageStart, rp.cfg.OutageEnd
+	}
+	return p
+}
+
+func (p *probe) begin(now time.Time) {
+	p.start.Store(now.UnixNano())
+	p.load.begin(now)
+}
+
+// request counts one request arriving at now.
+func (p *probe) request(now time.Time, h http.Header) {
+	p.load.add(now)
+	if i, err := strconv.Atoi(h.Get(OperationHeader)); err == nil && i >= 0 && i < len(p.seen) {
+		p.seen[i].Store(true)
+	}
+}
+
+// response notes the Retry-After of a response sent at now.
+func (p *probe) response(now time.Time, h http.Header) {
+	start := p.start.Load()
+	if !p.outOn || start == 0 {
+		return
+	}
+	at := time.Duration(now.UnixNano() - start)
+	if at < p.from || at >= p.to {
+		return
+	}
+	d, ok := resilient.ParseRetryAfter(h.Get("Retry-After"), now)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if at >= p.lastRAAt {
+		p.lastRAAt = at
+		p.lastRA = -1
+		if ok {
+			p.lastRA = d.Seconds()
+		}
+	}
+}
+
+// Write counts the lines the socket server logs: accept errors (too many
+// open files…) and any other error.
+func (p *probe) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.Contains(line, "Accept error") {
+			p.accepts.Add(1)
+		} else if line != "" {
+			p.serverErr.Add(1)
+		}
+	}
+	return len(b), nil
+}
+
+// runOne runs one strategy in one scenario at one scale against a fresh
+// server: on a loopback socket, or in-process when rp.cfg.Virtual (then it
+// must run in a synctest bubble, and ctx must belong to it). It never fails:
+// what went wrong in the harness is reported in the Result.
+func runOne(ctx context.Context, rp runParams) Result {
 	cfg := rp.cfg
-	srv := fakeserver.NewUnstarted(fakeserver.WithScenario(rp.serverScenario(rp.sc.p)))
+	srv := fakeserver.NewUnstarted(fakeserver.WithScenario(rp.serverScenario(rp.sc.p, false)))
 	defer srv.Close()
-	load := newSeries(cfg.Bin, rp.span())
+	pr := newProbe(rp)
+	lateBins := newSeries(cfg.Bin, rp.span())
 
 	var base http.RoundTripper
 	url := "http://fakeserver.test"
 	if cfg.Virtual {
-		base = countingTransport{rt: srv.Transport(), load: load}
+		base = countingTransport{rt: srv.Transport(), probe: pr}
 	} else {
-		ts := httptest.NewServer(countingHandler(srv.Handler(), load))
+		ts := httptest.NewUnstartedServer(countingHandler(srv.Handler(), pr))
+		ts.Config.ErrorLog = log.New(pr, "", 0)
+		ts.Start()
 		defer ts.Close()
 		defer srv.Close() // first: it releases requests waiting for capacity
 		url = ts.URL
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 0 // no limit
-		tr.MaxIdleConnsPerHost = 4096
+		tr.MaxIdleConns = 0 // no limit but the per-host one
+		tr.MaxConnsPerHost = rp.maxConns
+		tr.MaxIdleConnsPerHost = rp.maxConns
 		tr.DisableCompression = true
 		defer tr.CloseIdleConnections()
 		base = tr
 	}
 	url += "/v1/charges"
 
-	clients := make([]*http.Client, cfg.Clients)
+	n := rp.sc.clients
+	if rp.scale == ScaleShared {
+		n = 1
+	}
+	clients := make([]*http.Client, n)
 	for i := range clients {
 		clients[i] = rp.strategy.NewClient(base)
 	}
 
 	ops := make([]opResult, len(rp.arrivals))
-	ctx, cancel := context.WithTimeout(ctx, rp.span()+5*time.Second) // a bound on the whole run
+	ctx, cancel := context.WithTimeout(ctx, rp.span()+runGrace)
 	defer cancel()
 	srv.Reset() // counters start now
 	start := time.Now()
-	load.begin(start)
+	pr.begin(start)
+	lateBins.begin(start)
 	var (
-		wg     sync.WaitGroup
-		maxLag time.Duration
+		wg      sync.WaitGroup
+		maxLag  time.Duration
+		late    int
+		started int
 	)
 	if rp.sc.outage {
 		wg.Go(func() { rp.outage(ctx, srv, start) })
@@ -200,48 +351,54 @@ func runOne(ctx context.Context, rp runParams) (Result, error) {
 				break
 			}
 		}
-		maxLag = max(maxLag, time.Since(start)-a.at)
+		if lag := time.Since(start) - a.at; lag > LateThreshold {
+			late++
+			lateBins.add(time.Now())
+			maxLag = max(maxLag, lag)
+		} else {
+			maxLag = max(maxLag, lag)
+		}
+		started++
+		c := clients[a.client%n]
 		wg.Go(func() {
-			ops[i] = operation(ctx, clients[a.client], url, rp, i, a.at)
+			ops[i] = operation(ctx, c, url, rp, i, a.at)
 			rp.progress.add(1)
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("storm: %s/%s p=%v: %w", rp.sc.name, rp.strategy.Name, rp.sc.p, err)
-	}
+	overran := ctx.Err() != nil
+	rp.progress.add(len(ops) - started)
 
 	st := srv.Stats()
 	r := Result{
 		Strategy:       rp.strategy.Name,
 		Scenario:       rp.sc.name,
+		Scale:          rp.scale,
 		P:              rp.sc.p,
+		Factor:         rp.sc.factor,
 		Keyed:          rp.strategy.Keyed,
 		Ops:            len(ops),
 		ServerRequests: st.Requests,
 		Duplicates:     duplicates(srv.Ledger()),
 		Shed:           st.CapacityRejections,
 		MaxLagMs:       float64(maxLag) / float64(time.Millisecond),
+		LateOps:        late + len(ops) - started,
+		AcceptErrors:   pr.accepts.Load(),
+		Overran:        overran,
+		DurationS:      rp.sc.duration.Seconds(),
 		BinS:           cfg.Bin.Seconds(),
-		Load:           load.values(),
+		Load:           pr.load.values(),
 		Goodput:        goodput(ops, cfg.Bin),
+		LateBins:       lateBins.values(),
+		ok:             make([]bool, len(ops)),
 	}
-	if r.Ops > 0 {
-		r.Amplification = float64(r.ServerRequests) / float64(r.Ops)
-		ok := 0
-		for _, o := range ops {
-			if o.ok {
-				ok++
-			}
+	for i := range pr.seen {
+		if !pr.seen[i].Load() {
+			r.Unsent++
 		}
-		r.SuccessRate = float64(ok) / float64(r.Ops)
 	}
-	r.P50Ms, r.P99Ms = latencyPercentiles(ops)
-	if rp.sc.outage {
-		rec := recovery(r.Goodput, cfg.Bin, cfg.OutageStart, cfg.OutageEnd, rp.sc.duration)
-		r.RecoveryS = &rec
-	}
-	return r, nil
+	r.summarize(rp, ops, st, pr)
+	return r
 }
 
 // operation runs logical operation i (a keyed POST when the strategy is
@@ -255,6 +412,7 @@ func operation(ctx context.Context, c *http.Client, url string, rp runParams, i 
 		return opResult{start: at}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(OperationHeader, strconv.Itoa(i))
 	if rp.strategy.SetsKey {
 		req.Header.Set(resilient.DefaultKeyHeader, "op-"+strconv.FormatUint(rp.cfg.Seed, 10)+"-"+strconv.Itoa(i))
 	}
@@ -281,21 +439,27 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// countingHandler counts every request h gets in load.
-func countingHandler(h http.Handler, load *series) http.Handler {
+// countingHandler shows every request h gets, and its answer, to p.
+func countingHandler(h http.Handler, p *probe) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		load.add(time.Now())
+		p.request(time.Now(), r.Header)
 		h.ServeHTTP(w, r)
+		p.response(time.Now(), w.Header())
 	})
 }
 
-// countingTransport counts every request it sends through rt in load.
+// countingTransport shows every request it sends through rt, and its
+// answer, to probe.
 type countingTransport struct {
-	rt   http.RoundTripper
-	load *series
+	rt    http.RoundTripper
+	probe *probe
 }
 
 func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.load.add(time.Now())
-	return t.rt.RoundTrip(req)
+	t.probe.request(time.Now(), req.Header)
+	resp, err := t.rt.RoundTrip(req)
+	if err == nil {
+		t.probe.response(time.Now(), resp.Header)
+	}
+	return resp, err
 }

@@ -113,6 +113,10 @@ var strategies = []Strategy{
 	},
 }
 
+func init() {
+	strategies = append(strategies, anchorStrategies()...)
+}
+
 // Strategies returns the known strategies, in table order.
 func Strategies() []Strategy {
 	return append([]Strategy(nil), strategies...)

@@ -16,8 +16,9 @@ import (
 // seconds take seconds of real time.
 //
 // synctest needs a *testing.T: call RunVirtual from a test, or from a
-// program through testing.Main (as cmd/storm does). Runs are sequential. It
-// fails t (and returns what it has) if a run fails.
+// program through testing.Main (as cmd/storm does). Runs are independent
+// bubbles, run in parallel subtests (as many at once as -test.parallel,
+// GOMAXPROCS by default); the results come in Run's order.
 func RunVirtual(t *testing.T, cfg Config) []Result {
 	t.Helper()
 	cfg.Virtual = true
@@ -27,40 +28,29 @@ func RunVirtual(t *testing.T, cfg Config) []Result {
 	return runVirtualPlan(t, newPlan(cfg, cfg.strategies()))
 }
 
-// runVirtualPlan runs every scenario and strategy of plan in simulated time.
+// runVirtualPlan runs every group and strategy of plan in simulated time.
 func runVirtualPlan(t *testing.T, plan *plan) []Result {
 	t.Helper()
-	cfg := plan.cfg
-	prog := startProgress(cfg.Progress, plan.totalOps())
+	prog := startProgress(plan.cfg.Progress, plan.totalOps())
 	defer prog.stop()
-	var out []Result
-	for _, sc := range plan.scenarios {
-		prog.setLabel(sc.String() + " (virtual)")
-		for _, st := range plan.strategies {
-			r, ok := runVirtual(t, plan.run(sc, st, prog))
-			if !ok {
-				return out
+	groups := plan.groups()
+	n := len(plan.strategies)
+	out := make([]Result, len(groups)*n)
+	t.Run("virtual", func(t *testing.T) {
+		for gi, g := range groups {
+			for si, st := range plan.strategies {
+				t.Run(g.String()+"/"+st.Name, func(t *testing.T) {
+					t.Parallel()
+					prog.setLabel(g.String() + " " + st.Name + " (virtual)")
+					synctest.Test(t, func(*testing.T) {
+						// The context must belong to the bubble: a goroutine
+						// waiting on a channel from outside it would keep
+						// the fake clock from moving.
+						out[gi*n+si] = runOne(context.Background(), plan.run(g, st, prog))
+					})
+				})
 			}
-			out = append(out, r)
 		}
-	}
-	return out
-}
-
-// runVirtual runs one strategy in one scenario in a bubble of its own.
-func runVirtual(t *testing.T, rp runParams) (Result, bool) {
-	var (
-		r   Result
-		err error
-	)
-	synctest.Test(t, func(*testing.T) {
-		// The context must belong to the bubble: a goroutine waiting on a
-		// channel from outside it would keep the fake clock from moving.
-		r, err = runOne(context.Background(), rp)
 	})
-	if err != nil {
-		t.Error(err)
-		return r, false
-	}
-	return r, !t.Failed()
+	return Compare(out)
 }

@@ -1,56 +1,129 @@
 package storm
 
 import (
+	"errors"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestVirtualTiny runs the same tiny storm in simulated time. Without
-// sockets there is no net/http re-send and no scheduling noise, so the
-// bounds are exact.
+// TestVirtualTiny runs the tiny storm in simulated time, at both scales.
+// Without sockets there is no net/http re-send and no scheduling noise, so
+// the timing and rate properties are exact.
 func TestVirtualTiny(t *testing.T) {
 	cfg := tinyConfig()
-	start := time.Now()
+	cfg.Scales = []string{ScalePerClient, ScaleShared}
 	res := RunVirtual(t, cfg)
-	checkStorm(t, cfg, res, 4)
+	checkInvariants(t, cfg, res)
 	for _, r := range res {
-		if r.Strategy == "none" && r.Amplification != 1 {
-			t.Errorf("%s: amplification %v, want exactly 1 in process", describe(r), r.Amplification)
+		assert.False(t, r.Disturbed, "%s: disturbed in simulated time", describe(r))
+		assert.Zero(t, r.MaxLagMs, "%s: the load generator lagged in simulated time", describe(r))
+		if r.Strategy == "none" {
+			assert.Equal(t, 1.0, r.Amplification, "%s: exactly one attempt in process", describe(r))
+			assert.Zero(t, r.Unsent, describe(r))
 		}
-		if r.MaxLagMs > 1 {
-			t.Errorf("%s: the load generator lagged %v ms in simulated time", describe(r), r.MaxLagMs)
+		if r.Strategy == "naive" && r.Scenario == ScenarioSteady && r.P == 1 {
+			assert.Equal(t, 4.0, r.Amplification, "%s: 4 attempts each", describe(r))
+		}
+		if r.Scenario == ScenarioSteady && r.P == 0 && r.Strategy != "naive-nokey" {
+			assert.GreaterOrEqual(t, r.SuccessRate, 0.85, "%s: a healthy server (10 %% lost responses)", describe(r))
 		}
 	}
-	// 4.5 simulated seconds of load per strategy, plus drains: far less in
-	// real time.
-	if took := time.Since(start); took > 30*time.Second {
-		t.Errorf("virtual run took %v of real time", took)
+	nokey := find(res, ScenarioSteady, 0, "naive-nokey")
+	require.NotNil(t, nokey)
+	assert.Positive(t, nokey.Duplicates, "naive-nokey at p=0 with 10 %% lost responses: is the ledger oracle blind?")
+}
+
+// TestHarmIsExact checks the instrument: with the same fate for every
+// strategy's k-th attempt of an operation and no capacity limit, a strategy
+// that always sends the first attempt cannot fail an operation that one
+// attempt completes, so its harm is exactly 0; and a client that refuses
+// every tenth operation locally is charged exactly the ones of those that
+// none completed.
+func TestHarmIsExact(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Capacity = Capacity{}
+	cfg.Virtual = true
+	cfg.NoOutage, cfg.Ps, cfg.Ops = true, []float64{0.3, 0.7}, 800
+	cfg.Scales = []string{ScalePerClient, ScaleShared}
+	cfg.Strategies = []string{"none", "naive", "resilient-fulljitter", "anchor-aws", "anchor-finagle"}
+	refuser := Strategy{Name: "refuse-every-tenth", Keyed: true, SetsKey: true, NewClient: func(base http.RoundTripper) *http.Client {
+		return &http.Client{Transport: refuseEveryTenth{base}}
+	}}
+	res := runVirtualPlan(t, newPlan(cfg, append(cfg.strategies(), refuser)))
+	require.Len(t, res, 2*2*(len(cfg.Strategies)+1))
+	for _, r := range res {
+		require.NotNil(t, r.Harm, describe(r))
+		if r.Strategy != refuser.Name {
+			assert.Zero(t, *r.Harm, "%s: failed operations that one attempt completed", describe(r))
+			assert.GreaterOrEqual(t, *r.VsNone, 0.0, describe(r))
+			assert.False(t, r.Harmful, describe(r))
+			continue
+		}
+		var none *Result
+		for i := range res {
+			if res[i].Strategy == "none" && res[i].Scale == r.Scale && res[i].P == r.P {
+				none = &res[i]
+			}
+		}
+		require.NotNil(t, none, describe(r))
+		want := 0
+		for i, ok := range none.ok {
+			if ok && i%10 == 0 {
+				want++
+			}
+		}
+		assert.Equal(t, want, *r.Harm, describe(r))
+		assert.Positive(t, want)
+		assert.True(t, r.Harmful, describe(r))
 	}
 }
 
-// TestVirtualDefaults checks, at the default load in simulated time, the
-// figures bench/README.md reports from the real-socket run: at p = 1
-// resilient's defaults amplify at most 1.3 times and naive retries at least
-// 3.5 times; at p = 0.1 resilient's defaults succeed 99 % of the time.
-func TestVirtualDefaults(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.NoOutage, cfg.Ps, cfg.Strategies = true, []float64{0.1, 1}, []string{"naive", "resilient"}
-	res := RunVirtual(t, cfg)
-	checks := []struct {
-		p        float64
-		strategy string
-		ok       func(Result) bool
-		want     string
-	}{
-		{1, "resilient", func(r Result) bool { return r.Amplification <= 1.3 }, "amplification ≤ 1.3"},
-		{1, "naive", func(r Result) bool { return r.Amplification >= 3.5 }, "amplification ≥ 3.5"},
-		{0.1, "resilient", func(r Result) bool { return r.SuccessRate >= 0.99 }, "success ≥ 99 %"},
-	}
-	for _, c := range checks {
-		if r := find(res, ScenarioSteady, c.p, c.strategy); r == nil || !c.ok(*r) {
-			t.Errorf("%s at p=%g: want %s, got %+v", c.strategy, c.p, c.want, r)
+// refuseEveryTenth fails every tenth operation (by X-Storm-Op) without
+// sending it, and sends the others once.
+type refuseEveryTenth struct{ base http.RoundTripper }
+
+func (t refuseEveryTenth) RoundTrip(req *http.Request) (*http.Response, error) {
+	if n, err := strconv.Atoi(req.Header.Get(OperationHeader)); err == nil && n%10 == 0 {
+		if req.Body != nil {
+			req.Body.Close()
 		}
+		return nil, errors.New("refused locally")
 	}
+	return t.base.RoundTrip(req)
+}
+
+// TestOverloadWastedWork checks the work accounting on a tiny overload in
+// simulated time: one slot of 10 ms (100 requests/s) offered twice that,
+// shedding at half a request's cost, no failures and no lost responses.
+func TestOverloadWastedWork(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Clients, cfg.Rate = 1, 10
+	cfg.Capacity = Capacity{MaxConcurrent: 1, ServiceTime: 10 * time.Millisecond}
+	cfg.NoOutage, cfg.Ps, cfg.Overload, cfg.Ops = true, nil, []float64{2}, 400
+	cfg.ShedCost, cfg.Lost = 0.5, 0
+	cfg.Strategies = []string{"none", "naive"}
+	res := RunVirtual(t, cfg)
+	require.Len(t, res, 2)
+	for _, r := range res {
+		assert.Equal(t, 2.0, r.Factor)
+		assert.InDelta(t, float64(r.Admitted)+0.5*float64(r.Shed), r.Work, 1e-9, describe(r))
+		succeeded := r.SuccessRate * float64(r.Ops)
+		assert.InDelta(t, r.Work-succeeded, r.WastedWork, 1e-6, describe(r))
+		assert.Positive(t, r.Shed, "%s: offered twice the capacity, nothing shed", describe(r))
+		assert.LessOrEqual(t, r.GoodputPerS, 1.0/0.010, "%s: goodput above the server's capacity", describe(r))
+	}
+	none := find(res, ScenarioOverload, 0, "none")
+	require.NotNil(t, none)
+	// One attempt, no failure: every admitted request is a success, so the
+	// only waste is the shedding.
+	assert.EqualValues(t, none.Admitted, int64(none.SuccessRate*float64(none.Ops)+0.5))
+	assert.InDelta(t, 0.5*float64(none.Shed), none.WastedWork, 1e-6)
+	assert.InDelta(t, 200, float64(none.Ops)/none.DurationS, 1, "offered: twice the capacity of 100 requests/s")
 }
 
 // TestRetryModelTiny checks the Brooker 2022 model against its closed forms
@@ -58,16 +131,13 @@ func TestVirtualDefaults(t *testing.T) {
 func TestRetryModelTiny(t *testing.T) {
 	c := RetryModelConfig{Clients: 10, Rate: 10, Duration: 2 * time.Second, Ps: []float64{0, 0.5, 1}, Seed: 3}
 	res := RetryModel(t, c)
-	if len(res) != 3*len(retryModelStrategies()) {
-		t.Fatalf("%d results", len(res))
-	}
+	require.Len(t, res, 3*len(retryModelStrategies()))
 	for _, r := range res {
 		s, l, ok := RetryModelExpected(r.Strategy, r.P)
 		if !ok || r.P == 0.5 { // p = 0.5 is random: only the extremes are exact
 			continue
 		}
-		if r.SuccessRate != s || r.Amplification != l {
-			t.Errorf("%s p=%g: success %.3f load %.3f, want %.3f and %.3f", r.Strategy, r.P, r.SuccessRate, r.Amplification, s, l)
-		}
+		assert.Equal(t, s, r.SuccessRate, "%s p=%g success", r.Strategy, r.P)
+		assert.Equal(t, l, r.Amplification, "%s p=%g load", r.Strategy, r.P)
 	}
 }

@@ -20,6 +20,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -27,7 +28,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/resilienthttp/resilient/bench/storm"
@@ -46,7 +50,10 @@ func main() {
 
 	stdout := os.Stdout
 	if cfg.Virtual || len(out.Reproduce) > 0 {
-		os.Args = os.Args[:1]
+		// Virtual runs are parallel subtests; each bubble idles while the
+		// runtime hands its goroutines between threads, so more bubbles
+		// than cores keep the cores busy.
+		os.Args = []string{os.Args[0], "-test.parallel=" + strconv.Itoa(4*runtime.GOMAXPROCS(0))}
 		os.Stdout = os.Stderr
 		testing.Main(func(string, string) (bool, error) { return true, nil },
 			[]testing.InternalTest{{Name: "TestStorm", F: func(t *testing.T) {
@@ -60,10 +67,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := storm.Run(ctx, cfg)
-	if err != nil {
-		fail(err)
+	if rerr := report(stdout, cfg, out, res); rerr != nil {
+		fail(rerr)
 	}
-	if err := report(stdout, cfg, out, res); err != nil {
+	if err != nil {
+		// Interrupted: what finished is printed above.
 		fail(err)
 	}
 }
@@ -118,7 +126,9 @@ func virtual(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) erro
 	return nil
 }
 
-// report prints the results and writes the plots.
+// report prints the results; with -out it also writes them (storm.md,
+// storm.json with the series) and the plots into that directory. Disturbed
+// and invalid runs are marked in the results themselves, not on stderr.
 func report(w io.Writer, cfg storm.Config, out storm.Output, res []storm.Result) error {
 	var err error
 	if out.Format == "json" {
@@ -126,19 +136,30 @@ func report(w io.Writer, cfg storm.Config, out storm.Output, res []storm.Result)
 	} else {
 		err = storm.WriteMarkdown(w, res)
 	}
+	if err != nil || out.Dir == "" {
+		return err
+	}
+	if err := os.MkdirAll(out.Dir, 0o755); err != nil {
+		return err
+	}
+	var md, js bytes.Buffer
+	if err := storm.WriteMarkdown(&md, res); err != nil {
+		return err
+	}
+	if err := storm.WriteJSON(&js, res, true); err != nil {
+		return err
+	}
+	files := []string{filepath.Join(out.Dir, "storm.md"), filepath.Join(out.Dir, "storm.json")}
+	for i, b := range [][]byte{md.Bytes(), js.Bytes()} {
+		if err := os.WriteFile(files[i], b, 0o644); err != nil {
+			return err
+		}
+	}
+	plots, err := storm.WritePlots(out.Dir, cfg, res)
 	if err != nil {
 		return err
 	}
-	for _, line := range storm.Warnings(res) {
-		fmt.Fprintln(os.Stderr, line)
-	}
-	if out.Dir != "" {
-		files, err := storm.WritePlots(out.Dir, cfg, res)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(os.Stderr, "wrote", files)
-	}
+	fmt.Fprintln(os.Stderr, "wrote", append(files, plots...))
 	return nil
 }
 

@@ -39,13 +39,14 @@ func TestCommand(t *testing.T) {
 		if len(res) != 6 {
 			t.Errorf("%v: %d results, want 3 scenarios × 2 strategies", mode, len(res))
 		}
-		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") {
+		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") || !strings.Contains(stderr, "storm.md") {
 			t.Errorf("%v: no progress bar or plot on stderr:\n%s", mode, stderr)
 		}
 	}
 
-	stdout, _ := run("-virtual")
-	if !strings.HasPrefix(stdout, "| scenario |") || strings.Contains(stdout, "PASS") {
+	stdout, _ := run("-virtual", "-scales", "both")
+	if !strings.HasPrefix(stdout, "#### steady, a Transport per client") || !strings.Contains(stdout, "#### outage, one Transport shared") ||
+		strings.Contains(stdout, "PASS") {
 		t.Errorf("virtual Markdown output:\n%s", stdout)
 	}
 
