@@ -38,27 +38,31 @@ func DefaultRetryModelConfig() RetryModelConfig {
 
 // retryModelStrategies are the post's four players, each made of the SDK's
 // real Transport with FullJitter(100ms, 2s) between attempts: no retries;
-// 3 retries; the retry budget (resilient's, with its defaults: 20 % of first
-// attempts + 10/s over 10 s); the circuit breaker (resilient's defaults: open
-// at ≥ 50 % failures over ≥ 20 requests in 10 s, for 5 s). The budget and the
-// breaker each come with 3 retries, as in the post. A fifth, the budget
-// without its floor of 10 retries/s, is closest to the post's token bucket
-// (which earns retries only from traffic).
+// 3 retries; the retry budget (resilient's Finagle budget: 20 % of first
+// attempts + 10/s over 10 s); the circuit breaker (resilient's classic
+// breaker: open at ≥ 50 % failures over ≥ 20 requests in 10 s, for 5 s).
+// The budget and the breaker each come with 3 retries, as in the post. Then
+// the breaker refusing retries only, the budget without its floor of 10
+// retries/s (closest to the post's token bucket, which earns retries only
+// from traffic), and resilient's defaults: retry tokens earned by healthy
+// answers.
 func retryModelStrategies() []Strategy {
 	mk := func(name, desc string, opts ...resilient.Option) Strategy {
 		return Strategy{Name: name, Description: desc, Keyed: true, NewClient: func(base http.RoundTripper) *http.Client {
 			return bench.Resilient(base, opts...)
 		}}
 	}
+	none := resilient.WithoutRetryTokens()
 	return []Strategy{
-		mk("no retries", "1 attempt", resilient.WithMaxAttempts(1), resilient.WithoutBudget(), resilient.WithoutBreaker()),
-		mk("3 retries", "4 attempts, no budget, no breaker", resilient.WithoutBudget(), resilient.WithoutBreaker()),
-		mk("budget", "4 attempts + resilient's default retry budget", resilient.WithoutBreaker()),
-		mk("breaker", "4 attempts + resilient's default circuit breaker", resilient.WithoutBudget()),
-		mk("retry breaker", "4 attempts + resilient's breaker refusing retries only", resilient.WithoutBudget(),
+		mk("no retries", "1 attempt", resilient.WithMaxAttempts(1), none),
+		mk("3 retries", "4 attempts, no retry control", none),
+		mk("budget", "4 attempts + resilient's Finagle budget", none, resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())),
+		mk("breaker", "4 attempts + resilient's classic circuit breaker", none, resilient.WithBreaker(resilient.DefaultBreakerSettings())),
+		mk("retry breaker", "4 attempts + resilient's breaker refusing retries only", none,
 			resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true})),
-		mk("budget, no floor", "4 attempts + a budget of 20 % of first attempts, no per-second floor",
-			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.2, Window: 10 * time.Second}), resilient.WithoutBreaker()),
+		mk("budget, no floor", "4 attempts + a budget of 20 % of first attempts, no per-second floor", none,
+			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.2, MinPerSecond: -1, Window: 10 * time.Second})),
+		mk("retry tokens", "4 attempts + resilient's defaults: retry tokens"),
 	}
 }
 

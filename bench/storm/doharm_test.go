@@ -13,7 +13,6 @@ import (
 // HARM against "none" (success more than 0.5 point below none's, or more
 // than 0.5 % of the operations none completed failed).
 func TestDefaultsDoNoHarm(t *testing.T) {
-	t.Skip("the SDK's defaults do harm today (issue 11: the classic breaker and the host pause refuse first attempts); delete this line when the new defaults land")
 	cfg := DefaultConfig()
 	cfg.Ps, cfg.Ops = []float64{0.1, 0.3, 0.5, 0.9}, 2000
 	cfg.Scales = []string{ScalePerClient, ScaleShared}

@@ -72,40 +72,74 @@ var strategies = []Strategy{
 	},
 	{
 		Name:        "resilient-fulljitter",
-		Description: "resilient, FullJitter(100ms, 2s), 4 attempts, no budget, no breaker",
+		Description: "resilient, FullJitter(100ms, 2s), 4 attempts, no retry control",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithoutBudget(), resilient.WithoutBreaker())
+			return bench.Resilient(base, resilient.WithoutRetryTokens())
 		},
 	},
 	{
 		Name:        "resilient-decorrelated",
-		Description: "resilient, DecorrelatedJitter(100ms, 2s), 4 attempts, no budget, no breaker",
+		Description: "resilient, DecorrelatedJitter(100ms, 2s), 4 attempts, no retry control",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
 			return bench.Resilient(base, resilient.WithBackoff(resilient.DecorrelatedJitter(100*time.Millisecond, 2*time.Second)),
-				resilient.WithoutBudget(), resilient.WithoutBreaker())
+				resilient.WithoutRetryTokens())
 		},
 	},
 	{
 		Name:        "resilient-budget",
-		Description: "resilient defaults without the breaker: FullJitter + budget",
+		Description: "resilient with the Finagle budget (20 % + 10/s over 10 s) instead of retry tokens",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithoutBreaker())
+			return bench.Resilient(base, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig()))
+		},
+	},
+	{
+		Name:        "resilient-classic",
+		Description: "resilient's former defaults: Finagle budget + classic breaker (refuses first attempts while open)",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig()),
+				resilient.WithBreaker(resilient.DefaultBreakerSettings()))
 		},
 	},
 	{
 		Name:        "resilient-retrybreaker",
-		Description: "resilient defaults, breaker refusing retries only (BreakerSettings.RetriesOnly)",
+		Description: "resilient, Finagle budget + breaker refusing retries only (BreakerSettings.RetriesOnly)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true}))
+			return bench.Resilient(base, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig()),
+				resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true}))
+		},
+	},
+	{
+		Name:        "resilient-tokens-refill0.25",
+		Description: "resilient, retry tokens earning 0.25 per healthy answer (default 0.5)",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithRetryTokens(resilient.RetryTokensConfig{Refill: 0.25}))
+		},
+	},
+	{
+		Name:        "resilient-tokens-refill1",
+		Description: "resilient, retry tokens earning 1 per healthy answer (default 0.5)",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithRetryTokens(resilient.RetryTokensConfig{Refill: 1}))
+		},
+	},
+	{
+		Name:        "resilient-tokens-cap0.1",
+		Description: "resilient, retry tokens with a bucket of 10 % of recent first attempts (default 2 %)",
+		Keyed:       true,
+		NewClient: func(base http.RoundTripper) *http.Client {
+			return bench.Resilient(base, resilient.WithRetryTokens(resilient.RetryTokensConfig{CapRatio: 0.1}))
 		},
 	},
 	{
 		Name:        "resilient",
-		Description: "resilient defaults: FullJitter + budget + breaker",
+		Description: "resilient defaults: FullJitter + retry tokens (first attempts never refused)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
 			return bench.Resilient(base)
