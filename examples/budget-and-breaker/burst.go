@@ -13,7 +13,7 @@ import (
 	"github.com/resilienthttp/resilient"
 )
 
-// setting is one configuration of the retry budget and circuit breaker.
+// setting is one retry control compared.
 type setting struct {
 	name string
 	opts []resilient.Option
@@ -21,14 +21,22 @@ type setting struct {
 
 // result is what one burst did.
 type result struct {
-	ops, succeeded       int
-	sent                 int // requests the server received
-	attempts, retries    int // as the Transport counted them
-	byBudget, byBreaker  int // requests stopped by the budget, by the breaker
-	exhausted, otherFail int // requests out of attempts; other failures
+	ops       int // operations (POSTs) the application made
+	sent      int // requests the server received
+	firsts    int // first attempts sent
+	retries   int // retries sent
+	succeeded int // operations that ended with a 201
+
+	firstsRefused  int // operations refused before any attempt (an open classic breaker)
+	retriesRefused int // operations whose next retry was refused (tokens, budget or breaker)
+	exhausted      int // operations out of attempts
+	otherFail      int // anything else (an unsafe retry not sent, an error): none expected
+
+	created, replays int // the server's effects, and answers from its key store
 }
 
-// amplification is requests sent per logical operation.
+// amplification is requests sent per logical operation: the load the
+// retries add to what the application asked for.
 func (r result) amplification() float64 { return float64(r.sent) / float64(r.ops) }
 
 // burst sends ops POSTs through a fresh Transport configured with s, from
@@ -80,15 +88,21 @@ send:
 		return result{}, err
 	}
 
-	r := result{ops: ops, sent: srv.requests(), attempts: t.attempts, retries: t.retries}
+	r := result{ops: ops, sent: srv.requests(), firsts: t.firsts, retries: t.retries}
+	r.created, r.replays = srv.effects()
+	for outcome, n := range t.unsent {
+		if outcome == resilient.OutcomeCircuitOpen {
+			r.firstsRefused += n
+		} else {
+			r.otherFail += n
+		}
+	}
 	for outcome, n := range t.outcomes {
 		switch outcome {
 		case resilient.OutcomeSuccess, resilient.OutcomeReplayed:
 			r.succeeded += n
-		case resilient.OutcomeBudgetExhausted:
-			r.byBudget += n
-		case resilient.OutcomeCircuitOpen:
-			r.byBreaker += n
+		case resilient.OutcomeBudgetExhausted, resilient.OutcomeCircuitOpen:
+			r.retriesRefused += n
 		case resilient.OutcomeRetriesExhausted:
 			r.exhausted += n
 		default:

@@ -7,27 +7,34 @@ import (
 	"github.com/resilienthttp/resilient"
 )
 
-// tally counts a Transport's Events: attempts, retries and how each request
-// ended. It is a resilient.Observer (its observe method), safe for concurrent
-// use.
+// tally counts a Transport's Events: first attempts and retries sent, and
+// how each request ended. It is a resilient.Observer (its observe method),
+// safe for concurrent use.
 type tally struct {
 	mu       sync.Mutex
-	attempts int
-	retries  int
-	outcomes map[string]int // resilient.Outcome… → requests
+	firsts   int            // first attempts sent
+	retries  int            // retries sent
+	outcomes map[string]int // resilient.Outcome… → requests that sent at least one attempt
+	unsent   map[string]int // resilient.Outcome… → requests refused before any attempt
 }
 
-func newTally() *tally { return &tally{outcomes: map[string]int{}} }
+func newTally() *tally { return &tally{outcomes: map[string]int{}, unsent: map[string]int{}} }
 
 func (t *tally) observe(_ context.Context, e resilient.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch e.Kind {
 	case resilient.EventAttempt:
-		t.attempts++
-	case resilient.EventRetry:
-		t.retries++
+		if e.Attempt == 0 {
+			t.firsts++
+		} else {
+			t.retries++
+		}
 	case resilient.EventOutcome:
-		t.outcomes[e.Outcome]++
+		if e.Attempts == 0 {
+			t.unsent[e.Outcome]++
+		} else {
+			t.outcomes[e.Outcome]++
+		}
 	}
 }
