@@ -122,7 +122,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, cfg *config, 
 	path := "/v1/" + collection
 	sc := scope{principal: principalOf(r), route: http.MethodPost + " " + path, key: key}
 	if !hasKey {
-		if resp := s.pre(w, r, f); resp != nil {
+		if resp := s.pre(w, r, f, nil); resp != nil {
 			s.send(w, r, resp, "", f)
 			return
 		}
@@ -135,7 +135,7 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, cfg *config, 
 		s.execute(w, r, cfg, f, sc, rec, collection, obj)
 		return
 	}
-	if resp := s.pre(w, r, f); resp != nil {
+	if resp := s.pre(w, r, f, nil); resp != nil {
 		s.send(w, r, resp, "", f)
 		return
 	}
@@ -163,7 +163,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, cfg *config, f 
 			s.table.release(sc, rec)
 		}
 	}()
-	if resp := s.pre(w, r, f); resp != nil {
+	if resp := s.pre(w, r, f, func() { s.table.release(sc, rec); settled = true }); resp != nil {
 		idem := ""
 		if cfg.storesInjected(resp.status) {
 			s.table.complete(sc, rec, resp)
@@ -212,7 +212,7 @@ func (s *Server) create(collection string, obj map[string]any, sc scope, hasKey 
 // serveGet reads an object.
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rp *routePlan, collection, id string) {
 	f := rp.next(rp.operationOf(r, ""), &s.ops)
-	if resp := s.pre(w, r, f); resp != nil {
+	if resp := s.pre(w, r, f, nil); resp != nil {
 		s.send(w, r, resp, "", f)
 		return
 	}

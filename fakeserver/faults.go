@@ -81,13 +81,21 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 
 // pre carries out the part of f before the effect: its latency, then a status
 // (returned, to be sent instead of executing), a reset or a hang (neither
-// returns). It returns nil when the request goes on.
-func (s *Server) pre(w http.ResponseWriter, r *http.Request, f Fault) *response {
+// returns). It returns nil when the request goes on. settle, if not nil, is
+// called before the connection is aborted, so that a client that sees the
+// reset finds the key released, not still in progress.
+func (s *Server) pre(w http.ResponseWriter, r *http.Request, f Fault, settle func()) *response {
 	if f.Kind == FaultLatency {
 		s.stats.fault(string(FaultLatency))
 	}
+	abort := func(kind abortKind) {
+		if settle != nil {
+			settle()
+		}
+		abortConn(w, kind)
+	}
 	if !s.sleep(r.Context(), time.Duration(f.Latency)) {
-		abortConn(w, abortGone)
+		abort(abortGone)
 	}
 	switch f.Kind {
 	case FaultStatus:
@@ -95,14 +103,14 @@ func (s *Server) pre(w http.ResponseWriter, r *http.Request, f Fault) *response 
 		return s.statusResponse(f)
 	case FaultReset:
 		s.stats.fault(string(FaultReset))
-		abortConn(w, abortReset)
+		abort(abortReset)
 	case FaultHang:
 		s.stats.fault(string(FaultHang))
 		select {
 		case <-r.Context().Done():
 		case <-s.closing.Done():
 		}
-		abortConn(w, abortGone)
+		abort(abortGone)
 	}
 	return nil
 }

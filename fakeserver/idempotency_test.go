@@ -109,7 +109,7 @@ func TestPayloadMismatch(t *testing.T) {
 		status int
 	}{
 		{"default 422", nil, http.StatusUnprocessableEntity},
-		{"409 as seed 000 prefers", []fakeserver.Option{fakeserver.WithMismatchStatus(http.StatusConflict)}, http.StatusConflict},
+		{"409, as some APIs answer", []fakeserver.Option{fakeserver.WithMismatchStatus(http.StatusConflict)}, http.StatusConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

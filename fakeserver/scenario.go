@@ -57,7 +57,7 @@ type Mode string
 const (
 	// ModeIETF stores successes and final client errors; a transient failure
 	// (5xx, 408, 409, 425, 429, a reset or a hang) releases the key, so a retry
-	// executes again (the IETF draft, seed 002). It is the default.
+	// executes again (what the IETF idempotency-key draft asks). It is the default.
 	ModeIETF Mode = "ietf"
 	// ModeStripe stores whatever was answered once execution started, 5xx
 	// included (Stripe replays its 500s); only 429 and dropped connections are
