@@ -80,7 +80,7 @@ func TestCloseReleasesHangsAndRefusesLaterRequests(t *testing.T) {
 		_, err := s.Transport().RoundTrip(newPost(t, context.Background(), &trackedBody{Reader: strings.NewReader(`{}`)}))
 		errc <- err
 	}()
-	require.Eventually(t, func() bool { return s.Stats().InFlight == 1 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Stats().InFlight == 1 }, 30*time.Second, time.Millisecond)
 	s.Close() // must not wait forever for the hung request
 	require.ErrorIs(t, <-errc, io.ErrUnexpectedEOF)
 
