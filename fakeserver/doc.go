@@ -13,7 +13,10 @@
 // # Idempotency
 //
 // A POST that carries Idempotency-Key (bare, abc, or as the IETF draft's
-// quoted string, "abc"; at most MaxKeyLength bytes) is idempotent. Its record
+// quoted string, "abc"; at most MaxKeyLength bytes) is idempotent. Every
+// answer to a request with a key echoes it (Idempotency-Key), faults and
+// sheds included, as Stripe's API does: that is how a client learns that
+// the server dedupes. Its record
 // is keyed by the principal (SHA-256 of Authorization; the header is never
 // stored), the method and route, and the key; it holds the request's
 // fingerprint, SHA-256 of the method, the path and the canonical JSON body

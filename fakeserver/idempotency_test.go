@@ -315,3 +315,21 @@ func TestWhatIsStored(t *testing.T) {
 		})
 	}
 }
+
+// Every answer to a keyed request echoes its key, an injected fault's too:
+// the evidence a client needs that the server dedupes.
+func TestEveryAnswerEchoesTheKey(t *testing.T) {
+	s := fakeserver.New()
+	defer s.Close()
+	require.NoError(t, s.Enqueue("POST /v1/charges", fakeserver.Fault{Kind: fakeserver.FaultStatus, Status: 503}))
+	for _, want := range []int{503, 201} {
+		req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/charges", strings.NewReader(`{"amount":1}`))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "k-1")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode)
+		assert.Equal(t, "k-1", resp.Header.Get("Idempotency-Key"))
+	}
+}

@@ -38,8 +38,10 @@ func checkInvariants(t *testing.T, cfg Config, res []Result) {
 			assert.Zero(t, r.Duplicates, "%s: duplicate effects for a keyed strategy", describe(r))
 		}
 		assert.Positive(t, r.Ops, describe(r))
-		// Every operation that reached the server is at least one request.
-		assert.GreaterOrEqual(t, r.ServerRequests, int64(r.Ops-r.Unsent), describe(r))
+		// Every operation that succeeded is at least one request the server
+		// saw. (Not every operation the client sent: on a busy machine one
+		// can time out before the server reads it.)
+		assert.GreaterOrEqual(t, r.ServerRequests, int64(r.SuccessRate*float64(r.Ops)+0.5)-1, describe(r))
 		assert.Equal(t, r.Scenario == ScenarioOutage, r.RecoveryS != nil, "%s: recovery %v", describe(r), r.RecoveryS)
 		assert.Equal(t, r.LateOps > 0 || r.AcceptErrors > 0 || r.Overran, r.Disturbed, describe(r))
 		if r.Strategy == "none" {
