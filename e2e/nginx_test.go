@@ -139,7 +139,7 @@ http {
 // readTimeout, so a slower upstream gets 504) and returns its base URL.
 func startNginx(t *testing.T, upstream string, readTimeout time.Duration) string {
 	t.Helper()
-	bin := findBinary(t, "E2E_NGINX", "nginx", "/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin")
+	bin := findBinary(t, "E2E_NGINX", "nginx", "apt-get install nginx", "/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin")
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := filepath.Join(dir, "nginx.conf")

@@ -21,7 +21,7 @@ import (
 // a client of its API. The server is stopped when the test ends.
 func startToxiproxy(t *testing.T) *toxiproxy.Client {
 	t.Helper()
-	bin := findBinary(t, "E2E_TOXIPROXY_SERVER", "toxiproxy-server", goBin())
+	bin := findBinary(t, "E2E_TOXIPROXY_SERVER", "toxiproxy-server", "go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0, renamed toxiproxy-server", goBin())
 	addr := "127.0.0.1:" + itoa(freePort(t))
 	host, port, _ := strings.Cut(addr, ":")
 	cmd := exec.Command(bin, "-host", host, "-port", port)
