@@ -63,14 +63,14 @@ func allRows(tp func() *toxiproxy.Client) []matrixRow {
 }
 
 // defaultsLoad is the workload of row c for the comparison with a bare
-// client: fewer operations than the matrix sends, no options (the SDK's
+// client: at most 300 operations, as many workers, no options (the SDK's
 // defaults), and the caller's deadline per operation: c.deadline, which
 // turns the delays of the rows that retry past an attempt timeout into
 // failures for both clients alike, else 2 s.
 func defaultsLoad(c faultCase) load {
 	l := load{
 		ops:         min(scaled(c.load.ops), 300),
-		concurrency: min(c.load.concurrency, 32),
+		concurrency: c.load.concurrency, // the capacity storm needs its 96 workers to hit the capacity
 		pace:        c.load.pace,
 		fresh:       c.load.fresh,
 		opTimeout:   2 * time.Second,
