@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -14,22 +17,65 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// ignoreKeys turns the fake server into an API that knows nothing of
-// idempotency keys (GitHub's, say): the handler behind it never sees the
-// Idempotency-Key header, so every POST that reaches it creates a resource
-// (one effect in the ledger), and no answer shows that the server dedupes
-// (no Idempotency-Status, no echo of the key). The fake server's faults,
+// ignoreKeys returns a middleware that turns the fake server into an API
+// that knows nothing of idempotency keys (GitHub's, say): the handler behind
+// it never sees the Idempotency-Key header, so every POST that reaches it
+// creates a resource (one effect in the ledger). The fake server's faults,
 // outages and capacity model are unchanged, so every row of the fault
-// matrices applies to it as it is.
-func ignoreKeys(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del("Idempotency-Key")
-		next.ServeHTTP(w, r)
-	})
+// matrices applies to it as it is. Each answer that would show a client that
+// the server dedupes (Idempotency-Status, Idempotent-Replayed, or the key
+// echoed) adds one to shown, which must stay 0.
+func ignoreKeys(shown *atomic.Int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Del("Idempotency-Key")
+			next.ServeHTTP(&evidenceWatch{ResponseWriter: w, shown: shown}, r)
+		})
+	}
 }
+
+// evidenceWatch counts the answers whose headers show dedupe by key.
+type evidenceWatch struct {
+	http.ResponseWriter
+	shown   *atomic.Int64
+	checked bool
+}
+
+func (e *evidenceWatch) WriteHeader(code int) {
+	if !e.checked {
+		e.checked = true
+		h := e.Header()
+		if h.Get("Idempotency-Status") != "" || h.Get("Idempotent-Replayed") != "" || h.Get("Idempotency-Key") != "" {
+			e.shown.Add(1)
+		}
+	}
+	e.ResponseWriter.WriteHeader(code)
+}
+
+func (e *evidenceWatch) Write(b []byte) (int, error) {
+	if !e.checked {
+		e.WriteHeader(http.StatusOK)
+	}
+	return e.ResponseWriter.Write(b)
+}
+
+// Flush and Hijack keep the fake server's slow bodies and dropped
+// connections working through the watch.
+func (e *evidenceWatch) Flush() {
+	if f, ok := e.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (e *evidenceWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(e.ResponseWriter).Hijack()
+}
+
+func (e *evidenceWatch) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 // matrixRow is a row of one of the fault matrices and how to stand up its
 // API: the fake server (its handler wrapped by wrap) behind the row's
@@ -150,9 +196,11 @@ func TestNeverWorseThanBareClient(t *testing.T) {
 				results, elapsed := l.run(t)
 				return results, srv, elapsed
 			}
-			bareRes, bareSrv, _ := run(ignoreKeys, true)
-			wrapRes, wrapSrv, _ := run(ignoreKeys, false)
+			var shown atomic.Int64
+			bareRes, bareSrv, _ := run(ignoreKeys(&shown), true)
+			wrapRes, wrapSrv, _ := run(ignoreKeys(&shown), false)
 			rows = append(rows, compare(t, name, bareRes, effectsByOp(t, bareSrv), wrapRes, effectsByOp(t, wrapSrv)))
+			assert.Zero(t, shown.Load(), "answers of the API that ignores keys showed dedupe by key")
 
 			c := row.c
 			if c.hits != nil {
