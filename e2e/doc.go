@@ -20,16 +20,16 @@
 // responses) behind a fault proxy: how the SDK accounts for an SDK that
 // retries on its own, and the two setups that make sense.
 //
+// The tests in files with the build tag sdkbugs state requirements the SDK
+// does not meet yet; they fail until it does:
+//
+//	cd e2e && go test -race -tags sdkbugs -run TestStripeGoAndALocalRefusal ./...
+//
 // TestNeverWorseThanBareClient sends, under every fault of the three fault
 // matrices, the same POSTs with a bare client and with resilient.Wrap and
 // its defaults to an API that ignores idempotency keys, and checks that no
 // operation gets more effects with the SDK than without (see its doc). Its
 // second table holds the same rows, with the defaults, to the oracle below.
-//
-// The tests in files with the build tag sdkbugs state requirements the SDK
-// does not meet yet; they fail until it does:
-//
-//	cd e2e && go test -race -tags sdkbugs -run 'TestStripeGoDoesNotRetryALocalRefusal' ./...
 //
 // # The oracle
 //
