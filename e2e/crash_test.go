@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +53,67 @@ const (
 	// the server; the Transport sleeps before the retry.
 	killBackoffBeforeEffect = "backoff-before-effect"
 	killRandom              = "random"
+	// The same four kill points in the second hop of an operation that
+	// goes through a 307 or 308 redirect (see redirects): after the first
+	// hop's redirect was answered and the client follows it.
+	killHopClaimed             = "hop-claimed"
+	killHopSent                = "hop-sent"
+	killHopBackoffAfterEffect  = "hop-backoff-after-effect"
+	killHopBackoffBeforeEffect = "hop-backoff-before-effect"
 )
+
+// crashPhases are the kill points of the crash matrices, in the order the
+// first kills take them (each once), before random draws.
+var crashPhases = []string{killClaimed, killSent, killBackoffAfterEffect, killBackoffBeforeEffect,
+	killHopClaimed, killHopSent, killHopBackoffAfterEffect, killHopBackoffBeforeEffect, killRandom}
+
+// hopPhase reports whether a kill point is in the second hop of a redirect.
+func hopPhase(phase string) bool { return strings.HasPrefix(phase, "hop-") }
+
+// redirectCode is the status of the redirect that operation n goes
+// through before it reaches POST /v1/charges (307, 308), or 0 if it goes
+// there directly: a quarter of the operations each way, half directly.
+func redirectCode(n int) int {
+	switch n % 4 {
+	case 1:
+		return http.StatusTemporaryRedirect
+	case 3:
+		return http.StatusPermanentRedirect
+	}
+	return 0
+}
+
+// redirectPath is the path that redirects to /v1/charges with the status
+// given in its code parameter.
+const redirectPath = "/v1/redirect/charges"
+
+// redirecting is the API's middleware that answers POST redirectPath with
+// its redirect to /v1/charges (the body is read, nothing is created), as a
+// gateway that moved a route would.
+func redirecting(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != redirectPath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		code, err := strconv.Atoi(r.URL.Query().Get("code"))
+		if err != nil || (code != http.StatusTemporaryRedirect && code != http.StatusPermanentRedirect) {
+			http.Error(w, "bad code", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Location", "/v1/charges")
+		w.WriteHeader(code)
+	})
+}
+
+// opURL is the URL operation n is first sent to.
+func opURL(base string, n int) string {
+	if c := redirectCode(n); c != 0 {
+		return base + redirectPath + "?code=" + strconv.Itoa(c)
+	}
+	return base + "/v1/charges"
+}
 
 // opName is the Store's name of operation n.
 func opName(n int) string { return "charge:" + strconv.Itoa(n) }
@@ -92,21 +153,21 @@ func crashChild() int {
 	defer store.Close()
 
 	backoff := resilient.Exponential(5*time.Millisecond, 20*time.Millisecond)
-	if strings.HasPrefix(phase, "backoff") {
+	if strings.Contains(phase, "backoff") {
 		backoff = resilient.Exponential(5*time.Second, 5*time.Second) // the parent kills it meanwhile
 	}
 	base := &crashBase{next: &http.Transport{}, phase: phase, op: killOp}
 	client := &http.Client{Transport: resilient.NewTransport(base,
 		resilient.WithStore(store), resilient.WithBackoff(backoff), resilient.WithoutBudget(), resilient.WithoutBreaker(),
 		resilient.WithObserver(func(ctx context.Context, e resilient.Event) {
-			if e.Kind == resilient.EventRetry && e.Operation == opName(killOp) && strings.HasPrefix(phase, "backoff") {
+			if e.Kind == resilient.EventRetry && e.Operation == opName(killOp) && strings.Contains(phase, "backoff") {
 				fmt.Printf("at %s %d\n", phase, killOp) // the backoff sleep follows
 			}
 		}))}
 	issue := func(n int) (string, int, error) {
 		var rep resilient.Report
 		ctx := resilient.ContextWithReport(resilient.ContextWithOperation(context.Background(), opName(n)), &rep)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv(crashURLEnv)+"/v1/charges", strings.NewReader(chargeBody(n)))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, opURL(os.Getenv(crashURLEnv), n), strings.NewReader(chargeBody(n)))
 		if err != nil {
 			return "", 0, err
 		}
@@ -160,19 +221,27 @@ func crashChild() int {
 }
 
 // crashBase is the crash child's base transport: it stops at the kill point
-// of its phase for operation op (the X-E2E-Op header), attempt 0.
+// of its phase for operation op (the X-E2E-Op header): at its attempt 0, or
+// for a hop phase at the first request of its second hop (POST /v1/charges
+// after the redirect).
 type crashBase struct {
 	next  http.RoundTripper
 	phase string
 	op    int
+	hop   atomic.Bool // the second hop's first request was seen
 }
 
 func (b *crashBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	mine := req.Header.Get("X-E2E-Op") == strconv.Itoa(b.op) && req.Header.Get("Retry-Attempt") == "0"
+	mine := req.Header.Get("X-E2E-Op") == strconv.Itoa(b.op)
+	if hopPhase(b.phase) {
+		mine = mine && req.URL.Path == "/v1/charges" && b.hop.CompareAndSwap(false, true)
+	} else {
+		mine = mine && req.Header.Get("Retry-Attempt") == "0"
+	}
 	if !mine {
 		return b.next.RoundTrip(req)
 	}
-	switch b.phase {
+	switch strings.TrimPrefix(b.phase, "hop-") {
 	case killClaimed:
 		fmt.Printf("at %s %d\n", b.phase, b.op)
 		waitForKill()
@@ -186,7 +255,7 @@ func (b *crashBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch b.phase {
+	switch strings.TrimPrefix(b.phase, "hop-") {
 	case killSent:
 		fmt.Printf("at %s %d\n", b.phase, b.op)
 		waitForKill()
@@ -262,31 +331,41 @@ func runCrashChild(t *testing.T, url, db string, ops int, completed map[int]bool
 	return inc
 }
 
-// TestCrashMatrix kills the client process with SIGKILL at random points of
-// its operations — after the Store claim and before sending, after the
-// server committed, during the backoff before a retry (with and without an
-// effect), and at random times — and restarts it each time on the same bolt
-// file. Each restarted process resumes the pending operations with their
-// keys (Store.Pending, ContextWithOperation), then goes on. At the end every
-// operation has exactly one effect, under the key its Store holds.
+// TestCrashMatrix kills the client process with SIGKILL at points of its
+// operations — after the Store claim and before sending, after the server
+// committed, during the backoff before a retry (with and without an
+// effect), each also in the second hop of an operation that goes through a
+// 307 or 308 redirect, and at random times — and restarts it each time on
+// the same bolt file. The first kills take every kill point once, in a
+// random order; the rest are drawn at random. Each restarted process resumes
+// the pending operations with their keys (Store.Pending,
+// ContextWithOperation), then goes on. An operation killed at a kill point
+// is resumed by the next process (it was pending, not lost nor marked done
+// by a redirect), and at the end every operation has exactly one effect,
+// under the key its Store holds, and nothing is pending.
 func TestCrashMatrix(t *testing.T) {
 	ops, maxKills := 36, 14
 	if testing.Short() {
-		ops, maxKills = 12, 5
+		ops, maxKills = 16, len(crashPhases)
 	}
 	// 10 ms of server latency, so that a random kill often lands while a
 	// request is in flight.
-	srv, url := startAPI(t, chargesRoute(fakeserver.Fault{Kind: fakeserver.FaultLatency, Latency: fakeserver.Duration(10 * time.Millisecond), Probability: 1}), nil)
+	srv, url := startAPI(t, chargesRoute(fakeserver.Fault{Kind: fakeserver.FaultLatency, Latency: fakeserver.Duration(10 * time.Millisecond), Probability: 1}), redirecting)
 	db := filepath.Join(t.TempDir(), "keys.db")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("kill points drawn with seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 8))
-	phases := []string{killClaimed, killSent, killBackoffAfterEffect, killBackoffBeforeEffect, killRandom}
+	plan := append([]string(nil), crashPhases...)
+	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 
 	keys := map[int]string{} // op → key the child reported
 	completed := map[int]bool{}
 	kills := map[string]int{}
 	resumed := 0
+	// Operations killed at a kill point and not completed since: pending in
+	// the Store, so the next process must resume them (Store.Pending), not
+	// issue them as new ones.
+	killedOps := map[int]bool{}
 	var final incarnation
 	for i := 0; ; i++ {
 		require.Less(t, i, maxKills+5, "the child never finished")
@@ -296,13 +375,30 @@ func TestCrashMatrix(t *testing.T) {
 				remaining = append(remaining, k)
 			}
 		}
-		kill := ""
+		kill, killOp := "", -1
 		if sum(kills) < maxKills && len(remaining) > 0 {
-			switch phase := phases[rng.IntN(len(phases))]; phase {
-			case killRandom:
+			phase := crashPhases[rng.IntN(len(crashPhases))]
+			if i < len(plan) {
+				phase = plan[i]
+			}
+			candidates := remaining
+			if hopPhase(phase) {
+				candidates = nil
+				for _, k := range remaining {
+					if redirectCode(k) != 0 {
+						candidates = append(candidates, k)
+					}
+				}
+				if len(candidates) == 0 { // no redirect left: the same point, first hop
+					phase, candidates = strings.TrimPrefix(phase, "hop-"), remaining
+				}
+			}
+			switch {
+			case phase == killRandom:
 				kill = fmt.Sprintf("%s:%d", phase, 15+rng.IntN(50))
-			default:
-				kill = fmt.Sprintf("%s:%d", phase, remaining[rng.IntN(min(len(remaining), 3))])
+			case len(candidates) > 0:
+				killOp = candidates[rng.IntN(min(len(candidates), 3))]
+				kill = fmt.Sprintf("%s:%d", phase, killOp)
 			}
 		}
 		inc := runCrashChild(t, url, db, ops, completed, kill)
@@ -320,7 +416,10 @@ func TestCrashMatrix(t *testing.T) {
 				completed[k] = true
 				if f[0] == "resume" {
 					resumed++
+				} else if killedOps[k] {
+					t.Errorf("incarnation %d: op %d, killed at a kill point before, was issued anew, not resumed from Store.Pending (lost, or marked done too early)", i, k)
 				}
+				delete(killedOps, k)
 			case "error":
 				t.Fatalf("incarnation %d (kill %q): child: %s", i, kill, line)
 			}
@@ -328,6 +427,9 @@ func TestCrashMatrix(t *testing.T) {
 		if inc.killed {
 			phase, _, _ := strings.Cut(kill, ":")
 			kills[phase]++
+			if killOp >= 0 {
+				killedOps[killOp] = true
+			}
 			continue
 		}
 		require.NoError(t, inc.exitErr, "incarnation %d (kill %q): %v", i, kill, inc.lines)
@@ -336,6 +438,7 @@ func TestCrashMatrix(t *testing.T) {
 	}
 	require.NotEmpty(t, final.lines)
 	assert.Equal(t, "pending 0", final.lines[len(final.lines)-1], "the last process left pending operations")
+	assert.Empty(t, killedOps, "operations killed at a kill point and never resumed")
 
 	// The oracle: one effect per operation, under the key the client used.
 	effects := map[int][]fakeserver.Entry{}
@@ -352,6 +455,11 @@ func TestCrashMatrix(t *testing.T) {
 		}
 	}
 	assert.Len(t, effects, ops, "effects for operations that do not exist")
+	for _, phase := range crashPhases {
+		if phase != killRandom { // a random kill may come after the child is done
+			assert.Positive(t, kills[phase], "kill point %s never taken", phase)
+		}
+	}
 	assert.Zero(t, srv.Stats().DuplicateEffects)
 	t.Logf("crash matrix (bolt): %d operations, %d SIGKILLs %v, %d operations resumed from Store.Pending, %d effects, %d duplicates, %d requests",
 		ops, sum(kills), kills, resumed, srv.TotalEffects(), srv.Stats().DuplicateEffects, srv.Stats().Requests)

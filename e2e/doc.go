@@ -7,12 +7,29 @@
 //
 // # Running
 //
-//	scripts/e2e-deps             # once: installs toxiproxy-server and nginx
+//	scripts/e2e-deps             # once: installs toxiproxy-server, nginx and stripe-mock
 //	cd e2e && go test -race ./...
 //	cd e2e && go test -race -short ./...   # fewer operations per fault
 //
-// A missing toxiproxy-server or nginx fails the tests (never skips them) with a
-// message naming scripts/e2e-deps.
+// A missing toxiproxy-server, nginx or stripe-mock fails the tests (never skips
+// them) with a message naming scripts/e2e-deps and the command that installs
+// the program.
+//
+// TestStripeGoAgainstStripeMock runs github.com/stripe/stripe-go, whose HTTP
+// client is a resilient one, against stripe-mock (Stripe's API with canned
+// responses) behind a fault proxy: how the SDK accounts for an SDK that
+// retries on its own, and the two setups that make sense.
+//
+// The tests in files with the build tag sdkbugs state requirements the SDK
+// does not meet yet; they fail until it does:
+//
+//	cd e2e && go test -race -tags sdkbugs -run TestStripeGoAndALocalRefusal ./...
+//
+// TestNeverWorseThanBareClient sends, under every fault of the three fault
+// matrices, the same POSTs with a bare client and with resilient.Wrap and
+// its defaults to an API that ignores idempotency keys, and checks that no
+// operation gets more effects with the SDK than without (see its doc). Its
+// second table holds the same rows, with the defaults, to the oracle below.
 //
 // # The oracle
 //

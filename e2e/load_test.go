@@ -42,6 +42,9 @@ type load struct {
 	fresh bool
 	// options configure the client's resilient.Transport.
 	options []resilient.Option
+	// bare sends the operations with the base client alone, without the
+	// SDK (options unused): what the SDK is compared with.
+	bare bool
 	// during, if set, runs while the operations do (it must return when ctx
 	// is done).
 	during func(ctx context.Context)
@@ -76,7 +79,10 @@ func (l load) run(t *testing.T) ([]result, time.Duration) {
 		DisableKeepAlives:   l.fresh,
 	}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: resilient.NewTransport(base, l.options...)}
+	client := &http.Client{Transport: base}
+	if !l.bare {
+		client = resilient.Wrap(client, l.options...)
+	}
 
 	results := make([]result, l.ops)
 	var next atomic.Int64

@@ -42,14 +42,28 @@ type faultCase struct {
 	// hits counts the faults that wrap injected.
 	hits *atomic.Int64
 	load load
+	// deadline is the caller's deadline per operation when the row is run
+	// with the SDK's defaults (TestNeverWorseThanBareClient), for rows whose
+	// fault is a delay that load.options turn into a failure with an
+	// attempt timeout; 0 for the default.
+	deadline time.Duration
 }
 
 // TestFaultMatrix runs thousands of keyed operations from concurrent clients,
 // over loopback, against the fake server under each fault in turn, and holds
 // every operation to the oracle of the package doc.
 func TestFaultMatrix(t *testing.T) {
-	var resets atomic.Int64
-	cases := []faultCase{
+	rows := runMatrix(t, faultRows(), func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
+		return startAPI(t, c.scenario, c.wrap)
+	})
+	t.Log(table("fault matrix: fake server on 127.0.0.1", rows))
+}
+
+// faultRows are the rows of TestFaultMatrix, each with its own counter of
+// injected faults where the fault is a middleware's.
+func faultRows() []faultCase {
+	resets := new(atomic.Int64)
+	return []faultCase{
 		{
 			name:     "lost response after commit",
 			scenario: chargesRoute(fakeserver.Fault{Kind: fakeserver.FaultLostResponse, Probability: 0.3}),
@@ -62,14 +76,15 @@ func TestFaultMatrix(t *testing.T) {
 		},
 		{
 			name: "reset after the effect",
-			wrap: resetAfterEffect(0.3, 8, &resets),
-			hits: &resets,
+			wrap: resetAfterEffect(0.3, 8, resets),
+			hits: resets,
 			load: load{ops: 1500, concurrency: 32, options: retrying()},
 		},
 		{
 			name:     "hang past the attempt timeout",
 			scenario: chargesRoute(fakeserver.Fault{Kind: fakeserver.FaultHang, Probability: 0.15}),
 			load:     load{ops: 1000, concurrency: 64, options: retrying(resilient.WithAttemptTimeout(100 * time.Millisecond))},
+			deadline: 300 * time.Millisecond,
 		},
 		{
 			// Two attempts of one operation in flight at once: one executes,
@@ -104,7 +119,8 @@ func TestFaultMatrix(t *testing.T) {
 				fakeserver.Fault{Kind: fakeserver.FaultSlowBody, BodyDuration: fakeserver.Duration(30 * time.Millisecond), Probability: 0.3},
 				fakeserver.Fault{Kind: fakeserver.FaultSlowBody, BodyDuration: fakeserver.Duration(500 * time.Millisecond), Probability: 0.05},
 			),
-			load: load{ops: 1000, concurrency: 64, options: retrying(resilient.WithAttemptTimeout(250 * time.Millisecond))},
+			load:     load{ops: 1000, concurrency: 64, options: retrying(resilient.WithAttemptTimeout(250 * time.Millisecond))},
+			deadline: 250 * time.Millisecond,
 		},
 		{
 			name: "truncated and malformed bodies",
@@ -139,13 +155,10 @@ func TestFaultMatrix(t *testing.T) {
 				fakeserver.Fault{Kind: fakeserver.FaultTruncatedBody, Probability: 0.05},
 				fakeserver.Fault{Kind: fakeserver.FaultSlowBody, BodyDuration: fakeserver.Duration(20 * time.Millisecond), Probability: 0.05},
 			),
-			load: load{ops: 1500, concurrency: 32, options: retrying(resilient.WithMaxAttempts(4), resilient.WithAttemptTimeout(150*time.Millisecond))},
+			load:     load{ops: 1500, concurrency: 32, options: retrying(resilient.WithMaxAttempts(4), resilient.WithAttemptTimeout(150*time.Millisecond))},
+			deadline: 300 * time.Millisecond,
 		},
 	}
-	rows := runMatrix(t, cases, func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
-		return startAPI(t, c.scenario, c.wrap)
-	})
-	t.Log(table("fault matrix: fake server on 127.0.0.1", rows))
 }
 
 // runMatrix runs each case as a subtest against the API that start gives it

@@ -27,15 +27,18 @@ import (
 type upstream struct {
 	fs   *fakeserver.Server
 	addr string
+	wrap func(http.Handler) http.Handler // nil: the fake server's handler as is
 
 	mu  sync.Mutex
 	srv *http.Server // nil while stopped
 	wg  sync.WaitGroup
 }
 
-func newUpstream(t *testing.T, sc fakeserver.Scenario) *upstream {
+// newUpstream starts the upstream of a fake server with sc, its handler
+// wrapped by wrap when set.
+func newUpstream(t *testing.T, sc fakeserver.Scenario, wrap func(http.Handler) http.Handler) *upstream {
 	t.Helper()
-	u := &upstream{fs: fakeserver.NewUnstarted(fakeserver.WithScenario(sc)), addr: "127.0.0.1:" + itoa(freePort(t))}
+	u := &upstream{fs: fakeserver.NewUnstarted(fakeserver.WithScenario(sc)), addr: "127.0.0.1:" + itoa(freePort(t)), wrap: wrap}
 	require.NoError(t, u.start())
 	require.NoError(t, u.fs.SetScenario(sc)) // outage windows count from now
 	t.Cleanup(func() {
@@ -61,7 +64,11 @@ func (u *upstream) start() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: u.fs.Handler(), ErrorLog: log.New(io.Discard, "", 0)}
+	h := u.fs.Handler()
+	if u.wrap != nil {
+		h = u.wrap(h)
+	}
+	srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
 	u.srv = srv
 	u.wg.Go(func() { _ = srv.Serve(ln) })
 	return nil
@@ -132,7 +139,7 @@ http {
 // readTimeout, so a slower upstream gets 504) and returns its base URL.
 func startNginx(t *testing.T, upstream string, readTimeout time.Duration) string {
 	t.Helper()
-	bin := findBinary(t, "E2E_NGINX", "nginx", "/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin")
+	bin := findBinary(t, "E2E_NGINX", "nginx", "apt-get install nginx", "/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin")
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := filepath.Join(dir, "nginx.conf")
@@ -153,7 +160,15 @@ func startNginx(t *testing.T, upstream string, readTimeout time.Duration) string
 // handling: the upstream process is stopped and started again mid-run, dies
 // after committing, resets, or is slower than nginx's read timeout.
 func TestNginxMatrix(t *testing.T) {
-	cases := []faultCase{
+	rows := runMatrix(t, nginxRows(), func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
+		return startThroughNginx(t, c, nil)
+	})
+	t.Log(table("fault matrix through nginx (reverse proxy, proxy_read_timeout 300ms)", rows))
+}
+
+// nginxRows are the rows of TestNginxMatrix.
+func nginxRows() []faultCase {
+	return []faultCase{
 		{
 			// Down 150 ms, first after 50 ms, then every 400 ms: requests in
 			// flight are cut (502, maybe after the effect), requests meanwhile
@@ -173,13 +188,17 @@ func TestNginxMatrix(t *testing.T) {
 			load: load{ops: 1500, concurrency: 48, options: retrying()},
 		},
 	}
-	rows := runMatrix(t, cases, func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
-		up := newUpstream(t, c.scenario)
-		url := startNginx(t, up.addr, 300*time.Millisecond)
-		if c.name == "upstream stopped and restarted" {
-			c.load.during = func(ctx context.Context) { up.restartEvery(ctx, t, 400*time.Millisecond, 150*time.Millisecond) }
-		}
-		return up.fs, url
-	})
-	t.Log(table("fault matrix through nginx (reverse proxy, proxy_read_timeout 300ms)", rows))
+}
+
+// startThroughNginx starts the fake server of c (its handler wrapped by
+// wrap, when set) as an upstream behind nginx and returns the server and
+// nginx's URL. The upstream restarts during the load of the row that says so.
+func startThroughNginx(t *testing.T, c *faultCase, wrap func(http.Handler) http.Handler) (*fakeserver.Server, string) {
+	t.Helper()
+	up := newUpstream(t, c.scenario, chain(wrap, c.wrap))
+	url := startNginx(t, up.addr, 300*time.Millisecond)
+	if c.name == "upstream stopped and restarted" {
+		c.load.during = func(ctx context.Context) { up.restartEvery(ctx, t, 400*time.Millisecond, 150*time.Millisecond) }
+	}
+	return up.fs, url
 }

@@ -14,9 +14,10 @@ import (
 )
 
 // findBinary returns the path of the program name: $env if set, else the
-// first of PATH and dirs that has it. A missing program fails the test: CI
-// must run these tests, so scripts/e2e-deps must have installed it.
-func findBinary(t *testing.T, env, name string, dirs ...string) string {
+// first of PATH and dirs that has it. A missing program fails the test with
+// install, the command that installs it: CI must run these tests, so
+// scripts/e2e-deps must have installed it.
+func findBinary(t *testing.T, env, name, install string, dirs ...string) string {
 	t.Helper()
 	if p := os.Getenv(env); p != "" {
 		return p
@@ -30,7 +31,7 @@ func findBinary(t *testing.T, env, name string, dirs ...string) string {
 			return p
 		}
 	}
-	t.Fatalf("%s not found ($%s, PATH, %v): run scripts/e2e-deps to install it", name, env, dirs)
+	t.Fatalf("%s not found ($%s, PATH, %v): run scripts/e2e-deps to install it (%s)", name, env, dirs, install)
 	return ""
 }
 

@@ -83,3 +83,15 @@ func scaled(n int) int {
 	}
 	return n
 }
+
+// chain returns a middleware that applies inner, then outer (outer sees the
+// request first); either may be nil.
+func chain(inner, outer func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	if inner == nil || outer == nil {
+		if inner == nil {
+			return outer
+		}
+		return inner
+	}
+	return func(h http.Handler) http.Handler { return outer(inner(h)) }
+}

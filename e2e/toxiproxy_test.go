@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // a client of its API. The server is stopped when the test ends.
 func startToxiproxy(t *testing.T) *toxiproxy.Client {
 	t.Helper()
-	bin := findBinary(t, "E2E_TOXIPROXY_SERVER", "toxiproxy-server", goBin())
+	bin := findBinary(t, "E2E_TOXIPROXY_SERVER", "toxiproxy-server", "go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0, renamed toxiproxy-server", goBin())
 	addr := "127.0.0.1:" + itoa(freePort(t))
 	host, port, _ := strings.Cut(addr, ":")
 	cmd := exec.Command(bin, "-host", host, "-port", port)
@@ -50,6 +51,16 @@ type toxic struct {
 // stalls, resets, slowly closes or cuts the connections.
 func TestToxiproxyMatrix(t *testing.T) {
 	tp := startToxiproxy(t)
+	cases, toxics := toxiproxyRows()
+	rows := runMatrix(t, cases, func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
+		return startThroughToxiproxy(t, tp, c, toxics[c.name], nil)
+	})
+	t.Log(table("fault matrix through toxiproxy", rows))
+}
+
+// toxiproxyRows returns the rows of TestToxiproxyMatrix and, by row name,
+// the toxics each adds to its proxy.
+func toxiproxyRows() ([]faultCase, map[string][]toxic) {
 	type toxCase struct {
 		faultCase
 		toxics []toxic
@@ -60,7 +71,8 @@ func TestToxiproxyMatrix(t *testing.T) {
 			// than the attempt timeout: some reach the server after the
 			// client gave up on them.
 			faultCase: faultCase{name: "latency (upstream, past the attempt timeout)",
-				load: load{ops: 1000, concurrency: 32, fresh: true, options: retrying(resilient.WithAttemptTimeout(150 * time.Millisecond))}},
+				load:     load{ops: 1000, concurrency: 32, fresh: true, options: retrying(resilient.WithAttemptTimeout(150 * time.Millisecond))},
+				deadline: 150 * time.Millisecond},
 			toxics: []toxic{{"latency", "upstream", 0.25, toxiproxy.Attributes{"latency": 200, "jitter": 50}}},
 		},
 		{
@@ -109,25 +121,32 @@ func TestToxiproxyMatrix(t *testing.T) {
 		fc = append(fc, c.faultCase)
 		toxics[c.name] = c.toxics
 	}
-	n := 0
-	rows := runMatrix(t, fc, func(t *testing.T, c *faultCase) (*fakeserver.Server, string) {
-		srv, upstream := startAPI(t, c.scenario, nil)
-		u, err := url.Parse(upstream)
+	return fc, toxics
+}
+
+// proxies numbers the toxiproxy proxies of the test binary.
+var proxies atomic.Int64
+
+// startThroughToxiproxy starts the fake server of c (its handler wrapped by
+// wrap, then by c.wrap, when set) behind a new toxiproxy proxy with toxics,
+// and returns the server and the proxy's URL. The proxy flaps during the
+// load of the row that says so.
+func startThroughToxiproxy(t *testing.T, tp *toxiproxy.Client, c *faultCase, toxics []toxic, wrap func(http.Handler) http.Handler) (*fakeserver.Server, string) {
+	t.Helper()
+	srv, upstream := startAPI(t, c.scenario, chain(wrap, c.wrap))
+	u, err := url.Parse(upstream)
+	require.NoError(t, err)
+	proxy, err := tp.CreateProxy(fmt.Sprintf("api%d", proxies.Add(1)), "127.0.0.1:0", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Delete() })
+	for i, x := range toxics {
+		_, err := proxy.AddToxic(fmt.Sprintf("%s_%s_%d", x.kind, x.stream, i), x.kind, x.stream, x.toxicity, x.attrs)
 		require.NoError(t, err)
-		n++
-		proxy, err := tp.CreateProxy(fmt.Sprintf("api%d", n), "127.0.0.1:0", u.Host)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = proxy.Delete() })
-		for i, x := range toxics[c.name] {
-			_, err := proxy.AddToxic(fmt.Sprintf("%s_%s_%d", x.kind, x.stream, i), x.kind, x.stream, x.toxicity, x.attrs)
-			require.NoError(t, err)
-		}
-		if c.name == "proxy disabled and re-enabled" {
-			c.load.during = func(ctx context.Context) { flapProxy(ctx, t, proxy) }
-		}
-		return srv, "http://" + proxy.Listen
-	})
-	t.Log(table("fault matrix through toxiproxy", rows))
+	}
+	if c.name == "proxy disabled and re-enabled" {
+		c.load.during = func(ctx context.Context) { flapProxy(ctx, t, proxy) }
+	}
+	return srv, "http://" + proxy.Listen
 }
 
 // flapProxy disables the proxy for 100 ms, first after 30 ms, then every

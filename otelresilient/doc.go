@@ -87,6 +87,10 @@
 // gives one client span per attempt, each with its own trace context header,
 // all children of the caller's span; the "resilient.attempt" events go on the
 // caller's span (the one in the request's context), not on the attempt spans.
+// To mark the attempt spans after the first with the semantic conventions'
+// http.request.resend_count, put a ResendCounter below otelhttp:
+//
+//	resilient.NewTransport(otelhttp.NewTransport(&otelresilient.ResendCounter{Base: base}), inst.TransportOption())
 //
 // An Instrumentation is safe for concurrent use by multiple goroutines; one
 // can serve many Transports.

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv(crashAddrEnv) != "":
 		// Re-executed by TestCrashResumeWithRedis.
 		os.Exit(crashChild())
+	case os.Getenv(matrixAddrEnv) != "":
+		// Re-executed by TestCrashMatrixWithRedis.
+		os.Exit(matrixChild())
 	}
 	// After dials fail (TestRedisDown), go-redis redials in a goroutine that
 	// notices the client's Close only at its next one-second tick.
