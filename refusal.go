@@ -15,9 +15,10 @@ import (
 // *Error: 503 Service Unavailable with "X-Should-Retry: false",
 // "Stripe-Should-Retry: false", a Retry-After when the Transport knows when
 // the host will be tried again, a "Resilient-Refused" header naming the
-// reason, and an application/problem+json body. Use it under SDKs that
-// retry every error with their own sleeps but honour these headers on a
-// response (stripe-go does), so that a local refusal is not retried. The
+// reason, and an application/problem+json body that also carries a
+// Stripe-shaped "error" object. Use it under SDKs that retry every error
+// with their own sleeps but not such an answer (stripe-go), so that a local
+// refusal is not retried. The
 // response's Request is the caller's request; it was never sent. Off by
 // default: RoundTrip returns an *Error.
 func WithRefusalResponses() Option {
@@ -57,7 +58,11 @@ func refusalResponse(req *http.Request, err error, now time.Time) *http.Response
 			h.Set("Retry-After", strconv.Itoa(s))
 		}
 	}
-	body := `{"type":"` + ProblemTypeRefused + `","title":"Refused by the client","status":503,"detail":"` + reason + `"}`
+	// A problem body (RFC 9457), with a Stripe-shaped "error" member as
+	// well: stripe-go retries an error answer whose body is not a Stripe
+	// error object, whatever its headers say.
+	body := `{"type":"` + ProblemTypeRefused + `","title":"Refused by the client","status":503,"detail":"` + reason +
+		`","error":{"type":"api_error","code":"` + reason + `","message":"resilient: refused without sending: ` + reason + `"}}`
 	return &http.Response{
 		Status: "503 Service Unavailable", StatusCode: http.StatusServiceUnavailable,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

@@ -20,10 +20,9 @@
 // responses) behind a fault proxy: how the SDK accounts for an SDK that
 // retries on its own, and the two setups that make sense.
 //
-// The tests in files with the build tag sdkbugs state requirements the SDK
-// does not meet yet; they fail until it does:
-//
-//	cd e2e && go test -race -tags sdkbugs -run TestStripeGoAndALocalRefusal ./...
+// TestStripeGoAndALocalRefusal checks that a request the Transport refuses
+// without sending it is, with WithRefusalResponses, an answer stripe-go does
+// not retry.
 //
 // TestNeverWorseThanBareClient sends, under every fault of the three fault
 // matrices, the same POSTs with a bare client and with resilient.Wrap and

@@ -1,20 +1,11 @@
-//go:build sdkbugs
-
-// This file holds a test that fails on purpose until the SDK meets what it
-// asks (issue 12, item 4: a local refusal that stripe-go will not retry),
-// kept out of the module's ordinary test run; run it with
-//
-//	cd e2e && go test -race -tags sdkbugs -run TestStripeGoAndALocalRefusal ./...
-//
-// Why it fails today: stripe-go (v82 to v85 alike) reads Stripe-Should-Retry
-// only when a response is not an error (status below 400). For a 4xx or 5xx
-// it decides by the body: a Stripe error object ({"error":{"type":…}}) is
-// not retried (except a 429 lock_timeout), and any other body — the
-// problem+json of WithRefusalResponses included — is a plain error, which it
-// retries with its own sleeps. A refusal body that also carries a
-// Stripe-shaped "error" member ({"type":"api_error","message":…}; RFC 9457
-// allows extension members) stops it: checked by rewriting the body between
-// the Transport and stripe-go.
+// TestStripeGoAndALocalRefusal: a request the Transport refuses without
+// sending it (its breaker open) must be something stripe-go does not retry
+// with its own sleeps. stripe-go (v82 to v85 alike) reads Stripe-Should-Retry
+// only on a response below 400; for a 4xx or 5xx it decides by the body: a
+// Stripe error object ({"error":{"type":…}}) is not retried (except a 429
+// lock_timeout), any other body is a plain error it retries. So the refusal
+// response of WithRefusalResponses carries a Stripe-shaped "error" member
+// next to its problem fields (RFC 9457 allows extension members).
 
 package e2e
 
