@@ -38,7 +38,9 @@ var (
 	ErrInvalidKey = errors.New("resilient: invalid idempotency key")
 	// ErrDelayTooLong: the server asked to wait (Retry-After) longer than the
 	// configured maximum, or longer than the time left before the context's
-	// deadline, so the Transport returned instead of sleeping.
+	// deadline, or it kept asking (a retry that waited out the host's pause
+	// found it renewed: the host is still shedding), so the Transport
+	// returned instead of sleeping, with the last answer when it had one.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
 	// ErrStore: the Store failed (it is down or returned an error). The request
 	// was not sent without its durable key.

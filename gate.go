@@ -133,15 +133,20 @@ func (r *reservation) wait(c *call) error {
 		now := c.t.cfg.now()
 		if p := h.pausedFor(now, r.retry); p > 0 {
 			switch {
+			case !r.first:
+				// The retry already waited out the pause it knew of (its
+				// delay covered it); a pause that holds it now was set or
+				// renewed meanwhile: the host is still shedding. Waiting
+				// again could last as long as the overload; drop the retry
+				// and leave the host the capacity.
+				r.cancel()
+				return ErrDelayTooLong
 			case c.fits(now, p):
 				if err := sleep(c.ctx, p); err != nil {
 					r.cancel()
 					return err
 				}
 				r.delay += p
-			case !r.first:
-				r.cancel()
-				return ErrDelayTooLong
 			}
 		}
 	}

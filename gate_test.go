@@ -124,6 +124,8 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 				if tt.cancelAfter > 0 {
 					time.AfterFunc(tt.cancelAfter, cancel)
 				}
+				rep := new(Report)
+				ctx = ContextWithReport(ctx, rep)
 				req := newPost(ctx, strings.NewReader("{}"))
 				if tt.req != nil {
 					req = tt.req(ctx)
@@ -131,6 +133,7 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 				resp, err := tr.RoundTrip(req)
 				if resp != nil {
 					resp.Body.Close()
+					err = rep.Stopped // the last answer is returned; the Report says why it stands
 				}
 				if tt.wantErr != nil {
 					assert.ErrorIs(t, err, tt.wantErr)
@@ -141,8 +144,9 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 	}
 }
 
-// A pause that begins while a retry sleeps, and ends past the deadline,
-// refuses the retry at send time; what it took is given back.
+// A pause that begins while a retry sleeps (the host is shedding) drops the
+// retry at send time; what it took is given back, and the caller gets the
+// last answer.
 func TestGateReleasesWhenAPauseBeginsDuringTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := gateTransport(&scripted{codes: []int{500}})
@@ -152,8 +156,12 @@ func TestGateReleasesWhenAPauseBeginsDuringTheBackoff(t *testing.T) {
 			h, _ := tr.hosts.m.Load("api.test")
 			h.(*hostState).pause(time.Now(), time.Minute, false)
 		})
-		_, err := tr.RoundTrip(newPost(ctx, strings.NewReader("{}")))
-		assert.ErrorIs(t, err, ErrDelayTooLong)
+		rep := new(Report)
+		resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}")))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 500, resp.StatusCode, "the retry was not sent: the last answer stands")
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
 		assertReleased(t, tr, 0)
 	})
 }
@@ -195,4 +203,38 @@ func TestHealthOf(t *testing.T) {
 			assert.Equal(t, tt.want, healthOf(tt.resp, tt.err, tt.d))
 		})
 	}
+}
+
+// A host that keeps shedding (every answer 503 with Retry-After, renewed by
+// other requests while a retry waits) gets no retries: each waits out the
+// pause it knew of, finds it renewed, and is dropped; the caller gets the
+// 503. First attempts still go out.
+func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &scripted{codes: []int{503}, headers: []string{"Retry-After: 1"}}
+		tr := NewTransport(s)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var others sync.WaitGroup
+		others.Go(func() { // other operations, one starting every 100 ms
+			for ctx.Err() == nil {
+				others.Go(func() {
+					if resp, err := tr.RoundTrip(newPost(ctx, strings.NewReader("{}"))); err == nil {
+						resp.Body.Close()
+					}
+				})
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+		time.Sleep(50 * time.Millisecond)
+		rep := new(Report)
+		resp, err := tr.RoundTrip(newPost(ContextWithReport(context.Background(), rep), strings.NewReader("{}")))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, rep.Attempts, 1, "no retry while the host sheds")
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
+		cancel()
+		others.Wait()
+	})
 }

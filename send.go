@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -191,6 +192,26 @@ const (
 	drainLimit   = 64 << 10
 	drainTimeout = 100 * time.Millisecond
 )
+
+// keep drains (at most drainLimit bytes, for at most drainTimeout) and closes
+// the body of a response that a retry replaces, so that its connection is
+// free during the backoff, and keeps what was read: if the retry is then
+// not sent, the caller still gets that response. It returns nil when the
+// body was too long or too slow to keep (it is closed either way).
+func keep(resp *http.Response) *http.Response {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return resp
+	}
+	stop := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+	b, err := io.ReadAll(io.LimitReader(resp.Body, drainLimit+1))
+	stopped := stop.Stop()
+	resp.Body.Close()
+	if err != nil || !stopped || len(b) > drainLimit {
+		return nil
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp
+}
 
 // discard drains (at most drainLimit bytes, for at most drainTimeout) and
 // closes a response the caller will not see, so its connection can be

@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -132,10 +133,13 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if i > 0 {
 			c.retrying(&a, d, res.delay)
 			if a.resp != nil {
-				discard(a.resp)
+				a.resp = keep(a.resp)
 			}
 		}
 		if err := res.wait(c); err != nil {
+			if a.resp != nil && !errors.Is(err, c.ctx.Err()) {
+				return c.finish(&a, d, err) // the retry was not sent: the last answer stands
+			}
 			return nil, c.stopped(err)
 		}
 		a = c.send(i, n)
