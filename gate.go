@@ -61,7 +61,7 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 		return healthNeutral // the host is fine; the operation is busy
 	}
 	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests && (d.Delay > 0 || resp.Header.Get("Retry-After") != ""):
+	case code == http.StatusTooManyRequests && (d.Delay > 0 || headerValue(resp.Header, "Retry-After") != ""):
 		return healthNeutral // the pause handles it
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
 		return healthNeutral

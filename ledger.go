@@ -214,7 +214,7 @@ func isRedirect(resp *http.Response) bool {
 	switch resp.StatusCode {
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
 		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		return resp.Header.Get("Location") != ""
+		return headerValue(resp.Header, "Location") != ""
 	}
 	return false
 }

@@ -107,13 +107,13 @@ func routeOf(req *http.Request) route {
 // says the key is in use.
 func showsDedupe(resp *http.Response, keyHeader, key string, d Decision) bool {
 	h := resp.Header
-	if h.Get("Idempotency-Status") != "" || h.Get("Idempotent-Replayed") != "" {
+	if headerValue(h, "Idempotency-Status") != "" || headerValue(h, "Idempotent-Replayed") != "" {
 		return true
 	}
 	if d.Category == CategoryInProgress || d.Category == CategoryPayloadMismatch {
 		return true
 	}
-	if v := h.Get(keyHeader); v != "" {
+	if v := headerValue(h, keyHeader); v != "" {
 		return v == key || strings.Trim(v, `"`) == key
 	}
 	return false
