@@ -115,8 +115,9 @@ func (c *call) claim() error {
 		rec     persist.Record
 		claimed bool
 	)
+	store := cfg.store // the closure captures no part of c, which stays on the stack
 	err = bounded(c.ctx, func(ctx context.Context) (err error) {
-		rec, claimed, err = cfg.store.Claim(ctx, candidate)
+		rec, claimed, err = store.Claim(ctx, candidate)
 		return err
 	})
 	if err != nil {
@@ -169,7 +170,8 @@ func (c *call) record(definitive bool) {
 	if definitive {
 		state = persist.Done
 	}
-	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, c.op.name, state, c.led.attempts) }); err != nil {
+	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
+	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
 		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
 	}
 }
