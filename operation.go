@@ -241,6 +241,9 @@ func checkRequest(req *http.Request) error {
 // transient one: names that are not RFC 9110 tokens, values with control
 // characters other than HTAB. The error names the field, never its value.
 func checkHeader(h http.Header) error {
+	if len(h) == 0 {
+		return nil // ranging over an empty map still costs an iterator
+	}
 	for name, values := range h {
 		if !isToken(name) {
 			return fmt.Errorf("invalid header field name %q", name)

@@ -37,10 +37,11 @@ type attempt struct {
 	stop error
 }
 
-// send sends attempt n (the i-th of this call) on a copy of the caller's request carrying the key
-// and attempt headers, through the base transport. It never mutates the
-// caller's request and shares nothing with other attempts.
-func (c *call) send(i, n int) attempt {
+// send sends attempt n (the i-th of this call) on a copy of the caller's
+// request carrying the key and attempt headers, through the base transport.
+// start is when the gate admitted it, the start of its duration. It never
+// mutates the caller's request and shares nothing with other attempts.
+func (c *call) send(i, n int, start time.Time) attempt {
 	cfg := &c.t.cfg
 	a := attempt{n: n}
 	ctx, cancel := c.ctx, context.CancelFunc(nil)
@@ -96,7 +97,6 @@ func (c *call) send(i, n int) attempt {
 	}
 	a.req = areq
 
-	start := cfg.now()
 	resp, err := c.t.base.RoundTrip(areq)
 	a.end = cfg.now()
 	a.sent = true

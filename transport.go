@@ -115,7 +115,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	for i := 0; ; i++ {
 		n := base + i
-		res, err := c.h.reserve(c, i, n, delay)
+		if i > 0 {
+			now = t.cfg.now()
+		}
+		res, err := c.h.reserve(c, i, n, delay, now)
 		if err != nil {
 			return c.finish(&a, d, err) // a retry refused before any wait
 		}
@@ -128,7 +131,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := res.wait(c); err != nil {
 			return nil, c.stopped(err)
 		}
-		a = c.send(i, n)
+		a = c.send(i, n, res.at)
 		d = c.classify(&a)
 		if !a.sent {
 			res.cancel()
