@@ -50,18 +50,23 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	}
 	// http.Transport re-sends a keyed request by itself when a reused
 	// connection dies before the response; count the writes to know. A new
-	// counter and trace per attempt: a previous attempt's write loop may
-	// still report, and WithClientTrace composes the caller's hooks into
-	// the trace it is given. Keyed requests only.
-	var wrote, resent *atomic.Int32
+	// watch per attempt: a previous attempt's write loop may still report,
+	// and WithClientTrace composes the caller's hooks into the trace it is
+	// given. Keyed requests only.
+	var w *writeWatch
 	if c.op.key != "" {
-		wrote, resent = new(atomic.Int32), new(atomic.Int32)
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }})
+		w = &writeWatch{key: [1]string{c.op.key}}
+		w.trace.WroteRequest = w.wroteRequest
+		ctx = httptrace.WithClientTrace(ctx, &w.trace)
 	}
 	areq := c.req.WithContext(ctx)
-	areq.Header = c.req.Header.Clone() // never nil: checkRequest refused a nil Header
-	if c.op.key != "" && c.op.field == "" {
-		areq.Header[cfg.keyHeader] = []string{c.op.key}
+	extra := 1 // the attempt header
+	if w != nil && c.op.field == "" {
+		extra++ // the key header
+	}
+	areq.Header = attemptHeader(c.req.Header, extra) // never nil: checkRequest refused a nil Header
+	if w != nil && c.op.field == "" {
+		areq.Header[cfg.keyHeader] = w.key[:]
 	}
 	if cfg.attemptHeader != "" {
 		areq.Header[cfg.attemptHeader] = attemptValue(n)
@@ -80,20 +85,14 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	}
 	areq.Body = body
 	areq.GetBody = c.op.body.rewind()
-	if wrote != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
+	if w != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
 		// net/http re-sends a request with an Idempotency-Key header by
 		// itself when a reused connection dies: safe when nothing was
 		// written, a second effect otherwise on a server that ignores keys.
 		// It rewinds the body first: refuse the rewind once a write is
 		// seen, and let the Transport decide with what it knows.
-		rewind := areq.GetBody
-		areq.GetBody = func() (io.ReadCloser, error) {
-			if wrote.Load() > 0 {
-				return nil, errResendRefused
-			}
-			resent.Add(1) // nothing was written: a re-send that costs nothing
-			return rewind()
-		}
+		w.rewind = areq.GetBody
+		areq.GetBody = w.getBody
 	}
 	a.req = areq
 
@@ -114,10 +113,10 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	if resp != nil && resp.Body == nil {
 		resp.Body = http.NoBody // as http.Client would; callers and discard read it
 	}
-	if wrote != nil {
-		w := wrote.Load()
-		a.traced, a.wroteAny, a.rewritten = true, w >= 1, w >= 2
-		a.resends = max(int(resent.Load()), int(w)-1)
+	if w != nil {
+		wrote := w.wrote.Load()
+		a.traced, a.wroteAny, a.rewritten = true, wrote >= 1, wrote >= 2
+		a.resends = max(int(w.resent.Load()), int(wrote)-1)
 	}
 	if cancel != nil {
 		if resp != nil {
@@ -128,6 +127,49 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	}
 	a.resp, a.err = resp, err
 	return a
+}
+
+// writeWatch watches the writes of one keyed attempt: it counts the times
+// net/http wrote the request (its ClientTrace's WroteRequest) and guards the
+// rewind net/http calls before re-sending it on its own (getBody). One
+// allocation holds the trace, the counters and the key header's value.
+type writeWatch struct {
+	trace  httptrace.ClientTrace
+	wrote  atomic.Int32 // writes of the request, net/http's re-sends included
+	resent atomic.Int32 // rewinds allowed: re-sends after nothing was written
+	rewind func() (io.ReadCloser, error)
+	key    [1]string // the key header's value
+}
+
+func (w *writeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Add(1) }
+
+// getBody is the attempt's GetBody: the rewind, unless the request was
+// written, in which case the re-send is refused (errResendRefused) and the
+// Transport decides with what it knows.
+func (w *writeWatch) getBody() (io.ReadCloser, error) {
+	if w.wrote.Load() > 0 {
+		return nil, errResendRefused
+	}
+	w.resent.Add(1) // nothing was written: a re-send that costs nothing
+	return w.rewind()
+}
+
+// attemptHeader returns the header of an attempt: a new map with the
+// caller's fields and room for extra more (the key and attempt headers),
+// so that the caller's map is never written. The value slices are shared
+// with the caller's, their capacity clipped to their length so that an
+// append (Header.Add) on the attempt's header copies instead of writing
+// into the caller's array; like net/http, which shares the whole map
+// between a request and its forks, nothing writes into them in place.
+func attemptHeader(h http.Header, extra int) http.Header {
+	h2 := make(http.Header, len(h)+extra)
+	if len(h) == 0 {
+		return h2 // ranging over an empty map still costs an iterator
+	}
+	for k, vv := range h {
+		h2[k] = vv[:len(vv):len(vv)]
+	}
+	return h2
 }
 
 // classify returns the Classifier's decision on a, with what the Transport

@@ -127,6 +127,32 @@ func TestCallerKeyPreserved(t *testing.T) {
 	}
 }
 
+// TestAttemptHeaderNeverWritesTheCallersArrays: an attempt's header shares
+// the caller's value slices, clipped, so that a base transport that appends
+// to a field (Header.Add) copies it instead of writing into the caller's
+// spare capacity, on every attempt.
+func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
+	adds := func(req *http.Request) (*http.Response, error) {
+		req.Header.Add("X-Trace", "added by the base transport")
+		req.Header.Set("X-Other", "set by the base transport")
+		return nil, nil
+	}
+	s := newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
+		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
+	tr := resilient.NewTransport(s, fast()...)
+	req, err := http.NewRequest(http.MethodGet, target, nil)
+	require.NoError(t, err)
+	trace := make([]string, 1, 4) // spare capacity an append would write into
+	trace[0] = "caller"
+	req.Header["X-Trace"] = trace
+	resp, err := do(t, tr, req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	require.Len(t, s.attempts(), 2)
+	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
+	assert.Equal(t, []string{"caller", ""}, trace[:2], "the caller's array")
+}
+
 func TestInvalidCallerKeyFailsBeforeSending(t *testing.T) {
 	for name, key := range map[string]string{
 		"empty":     "",
