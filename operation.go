@@ -89,6 +89,11 @@ func (c *call) identity() error {
 		}
 	}
 	if cfg.keyMethods.has(c.req.Method) || (op.name != "" && cfg.store != nil) {
+		if cfg.keyFunc == nil {
+			k, err := c.t.keys.mint() // a UUIDv7: valid by construction
+			op.key = k
+			return err
+		}
 		k, err := cfg.keyFunc()
 		if err != nil {
 			return err

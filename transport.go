@@ -51,6 +51,7 @@ type Transport struct {
 	cfg    config
 	hosts  hosts
 	recent recentKeys
+	keys   keySource
 }
 
 // NewTransport returns a Transport that sends attempts through base

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -87,6 +88,40 @@ func TestDifferentOperationsGetDifferentKeysInTimeOrder(t *testing.T) {
 		assert.Greater(t, k, prev, "UUIDv7 keys minted in sequence sort in time order")
 		prev = k
 	}
+}
+
+// TestConcurrentOperationsGetDistinctValidKeys: the Transport's key source
+// (a buffer of crypto/rand bytes shared by its requests) gives concurrent
+// operations distinct UUIDv7 keys, more of them than one buffer holds.
+func TestConcurrentOperationsGetDistinctValidKeys(t *testing.T) {
+	s := newStub(reply(201))
+	tr := resilient.NewTransport(s, fast()...)
+	const goroutines, each = 8, 40
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				resp, err := tr.RoundTrip(post(t, context.Background(), `{}`))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, a := range s.attempts() {
+		k := a.header.Get("Idempotency-Key")
+		assert.False(t, seen[k], "duplicate key %s", k)
+		seen[k] = true
+		u, err := uuid.Parse(k)
+		if assert.NoError(t, err) {
+			assert.Equal(t, uuid.Version(7), u.Version())
+			assert.Equal(t, uuid.RFC4122, u.Variant())
+		}
+		assert.NoError(t, resilient.ValidateKey(k))
+	}
+	assert.Len(t, seen, goroutines*each)
 }
 
 func TestCallerKeyPreserved(t *testing.T) {
