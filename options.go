@@ -49,7 +49,8 @@ type config struct {
 	maxBodyBuffer  int64
 	logger         *slog.Logger
 	observers      []Observer
-	now            func() time.Time // test seam; time.Now unless set in tests
+	now            func() time.Time              // test seam; time.Now unless set in tests
+	since          func(time.Time) time.Duration // test seam, set with now; time.Since
 }
 
 // idleAfter is how long a host's state is kept without requests: the
@@ -82,6 +83,7 @@ func defaultConfig() config {
 		retryAfterMax: DefaultRetryAfterMax,
 		maxBodyBuffer: DefaultMaxBodyBuffer,
 		now:           time.Now,
+		since:         time.Since,
 	}
 }
 

@@ -97,9 +97,11 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	a.req = areq
 
 	resp, err := c.t.base.RoundTrip(areq)
-	a.end = cfg.now()
+	// One monotonic clock read: time.Now reads the wall clock too, which
+	// the end time can take from start.
+	a.took = cfg.since(start)
+	a.end = start.Add(a.took)
 	a.sent = true
-	a.took = a.end.Sub(start)
 	switch {
 	case resp != nil && err != nil:
 		// A base transport that breaks the contract: trust the error.
