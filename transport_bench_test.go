@@ -78,3 +78,33 @@ func BenchmarkTransport(b *testing.B) {
 		})
 	}
 }
+
+// fixedTransport answers every request with the same response, allocating
+// nothing, so that what a RoundTrip allocates is the Transport's own.
+type fixedTransport struct{ resp *http.Response }
+
+func (f fixedTransport) RoundTrip(*http.Request) (*http.Response, error) { return f.resp, nil }
+
+// TestRoundTripAllocs pins what a request allocates in the Transport itself
+// with the defaults: for a GET, the attempt's request and its header map
+// (map and group: Retry-Attempt is always sent); for a POST, also the key
+// (its UUID and string) and the watch of its writes (the watch, its two
+// method values, the trace's context).
+func TestRoundTripAllocs(t *testing.T) {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	tr := resilient.NewTransport(fixedTransport{resp})
+	for _, tc := range []struct {
+		method string
+		max    float64
+	}{{http.MethodGet, 3}, {http.MethodPost, 9}} {
+		req, _ := http.NewRequest(tc.method, "http://api.test/v1/charges", nil)
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := tr.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > tc.max {
+			t.Errorf("%s: %v allocations per request, want at most %v", tc.method, allocs, tc.max)
+		}
+	}
+}
