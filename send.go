@@ -57,7 +57,7 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	if c.op.key != "" {
 		w = &writeWatch{key: [1]string{c.op.key}}
 		w.trace.WroteRequest = w.wroteRequest
-		ctx = httptrace.WithClientTrace(ctx, &w.trace)
+		ctx = w.context(ctx)
 	}
 	areq := c.req.WithContext(ctx)
 	extra := 1 // the attempt header
@@ -136,6 +136,7 @@ func (c *call) send(i, n int, start time.Time) attempt {
 // rewind net/http calls before re-sending it on its own (getBody). One
 // allocation holds the trace, the counters and the key header's value.
 type writeWatch struct {
+	parent context.Context // the attempt's context without the trace (watchCtx)
 	trace  httptrace.ClientTrace
 	wrote  atomic.Int32 // writes of the request, net/http's re-sends included
 	resent atomic.Int32 // rewinds allowed: re-sends after nothing was written
@@ -144,6 +145,75 @@ type writeWatch struct {
 }
 
 func (w *writeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Add(1) }
+
+// context returns parent carrying w's trace. When parent carries no trace
+// of the caller's to compose with, that is w itself (watchCtx), which
+// saves the allocation of httptrace.WithClientTrace's context.
+func (w *writeWatch) context(parent context.Context) context.Context {
+	if traceKey == nil || httptrace.ContextClientTrace(parent) != nil {
+		return httptrace.WithClientTrace(parent, &w.trace)
+	}
+	w.parent = parent
+	return (*watchCtx)(w)
+}
+
+// watchCtx is a writeWatch seen as the context of its attempt: its parent's,
+// with the watch's ClientTrace under httptrace's key.
+type watchCtx writeWatch
+
+func (c *watchCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *watchCtx) Done() <-chan struct{}       { return c.parent.Done() }
+func (c *watchCtx) Err() error                  { return c.parent.Err() }
+func (c *watchCtx) Value(key any) any {
+	if key == traceKey {
+		return &c.trace
+	}
+	return c.parent.Value(key)
+}
+
+// traceKey is the key under which httptrace keeps a context's ClientTrace,
+// learnt once by letting httptrace look a trace up in a context that
+// records the key it is asked for, then checked: httptrace must find a
+// trace put under that key. nil if either step fails, and the Transport
+// then uses httptrace.WithClientTrace.
+var traceKey = func() any {
+	var p keyProbe
+	httptrace.ContextClientTrace(&p)
+	if p.key == nil || p.n != 1 {
+		return nil
+	}
+	w := &writeWatch{parent: context.Background()}
+	key := p.key
+	if got := httptrace.ContextClientTrace(keyedCtx{w, key}); got != &w.trace {
+		return nil
+	}
+	return key
+}()
+
+// keyProbe records the key of the one Value call it gets.
+type keyProbe struct {
+	context.Context
+	key any
+	n   int
+}
+
+func (p *keyProbe) Value(key any) any { p.key, p.n = key, p.n+1; return nil }
+
+// keyedCtx answers key with w's trace, to check traceKey before it is used.
+type keyedCtx struct {
+	w   *writeWatch
+	key any
+}
+
+func (k keyedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (k keyedCtx) Done() <-chan struct{}       { return nil }
+func (k keyedCtx) Err() error                  { return nil }
+func (k keyedCtx) Value(key any) any {
+	if key == k.key {
+		return &k.w.trace
+	}
+	return nil
+}
 
 // getBody is the attempt's GetBody: the rewind, unless the request was
 // written, in which case the re-send is refused (errResendRefused) and the

@@ -96,7 +96,7 @@ func TestRoundTripAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		method string
 		max    float64
-	}{{http.MethodGet, 3}, {http.MethodPost, 9}} {
+	}{{http.MethodGet, 3}, {http.MethodPost, 8}} {
 		req, _ := http.NewRequest(tc.method, "http://api.test/v1/charges", nil)
 		allocs := testing.AllocsPerRun(100, func() {
 			if _, err := tr.RoundTrip(req); err != nil {
