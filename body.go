@@ -93,7 +93,8 @@ func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
 	case rb.getBody != nil:
 		return rb.getBody
 	}
-	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rb.buf)), nil }
+	buf := rb.buf // captured by value: the func outlives the call, rb does not
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 }
 
 // close releases the caller's body if no attempt consumed it.

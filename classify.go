@@ -352,7 +352,7 @@ func permanent(err error) bool {
 // "false", +1 for "true", 0 when absent or malformed.
 func shouldRetryHint(h http.Header) int {
 	for _, name := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
-		switch v := strings.TrimSpace(h.Get(name)); {
+		switch v := strings.TrimSpace(headerValue(h, name)); {
 		case strings.EqualFold(v, "false"):
 			return -1
 		case strings.EqualFold(v, "true"):
@@ -363,8 +363,19 @@ func shouldRetryHint(h http.Header) int {
 }
 
 func replayed(h http.Header) bool {
-	return strings.EqualFold(strings.TrimSpace(h.Get("Idempotency-Status")), "replayed") ||
-		strings.EqualFold(strings.TrimSpace(h.Get("Idempotent-Replayed")), "true")
+	return strings.EqualFold(strings.TrimSpace(headerValue(h, "Idempotency-Status")), "replayed") ||
+		strings.EqualFold(strings.TrimSpace(headerValue(h, "Idempotent-Replayed")), "true")
+}
+
+// headerValue is h.Get(name) for a name already in canonical form (a
+// constant, or the configured key header, canonicalised by WithKeyHeader):
+// one map lookup. Header.Get canonicalises its argument on every call,
+// which costs more than the lookup on a request's hot path.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // PeekBody returns the first bytes (at most 4 KiB) of resp's body without

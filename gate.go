@@ -35,6 +35,11 @@ type reservation struct {
 	budgetAt time.Time     // when the budget paid for the retry; zero if not
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
+	// at is the time of the latest admission step: the reservation's, then
+	// the time wait returned at, which is when the attempt starts. Read
+	// again only after something may have blocked, so that a first attempt
+	// that waits for nothing reads the clock once before it is sent.
+	at time.Time
 }
 
 // health is what an attempt's outcome says about its host.
@@ -61,7 +66,7 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 		return healthNeutral // the host is fine; the operation is busy
 	}
 	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests && (d.Delay > 0 || resp.Header.Get("Retry-After") != ""):
+	case code == http.StatusTooManyRequests && (d.Delay > 0 || headerValue(resp.Header, "Retry-After") != ""):
 		return healthNeutral // the pause handles it
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
 		return healthNeutral
@@ -73,14 +78,13 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 	return healthOK
 }
 
-// reserve decides whether attempt n of c may be sent after at least
+// reserve decides at now whether attempt n of c may be sent after at least
 // backoff, without blocking. For a retry it checks that the wait and the
 // host's usual latency fit before the deadline and that the breaker is not
 // open, then takes a retry token and the budget's share. An error is the
 // reason the retry is refused (nothing was taken).
-func (h *hostState) reserve(c *call, i, n int, backoff time.Duration) (reservation, error) {
-	r := reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop}
-	now := c.t.cfg.now()
+func (h *hostState) reserve(c *call, i, n int, backoff time.Duration, now time.Time) (reservation, error) {
+	r := reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop, at: now}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
@@ -123,14 +127,20 @@ func (h *hostState) reserve(c *call, i, n int, backoff time.Duration) (reservati
 // send time: a pause that began meanwhile, the rate limiter, the breaker.
 // On error the reservation is cancelled; the error is the reason (a
 // sentinel, or the context's error).
+//
+// r.at is then when the attempt starts.
 func (r *reservation) wait(c *call) error {
 	if err := sleep(c.ctx, r.delay); err != nil {
 		r.cancel()
 		return err
 	}
+	if r.delay > 0 {
+		r.at = c.t.cfg.now()
+	}
 	h := r.h
 	if h.pauseUntil.Load() != 0 || h.retryPauseUntil.Load() != 0 {
 		now := c.t.cfg.now()
+		r.at = now
 		if p := h.pausedFor(now, r.retry); p > 0 {
 			switch {
 			case !r.first:
@@ -147,6 +157,7 @@ func (r *reservation) wait(c *call) error {
 					return err
 				}
 				r.delay += p
+				r.at = c.t.cfg.now()
 			}
 		}
 	}
@@ -158,6 +169,7 @@ func (r *reservation) wait(c *call) error {
 			}
 			return ErrDelayTooLong // the limiter refuses waits past the deadline
 		}
+		r.at = c.t.cfg.now()
 	}
 	if h.breaker != nil {
 		done, err := h.breaker.Allow()
@@ -174,12 +186,11 @@ func (r *reservation) wait(c *call) error {
 		}
 	}
 	if !r.retry && !r.hop {
-		now := c.t.cfg.now()
 		if h.tokens != nil {
-			h.tokens.FirstAt(now)
+			h.tokens.FirstAt(r.at)
 		}
 		if h.budget != nil {
-			h.budget.DepositAt(now)
+			h.budget.DepositAt(r.at)
 		}
 	}
 	return nil

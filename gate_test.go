@@ -238,3 +238,46 @@ func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 		others.Wait()
 	})
 }
+
+// TestGateAdmitsAFirstAttemptWithoutAllocating: admitting a first attempt
+// (reserve, wait: the pause check, the deposits) and releasing it allocates
+// nothing, with the defaults (retry tokens) and with a per-host budget.
+func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
+	for name, opts := range map[string][]Option{
+		"defaults": nil,
+		"budget":   {WithBudgetConfig(DefaultBudgetConfig())},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := NewTransport(&scripted{codes: []int{200}}, opts...)
+			c := &call{t: tr, ctx: context.Background()}
+			now := time.Now()
+			c.h = tr.host("api.test", now)
+			allocs := testing.AllocsPerRun(100, func() {
+				r, err := c.h.reserve(c, 0, 0, 0, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.wait(c); err != nil {
+					t.Fatal(err)
+				}
+				r.release(c, healthOK)
+			})
+			assert.Zero(t, allocs)
+		})
+	}
+}
+
+// BenchmarkGateFirstAttempt measures the admission and release of a first
+// attempt, with the defaults (retry tokens).
+func BenchmarkGateFirstAttempt(b *testing.B) {
+	tr := NewTransport(&scripted{codes: []int{200}})
+	c := &call{t: tr, ctx: context.Background()}
+	now := time.Now()
+	c.h = tr.host("api.test", now)
+	b.ReportAllocs()
+	for b.Loop() {
+		r, _ := c.h.reserve(c, 0, 0, 0, now)
+		r.wait(c)
+		r.release(c, healthOK)
+	}
+}

@@ -1,10 +1,14 @@
 package resilient
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -16,9 +20,44 @@ const MaxKeyLength = 255
 // NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string: 48 bits of
 // Unix milliseconds, then random bits from crypto/rand, so keys minted in
 // sequence sort in time order and their age can be read back (KeyTime). It is
-// the default key function.
+// what a Transport mints by default (from a buffer of crypto/rand bytes of
+// its own; see WithKeyFunc).
 func NewKey() (string, error) {
 	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("resilient: minting key: %w", err)
+	}
+	return u.String(), nil
+}
+
+// keySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
+// of NewKey, whose random bits come from crypto/rand through a buffer, so
+// that a request does not pay a crypto/rand read of its own (uuid.NewV7
+// reads 16 bytes per key). The buffer is the Transport's, not the process's
+// (uuid.EnableRandPool is global state that belongs to the application).
+// Safe for concurrent use.
+type keySource struct {
+	mu sync.Mutex
+	r  *bufio.Reader // over crypto/rand.Reader; created on first use
+}
+
+// keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
+const keyRandBuffer = 512
+
+// Read fills p from the buffer, refilling it from crypto/rand as needed.
+func (s *keySource) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.r == nil {
+		s.r = bufio.NewReaderSize(rand.Reader, keyRandBuffer)
+	}
+	return io.ReadFull(s.r, p)
+}
+
+// mint returns a new key, as NewKey does. Its keys pass ValidateKey by
+// construction (36 bytes of hex digits and hyphens).
+func (s *keySource) mint() (string, error) {
+	u, err := uuid.NewV7FromReader(s)
 	if err != nil {
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}

@@ -105,17 +105,20 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	// Everything else (retries stopped, a cancelled caller, an unknown
 	// outcome, a redirect the client may follow) stays Pending.
 	c.record((d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous))
-	outcome := outcomeOf(d, stop)
 	if l.rep != nil {
 		l.rep.Stopped = stop
 		l.rep.Replayed = a.resp != nil && d.Replayed
 		l.rep.Unknown = l.ambiguous
 	}
+	observed := len(c.t.cfg.observers) > 0 // events are built only for observers
 	if a.resp != nil {
-		c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Resends: l.resends, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
-			Replayed: d.Replayed, Outcome: outcome, Duration: c.elapsed()})
+		if observed {
+			c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Resends: l.resends, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
+				Replayed: d.Replayed, Outcome: outcomeOf(d, stop), Duration: c.elapsed()})
+		}
 		return a.resp, nil
 	}
+	outcome := outcomeOf(d, stop)
 	if stop == nil {
 		stop = a.err
 		if d.Category == CategoryCanceled {
@@ -214,7 +217,7 @@ func isRedirect(resp *http.Response) bool {
 	switch resp.StatusCode {
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
 		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		return resp.Header.Get("Location") != ""
+		return headerValue(resp.Header, "Location") != ""
 	}
 	return false
 }

@@ -40,11 +40,12 @@ func (c *call) resolve() error {
 	op.name, _ = OperationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
 	c.led.start(c)
-	if err := checkRequest(c.req); err != nil {
+	alt, err := checkRequest(c.req, cfg.keyHeader)
+	if err != nil {
 		closeReqBody(c.req)
 		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
 	}
-	if err := c.identity(); err != nil {
+	if err := c.identity(alt); err != nil {
 		closeReqBody(c.req)
 		op.key = "" // never echo an invalid key
 		return c.fail(ErrInvalidKey, CategoryClient, err)
@@ -66,11 +67,13 @@ func (c *call) resolve() error {
 
 // identity chooses the operation's key: the caller's header, the context's
 // key, the key of the request this one is a redirect of, or (for the
-// configured methods) a new one. A Store claim may replace it later.
-func (c *call) identity() error {
+// configured methods) a new one. A Store claim may replace it later. alt is
+// the key header field under another spelling than the canonical one, as
+// checkRequest found it ("" if none).
+func (c *call) identity(alt string) error {
 	cfg := &c.t.cfg
 	op := &c.op
-	if name, vs := keyField(c.req.Header, cfg.keyHeader); len(vs) > 0 {
+	if name, vs := keyField(c.req.Header, cfg.keyHeader, alt); len(vs) > 0 {
 		op.key, op.own, op.field = vs[0], true, name
 		return ValidateKey(op.key)
 	}
@@ -89,6 +92,11 @@ func (c *call) identity() error {
 		}
 	}
 	if cfg.keyMethods.has(c.req.Method) || (op.name != "" && cfg.store != nil) {
+		if cfg.keyFunc == nil {
+			k, err := c.t.keys.mint() // a UUIDv7: valid by construction
+			op.key = k
+			return err
+		}
 		k, err := cfg.keyFunc()
 		if err != nil {
 			return err
@@ -115,8 +123,9 @@ func (c *call) claim() error {
 		rec     persist.Record
 		claimed bool
 	)
+	store := cfg.store // the closure captures no part of c, which stays on the stack
 	err = bounded(c.ctx, func(ctx context.Context) (err error) {
-		rec, claimed, err = cfg.store.Claim(ctx, candidate)
+		rec, claimed, err = store.Claim(ctx, candidate)
 		return err
 	})
 	if err != nil {
@@ -169,7 +178,8 @@ func (c *call) record(definitive bool) {
 	if definitive {
 		state = persist.Done
 	}
-	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, c.op.name, state, c.led.attempts) }); err != nil {
+	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
+	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
 		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
 	}
 }
@@ -205,65 +215,85 @@ func KeyTime(key string) (time.Time, bool) {
 // keyField finds the caller's key header the way net/http writes header
 // fields: the canonical name, else any spelling of it (net/http writes a
 // non-canonical map key as is, so req.Header["idempotency-key"] is a key on
-// the wire). It returns the map key found.
-func keyField(h http.Header, canonical string) (string, []string) {
+// the wire), which checkRequest found as alt. It returns the map key found.
+func keyField(h http.Header, canonical, alt string) (string, []string) {
 	if vs, ok := h[canonical]; ok {
 		return canonical, vs
 	}
-	for name, vs := range h {
-		if len(name) == len(canonical) && strings.EqualFold(name, canonical) {
-			return name, vs
-		}
+	if alt != "" {
+		return alt, h[alt]
 	}
 	return "", nil
 }
 
-func checkRequest(req *http.Request) error {
+// checkRequest refuses, before anything is sent, a request net/http would
+// refuse (see checkHeader). It also returns a field of req's header that
+// spells keyHeader other than canonically, if any, for keyField: one pass
+// over the header does both.
+func checkRequest(req *http.Request, keyHeader string) (alt string, err error) {
 	switch {
 	case req.URL == nil:
-		return errors.New("nil URL")
+		return "", errors.New("nil URL")
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
+		return "", fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
 	case req.URL.Host == "":
-		return errors.New("no host in URL")
+		return "", errors.New("no host in URL")
 	case req.Header == nil:
-		return errors.New("nil Header")
+		return "", errors.New("nil Header")
 	case req.Method != "" && !isToken(req.Method):
-		return fmt.Errorf("invalid method %q", req.Method)
+		return "", fmt.Errorf("invalid method %q", req.Method)
 	}
-	return checkHeader(req.Header)
+	return checkHeader(req.Header, keyHeader)
 }
 
 // checkHeader refuses, before anything is sent, the header fields net/http
 // would refuse with an untyped error that no classifier can tell from a
 // transient one: names that are not RFC 9110 tokens, values with control
 // characters other than HTAB. The error names the field, never its value.
-func checkHeader(h http.Header) error {
+// alt is a field that spells keyHeader other than canonically, if any.
+func checkHeader(h http.Header, keyHeader string) (alt string, err error) {
+	if len(h) == 0 {
+		return "", nil // ranging over an empty map still costs an iterator
+	}
 	for name, values := range h {
 		if !isToken(name) {
-			return fmt.Errorf("invalid header field name %q", name)
+			return "", fmt.Errorf("invalid header field name %q", name)
+		}
+		if alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
+			alt = name
 		}
 		for _, v := range values {
 			for i := 0; i < len(v); i++ {
 				if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-					return fmt.Errorf("invalid value for header field %q", name)
+					return "", fmt.Errorf("invalid value for header field %q", name)
 				}
 			}
 		}
 	}
-	return nil
+	return alt, nil
 }
+
+// tokenChars marks the bytes of an RFC 9110 token: letters, digits and
+// !#$%&'*+-.^_`|~.
+var tokenChars = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte("!#$%&'*+-.^_`|~") {
+		t[c] = true
+	}
+	return t
+}()
 
 func isToken(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
+		if !tokenChars[s[i]] {
 			return false
 		}
 	}

@@ -39,7 +39,7 @@ type config struct {
 	rateBurst        int
 	keyHeader        string
 	attemptHeader    string
-	keyFunc          func() (string, error)
+	keyFunc          func() (string, error) // nil: the Transport's keySource (NewKey's UUIDv7s)
 	keyMethods       methodSet
 	dedupers         []dedupingServer
 	refusalResponses bool
@@ -50,7 +50,8 @@ type config struct {
 	maxBodyBuffer    int64
 	logger           *slog.Logger
 	observers        []Observer
-	now              func() time.Time // test seam; time.Now unless set in tests
+	now              func() time.Time              // test seam; time.Now unless set in tests
+	since            func(time.Time) time.Duration // test seam, set with now; time.Since
 }
 
 // idleAfter is how long a host's state is kept without requests: the
@@ -78,12 +79,12 @@ func defaultConfig() config {
 		rateLimit:     rate.Inf,
 		keyHeader:     DefaultKeyHeader,
 		attemptHeader: DefaultAttemptHeader,
-		keyFunc:       NewKey,
 		keyMethods:    newMethodSet(http.MethodPost, http.MethodPatch),
 		keyRetention:  DefaultKeyRetention,
 		retryAfterMax: DefaultRetryAfterMax,
 		maxBodyBuffer: DefaultMaxBodyBuffer,
 		now:           time.Now,
+		since:         time.Since,
 	}
 }
 
@@ -184,15 +185,11 @@ func WithAttemptHeader(name string) Option {
 	return func(c *config) { c.attemptHeader = http.CanonicalHeaderKey(name) }
 }
 
-// WithKeyFunc sets the function that mints keys (default NewKey, a UUIDv7).
-// Its keys must pass ValidateKey.
+// WithKeyFunc sets the function that mints keys (default: UUIDv7s as
+// NewKey mints them). Its keys must pass ValidateKey. A nil f restores the
+// default.
 func WithKeyFunc(f func() (string, error)) Option {
-	return func(c *config) {
-		if f == nil {
-			f = NewKey
-		}
-		c.keyFunc = f
-	}
+	return func(c *config) { c.keyFunc = f }
 }
 
 // WithKeyMethods sets the methods for which the Transport mints a key when

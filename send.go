@@ -38,10 +38,11 @@ type attempt struct {
 	stop error
 }
 
-// send sends attempt n (the i-th of this call) on a copy of the caller's request carrying the key
-// and attempt headers, through the base transport. It never mutates the
-// caller's request and shares nothing with other attempts.
-func (c *call) send(i, n int) attempt {
+// send sends attempt n (the i-th of this call) on a copy of the caller's
+// request carrying the key and attempt headers, through the base transport.
+// start is when the gate admitted it, the start of its duration. It never
+// mutates the caller's request and shares nothing with other attempts.
+func (c *call) send(i, n int, start time.Time) attempt {
 	cfg := &c.t.cfg
 	a := attempt{n: n}
 	ctx, cancel := c.ctx, context.CancelFunc(nil)
@@ -50,18 +51,23 @@ func (c *call) send(i, n int) attempt {
 	}
 	// http.Transport re-sends a keyed request by itself when a reused
 	// connection dies before the response; count the writes to know. A new
-	// counter and trace per attempt: a previous attempt's write loop may
-	// still report, and WithClientTrace composes the caller's hooks into
-	// the trace it is given. Keyed requests only.
-	var wrote, resent *atomic.Int32
+	// watch per attempt: a previous attempt's write loop may still report,
+	// and WithClientTrace composes the caller's hooks into the trace it is
+	// given. Keyed requests only.
+	var w *writeWatch
 	if c.op.key != "" {
-		wrote, resent = new(atomic.Int32), new(atomic.Int32)
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }})
+		w = &writeWatch{key: [1]string{c.op.key}}
+		w.trace.WroteRequest = w.wroteRequest
+		ctx = w.context(ctx)
 	}
 	areq := c.req.WithContext(ctx)
-	areq.Header = c.req.Header.Clone() // never nil: checkRequest refused a nil Header
-	if c.op.key != "" && c.op.field == "" {
-		areq.Header[cfg.keyHeader] = []string{c.op.key}
+	extra := 1 // the attempt header
+	if w != nil && c.op.field == "" {
+		extra++ // the key header
+	}
+	areq.Header = attemptHeader(c.req.Header, extra) // never nil: checkRequest refused a nil Header
+	if w != nil && c.op.field == "" {
+		areq.Header[cfg.keyHeader] = w.key[:]
 	}
 	if cfg.attemptHeader != "" {
 		areq.Header[cfg.attemptHeader] = attemptValue(n)
@@ -80,28 +86,23 @@ func (c *call) send(i, n int) attempt {
 	}
 	areq.Body = body
 	areq.GetBody = c.op.body.rewind()
-	if wrote != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
+	if w != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
 		// net/http re-sends a request with an Idempotency-Key header by
 		// itself when a reused connection dies: safe when nothing was
 		// written, a second effect otherwise on a server that ignores keys.
 		// It rewinds the body first: refuse the rewind once a write is
 		// seen, and let the Transport decide with what it knows.
-		rewind := areq.GetBody
-		areq.GetBody = func() (io.ReadCloser, error) {
-			if wrote.Load() > 0 {
-				return nil, errResendRefused
-			}
-			resent.Add(1) // nothing was written: a re-send that costs nothing
-			return rewind()
-		}
+		w.rewind = areq.GetBody
+		areq.GetBody = w.getBody
 	}
 	a.req = areq
 
-	start := cfg.now()
 	resp, err := c.t.base.RoundTrip(areq)
-	a.end = cfg.now()
+	// One monotonic clock read: time.Now reads the wall clock too, which
+	// the end time can take from start.
+	a.took = cfg.since(start)
+	a.end = start.Add(a.took)
 	a.sent = true
-	a.took = a.end.Sub(start)
 	switch {
 	case resp != nil && err != nil:
 		// A base transport that breaks the contract: trust the error.
@@ -115,10 +116,10 @@ func (c *call) send(i, n int) attempt {
 	if resp != nil && resp.Body == nil {
 		resp.Body = http.NoBody // as http.Client would; callers and discard read it
 	}
-	if wrote != nil {
-		w := wrote.Load()
-		a.traced, a.wroteAny, a.rewritten = true, w >= 1, w >= 2
-		a.resends = max(int(resent.Load()), int(w)-1)
+	if w != nil {
+		wrote := w.wrote.Load()
+		a.traced, a.wroteAny, a.rewritten = true, wrote >= 1, wrote >= 2
+		a.resends = max(int(w.resent.Load()), int(wrote)-1)
 	}
 	if cancel != nil {
 		if resp != nil {
@@ -129,6 +130,119 @@ func (c *call) send(i, n int) attempt {
 	}
 	a.resp, a.err = resp, err
 	return a
+}
+
+// writeWatch watches the writes of one keyed attempt: it counts the times
+// net/http wrote the request (its ClientTrace's WroteRequest) and guards the
+// rewind net/http calls before re-sending it on its own (getBody). One
+// allocation holds the trace, the counters and the key header's value.
+type writeWatch struct {
+	parent context.Context // the attempt's context without the trace (watchCtx)
+	trace  httptrace.ClientTrace
+	wrote  atomic.Int32 // writes of the request, net/http's re-sends included
+	resent atomic.Int32 // rewinds allowed: re-sends after nothing was written
+	rewind func() (io.ReadCloser, error)
+	key    [1]string // the key header's value
+}
+
+func (w *writeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Add(1) }
+
+// context returns parent carrying w's trace. When parent carries no trace
+// of the caller's to compose with, that is w itself (watchCtx), which
+// saves the allocation of httptrace.WithClientTrace's context.
+func (w *writeWatch) context(parent context.Context) context.Context {
+	if traceKey == nil || httptrace.ContextClientTrace(parent) != nil {
+		return httptrace.WithClientTrace(parent, &w.trace)
+	}
+	w.parent = parent
+	return (*watchCtx)(w)
+}
+
+// watchCtx is a writeWatch seen as the context of its attempt: its parent's,
+// with the watch's ClientTrace under httptrace's key.
+type watchCtx writeWatch
+
+func (c *watchCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *watchCtx) Done() <-chan struct{}       { return c.parent.Done() }
+func (c *watchCtx) Err() error                  { return c.parent.Err() }
+func (c *watchCtx) Value(key any) any {
+	if key == traceKey {
+		return &c.trace
+	}
+	return c.parent.Value(key)
+}
+
+// traceKey is the key under which httptrace keeps a context's ClientTrace,
+// learnt once by letting httptrace look a trace up in a context that
+// records the key it is asked for, then checked: httptrace must find a
+// trace put under that key. nil if either step fails, and the Transport
+// then uses httptrace.WithClientTrace.
+var traceKey = func() any {
+	var p keyProbe
+	httptrace.ContextClientTrace(&p)
+	if p.key == nil || p.n != 1 {
+		return nil
+	}
+	w := &writeWatch{parent: context.Background()}
+	key := p.key
+	if got := httptrace.ContextClientTrace(keyedCtx{w, key}); got != &w.trace {
+		return nil
+	}
+	return key
+}()
+
+// keyProbe records the key of the one Value call it gets.
+type keyProbe struct {
+	context.Context
+	key any
+	n   int
+}
+
+func (p *keyProbe) Value(key any) any { p.key, p.n = key, p.n+1; return nil }
+
+// keyedCtx answers key with w's trace, to check traceKey before it is used.
+type keyedCtx struct {
+	w   *writeWatch
+	key any
+}
+
+func (k keyedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (k keyedCtx) Done() <-chan struct{}       { return nil }
+func (k keyedCtx) Err() error                  { return nil }
+func (k keyedCtx) Value(key any) any {
+	if key == k.key {
+		return &k.w.trace
+	}
+	return nil
+}
+
+// getBody is the attempt's GetBody: the rewind, unless the request was
+// written, in which case the re-send is refused (errResendRefused) and the
+// Transport decides with what it knows.
+func (w *writeWatch) getBody() (io.ReadCloser, error) {
+	if w.wrote.Load() > 0 {
+		return nil, errResendRefused
+	}
+	w.resent.Add(1) // nothing was written: a re-send that costs nothing
+	return w.rewind()
+}
+
+// attemptHeader returns the header of an attempt: a new map with the
+// caller's fields and room for extra more (the key and attempt headers),
+// so that the caller's map is never written. The value slices are shared
+// with the caller's, their capacity clipped to their length so that an
+// append (Header.Add) on the attempt's header copies instead of writing
+// into the caller's array; like net/http, which shares the whole map
+// between a request and its forks, nothing writes into them in place.
+func attemptHeader(h http.Header, extra int) http.Header {
+	h2 := make(http.Header, len(h)+extra)
+	if len(h) == 0 {
+		return h2 // ranging over an empty map still costs an iterator
+	}
+	for k, vv := range h {
+		h2[k] = vv[:len(vv):len(vv)]
+	}
+	return h2
 }
 
 // classify returns the Classifier's decision on a, with what the Transport

@@ -122,6 +122,9 @@ func TestRetryTokensDoNotAllocate(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.FirstAt(now) }), "FirstAt")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.TakeAt(now) }), "TakeAt")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.Earn() }), "Earn")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.First() }), "First")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.Take() }), "Take")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.Refund() }), "Refund")
 }
 
 func BenchmarkRetryTokens(b *testing.B) {

@@ -52,6 +52,7 @@ type Transport struct {
 	cfg    config
 	hosts  hosts
 	recent recentKeys
+	keys   keySource
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -126,7 +127,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	for i := 0; ; i++ {
 		n := base + i
-		res, err := c.h.reserve(c, i, n, delay)
+		if i > 0 {
+			now = t.cfg.now()
+		}
+		res, err := c.h.reserve(c, i, n, delay, now)
 		if err != nil {
 			return c.finish(&a, d, err) // a retry refused before any wait
 		}
@@ -142,7 +146,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, c.stopped(err)
 		}
-		a = c.send(i, n)
+		a = c.send(i, n, res.at)
 		d = c.classify(&a)
 		if !a.sent {
 			res.cancel()

@@ -14,24 +14,44 @@ func (okTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 }
 
+// dedupingTransport answers 200 echoing the request's Idempotency-Key, as a
+// server that dedupes by key does.
+type dedupingTransport struct{}
+
+func (dedupingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	h := http.Header{}
+	if k := req.Header[resilient.DefaultKeyHeader]; len(k) > 0 {
+		h[resilient.DefaultKeyHeader] = k
+	}
+	return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
 // BenchmarkTransport measures the Transport's own cost per request over a
 // base transport that does nothing: key minting, header copy, admission
 // (retry tokens by default; a budget or breaker when configured) and
-// classification. The sub-benchmark names say which mechanisms are on.
+// classification. The sub-benchmark names say which mechanisms are on;
+// "POST/deduping-server" (defaults) answers as a server that dedupes by key (it echoes the
+// key), which the Transport notes as evidence on every answer.
 func BenchmarkTransport(b *testing.B) {
 	cases := []struct {
 		name   string
 		method string
 		opts   []resilient.Option
+		base   http.RoundTripper
 	}{
-		{"GET/no-retry-control", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens()}},
-		{"GET/budget", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())}},
-		{"GET/breaker", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBreaker(resilient.DefaultBreakerSettings())}},
-		{"GET/defaults", http.MethodGet, nil},
-		{"POST/defaults", http.MethodPost, nil},
+		{"GET/no-retry-control", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens()}, nil},
+		{"GET/budget", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())}, nil},
+		{"GET/breaker", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBreaker(resilient.DefaultBreakerSettings())}, nil},
+		{"GET/defaults", http.MethodGet, nil, nil},
+		{"POST/defaults", http.MethodPost, nil, nil},
+		{"POST/deduping-server", http.MethodPost, nil, dedupingTransport{}},
 	}
 	for _, tc := range cases {
-		tr := resilient.NewTransport(okTransport{}, tc.opts...)
+		base := tc.base
+		if base == nil {
+			base = okTransport{}
+		}
+		tr := resilient.NewTransport(base, tc.opts...)
 		req, _ := http.NewRequest(tc.method, "http://api.test/v1/charges", nil)
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -56,5 +76,35 @@ func BenchmarkTransport(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// fixedTransport answers every request with the same response, allocating
+// nothing, so that what a RoundTrip allocates is the Transport's own.
+type fixedTransport struct{ resp *http.Response }
+
+func (f fixedTransport) RoundTrip(*http.Request) (*http.Response, error) { return f.resp, nil }
+
+// TestRoundTripAllocs pins what a request allocates in the Transport itself
+// with the defaults: for a GET, the attempt's request and its header map
+// (map and group: Retry-Attempt is always sent); for a POST, also the key
+// (its UUID and string) and the watch of its writes (the watch, its two
+// method values, the trace's context).
+func TestRoundTripAllocs(t *testing.T) {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	tr := resilient.NewTransport(fixedTransport{resp})
+	for _, tc := range []struct {
+		method string
+		max    float64
+	}{{http.MethodGet, 3}, {http.MethodPost, 8}} {
+		req, _ := http.NewRequest(tc.method, "http://api.test/v1/charges", nil)
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := tr.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > tc.max {
+			t.Errorf("%s: %v allocations per request, want at most %v", tc.method, allocs, tc.max)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -89,6 +90,40 @@ func TestDifferentOperationsGetDifferentKeysInTimeOrder(t *testing.T) {
 	}
 }
 
+// TestConcurrentOperationsGetDistinctValidKeys: the Transport's key source
+// (a buffer of crypto/rand bytes shared by its requests) gives concurrent
+// operations distinct UUIDv7 keys, more of them than one buffer holds.
+func TestConcurrentOperationsGetDistinctValidKeys(t *testing.T) {
+	s := newStub(reply(201))
+	tr := resilient.NewTransport(s, fast()...)
+	const goroutines, each = 8, 40
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				resp, err := tr.RoundTrip(post(t, context.Background(), `{}`))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, a := range s.attempts() {
+		k := a.header.Get("Idempotency-Key")
+		assert.False(t, seen[k], "duplicate key %s", k)
+		seen[k] = true
+		u, err := uuid.Parse(k)
+		if assert.NoError(t, err) {
+			assert.Equal(t, uuid.Version(7), u.Version())
+			assert.Equal(t, uuid.RFC4122, u.Variant())
+		}
+		assert.NoError(t, resilient.ValidateKey(k))
+	}
+	assert.Len(t, seen, goroutines*each)
+}
+
 func TestCallerKeyPreserved(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -125,6 +160,32 @@ func TestCallerKeyPreserved(t *testing.T) {
 			assert.Equal(t, before, req.Header, "the caller's request is not modified")
 		})
 	}
+}
+
+// TestAttemptHeaderNeverWritesTheCallersArrays: an attempt's header shares
+// the caller's value slices, clipped, so that a base transport that appends
+// to a field (Header.Add) copies it instead of writing into the caller's
+// spare capacity, on every attempt.
+func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
+	adds := func(req *http.Request) (*http.Response, error) {
+		req.Header.Add("X-Trace", "added by the base transport")
+		req.Header.Set("X-Other", "set by the base transport")
+		return nil, nil
+	}
+	s := newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
+		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
+	tr := resilient.NewTransport(s, fast()...)
+	req, err := http.NewRequest(http.MethodGet, target, nil)
+	require.NoError(t, err)
+	trace := make([]string, 1, 4) // spare capacity an append would write into
+	trace[0] = "caller"
+	req.Header["X-Trace"] = trace
+	resp, err := do(t, tr, req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	require.Len(t, s.attempts(), 2)
+	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
+	assert.Equal(t, []string{"caller", ""}, trace[:2], "the caller's array")
 }
 
 func TestInvalidCallerKeyFailsBeforeSending(t *testing.T) {

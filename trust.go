@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,10 +46,19 @@ var ErrUnsafeRetry = errors.New("resilient: not retried: unsafe request may have
 
 // evidence remembers the routes of a host whose server showed it dedupes
 // by key. Touched only when a response shows it and when an unsafe retry is
-// considered, never on the path of a healthy request.
+// considered. A server that dedupes shows it on every keyed answer: the
+// route noted last is also kept in fresh, so that noting it again while its
+// evidence is fresh, the common case, takes no lock.
 type evidence struct {
+	fresh  atomic.Pointer[notedRoute] // the route last written to routes
 	mu     sync.Mutex
 	routes map[route]int64 // → expiry, Unix ns
+}
+
+// notedRoute is a route and the expiry it was noted with (Unix ns).
+type notedRoute struct {
+	r   route
+	exp int64
 }
 
 // route is the scope of evidence: the method and the first two segments of
@@ -57,6 +67,9 @@ type evidence struct {
 type route struct{ method, prefix string }
 
 func (ev *evidence) note(r route, now time.Time) {
+	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
+		return // fresh enough, and known without the lock
+	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	if exp, ok := ev.routes[r]; ok && exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
@@ -76,10 +89,15 @@ func (ev *evidence) note(r route, now time.Time) {
 			return // keep what is known; an unknown route is simply not trusted
 		}
 	}
-	ev.routes[r] = now.Add(dedupeEvidenceTTL).UnixNano()
+	exp := now.Add(dedupeEvidenceTTL).UnixNano()
+	ev.routes[r] = exp
+	ev.fresh.Store(&notedRoute{r, exp})
 }
 
 func (ev *evidence) has(r route, now time.Time) bool {
+	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now.UnixNano() {
+		return true
+	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	exp, ok := ev.routes[r]
@@ -107,13 +125,13 @@ func routeOf(req *http.Request) route {
 // says the key is in use.
 func showsDedupe(resp *http.Response, keyHeader, key string, d Decision) bool {
 	h := resp.Header
-	if h.Get("Idempotency-Status") != "" || h.Get("Idempotent-Replayed") != "" {
+	if headerValue(h, "Idempotency-Status") != "" || headerValue(h, "Idempotent-Replayed") != "" {
 		return true
 	}
 	if d.Category == CategoryInProgress || d.Category == CategoryPayloadMismatch {
 		return true
 	}
-	if v := h.Get(keyHeader); v != "" {
+	if v := headerValue(h, keyHeader); v != "" {
 		return v == key || strings.Trim(v, `"`) == key
 	}
 	return false
@@ -159,6 +177,8 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 
 // trusted reports whether attempt a of c, an unsafe request, may be re-sent
 // although it may have been applied; it records what a's response shows.
+// The evidence noted before is looked up only when d is a retry: it decides
+// nothing else.
 func (c *call) trusted(a *attempt, d Decision) bool {
 	if c.op.own || c.t.cfg.declaredDeduping(c.req) {
 		return true
@@ -168,7 +188,7 @@ func (c *call) trusted(a *attempt, d Decision) bool {
 		c.h.evidence.note(r, a.end)
 		return true
 	}
-	return c.h.evidence.has(r, a.end)
+	return d.Action == Retry && c.h.evidence.has(r, a.end)
 }
 
 // notApplied reports whether attempt a's failure proves the server did not
