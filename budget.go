@@ -219,11 +219,11 @@ func (b *Budget) WithdrawAt(now time.Time) bool {
 	}
 }
 
-// refundAt takes back a withdrawal made by WithdrawAt(at) for a retry that
+// RefundAt takes back a withdrawal made by WithdrawAt(at) for a retry that
 // was then not sent (the caller gave up during the backoff, or the breaker
 // refused it). If at's bucket has rolled since, the withdrawal has left the
 // window already and there is nothing to take back.
-func (b *Budget) refundAt(at time.Time) {
+func (b *Budget) RefundAt(at time.Time) {
 	e := b.params().epoch(at)
 	bk := b.bucket(e)
 	for bk.epoch.Load() == e {

@@ -207,7 +207,7 @@ func (r *reservation) cancel() {
 		r.h.tokens.Refund()
 	}
 	if !r.budgetAt.IsZero() {
-		r.h.budget.refundAt(r.budgetAt)
+		r.h.budget.RefundAt(r.budgetAt)
 	}
 	if r.done != nil {
 		r.done(errBreakerExcluded)

@@ -71,7 +71,7 @@ func assertReleased(t *testing.T, tr *Transport, sentRetries int) {
 	h := v.(*hostState)
 	now := tr.cfg.now()
 	assert.Equal(t, float64(3-sentRetries), h.tokens.AvailableAt(now), "tokens: only sent retries are spent")
-	assert.Equal(t, float64(10-sentRetries), h.budget.AvailableAt(now), "budget: only sent retries are spent")
+	assert.Equal(t, float64(10-sentRetries), h.budget.(*Budget).AvailableAt(now), "budget: only sent retries are spent")
 	c := h.breaker.Counts()
 	assert.Equal(t, c.Requests, c.TotalSuccesses+c.TotalFailures+c.TotalExclusions, "breaker: one done per Allow")
 }

@@ -16,7 +16,7 @@ import (
 type hostState struct {
 	name    string
 	tokens  *RetryTokens // nil when retry tokens are off
-	budget  *Budget      // nil when no budget is configured
+	budget  RetryBudget  // nil when no budget is configured
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	limiter *rate.Limiter // nil without WithRateLimit
 
@@ -87,6 +87,10 @@ func (t *Transport) newHost(name string) *hostState {
 		h.budget = t.cfg.budget
 	case t.cfg.budgetConfig != nil:
 		h.budget = NewBudget(*t.cfg.budgetConfig)
+	case t.cfg.budgetFunc != nil:
+		if b := t.cfg.budgetFunc(name); b != nil {
+			h.budget = b
+		}
 	}
 	if t.cfg.breaker != nil {
 		h.breaker = newBreaker(*t.cfg.breaker, h, t.cfg.now)

@@ -34,6 +34,7 @@ type config struct {
 	tokens           RetryTokensConfig
 	budget           *Budget       // shared by every host when set
 	budgetConfig     *BudgetConfig // a budget per host when set
+	budgetFunc       func(host string) RetryBudget
 	breaker          *BreakerSettings
 	rateLimit        rate.Limit
 	rateBurst        int
@@ -130,19 +131,31 @@ func WithoutRetryTokens() Option {
 // whatever its host, so that several Transports can share one budget. No
 // budget is used by default (the retry tokens are); a nil b removes it.
 func WithBudget(b *Budget) Option {
-	return func(c *config) { c.budget, c.budgetConfig = b, nil }
+	return func(c *config) { c.budget, c.budgetConfig, c.budgetFunc = b, nil, nil }
 }
 
 // WithBudgetConfig gives each destination host a Finagle-style retry budget
 // (see Budget) configured by bc, in addition to the retry tokens. No budget
 // is used by default.
 func WithBudgetConfig(bc BudgetConfig) Option {
-	return func(c *config) { c.budgetConfig, c.budget = &bc, nil }
+	return func(c *config) { c.budgetConfig, c.budget, c.budgetFunc = &bc, nil, nil }
 }
 
-// WithoutBudget removes a budget set by WithBudget or WithBudgetConfig.
+// WithBudgetFunc gives each destination host the RetryBudget f returns for
+// it, in addition to the retry tokens: a budget kept elsewhere, such as one
+// shared by a fleet of processes through Redis. f is called when the
+// Transport creates a host's state (on its first request, and again after
+// the state was evicted for being idle), with the host as in URL.Host; a
+// nil result means no budget for that host. f must be safe for concurrent
+// use.
+func WithBudgetFunc(f func(host string) RetryBudget) Option {
+	return func(c *config) { c.budgetFunc, c.budget, c.budgetConfig = f, nil, nil }
+}
+
+// WithoutBudget removes a budget set by WithBudget, WithBudgetConfig or
+// WithBudgetFunc.
 func WithoutBudget() Option {
-	return func(c *config) { c.budget, c.budgetConfig = nil, nil }
+	return func(c *config) { c.budget, c.budgetConfig, c.budgetFunc = nil, nil, nil }
 }
 
 // WithBreaker gives each destination host a classic circuit breaker with

@@ -1,0 +1,87 @@
+package resilient_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countingBudget is a RetryBudget that records its calls and allows a fixed
+// number of withdrawals.
+type countingBudget struct {
+	mu                           sync.Mutex
+	allow                        int
+	deposits, withdraws, refunds int
+}
+
+func (b *countingBudget) DepositAt(time.Time) { b.mu.Lock(); b.deposits++; b.mu.Unlock() }
+func (b *countingBudget) RefundAt(time.Time)  { b.mu.Lock(); b.refunds++; b.mu.Unlock() }
+func (b *countingBudget) WithdrawAt(time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.withdraws++
+	if b.allow == 0 {
+		return false
+	}
+	b.allow--
+	return true
+}
+
+func TestWithBudgetFunc(t *testing.T) {
+	tests := []struct {
+		name          string
+		allow         int
+		wantAttempts  int
+		wantWithdraws int
+	}{
+		{"the budget refuses every retry", 0, 1, 1},
+		{"the budget allows one retry", 1, 2, 2},
+		{"the budget allows them all", 10, 4, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &countingBudget{allow: tt.allow}
+			var hosts []string
+			s := newStub(reply(503))
+			tr := resilient.NewTransport(s, resilient.WithoutRetryTokens(),
+				resilient.WithBackoff(resilient.Exponential(0, 0)),
+				resilient.WithBudgetFunc(func(host string) resilient.RetryBudget {
+					hosts = append(hosts, host)
+					return b
+				}))
+			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test:8080/v1/x", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, []string{"api.test:8080"}, hosts, "one budget per host, asked for once")
+			assert.Len(t, s.attempts(), tt.wantAttempts)
+			assert.Equal(t, 1, b.deposits, "the first attempt deposits")
+			assert.Equal(t, tt.wantWithdraws, b.withdraws)
+			assert.Zero(t, b.refunds)
+		})
+	}
+}
+
+func TestWithBudgetFuncNilMeansNoBudget(t *testing.T) {
+	s := newStub(reply(503))
+	tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(0, 0)),
+		resilient.WithBudgetFunc(func(string) resilient.RetryBudget { return nil }))
+	resp, err := tr.RoundTrip(mustGet(t, "http://api.test/v1/x"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Len(t, s.attempts(), 4, "the retry tokens alone limit retries")
+}
+
+func mustGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	return req
+}
