@@ -35,6 +35,7 @@ type Instrumentation struct {
 	replays         metric.Int64Counter
 	inProgress      metric.Int64Counter
 	payloadMismatch metric.Int64Counter
+	hedges          metric.Int64Counter
 	retryDelay      metric.Float64Histogram
 	opDuration      metric.Float64Histogram
 }
@@ -75,6 +76,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 		replays:         counter("resilient.replays", "{replay}", "Answers the server replayed from its idempotency store."),
 		inProgress:      counter("resilient.conflicts.in_progress", "{conflict}", "Attempts answered 409: the same key is still being processed."),
 		payloadMismatch: counter("resilient.conflicts.payload_mismatch", "{conflict}", "Attempts refused because the key was used with another payload."),
+		hedges:          counter("resilient.hedges", "{hedge}", "Hedges sent: extra copies of a slow request (resilient.WithHedging)."),
 		retryDelay:      seconds("resilient.retry.delay", "Wait before a retry: backoff or server-directed delay."),
 		opDuration:      seconds("resilient.operation.duration", "Duration of a request through the Transport, all attempts and waits included."),
 	}
