@@ -44,7 +44,7 @@ func TestHedgeWon(t *testing.T) {
 
 	ms := h.collect(t)
 	assert.Equal(t, map[string]int64{
-		"category=CANCELED,host=api.test,method=GET": 1,
+		"category=CANCELED,host=api.test,method=GET":     1,
 		"hedge=true,host=api.test,method=GET,status=200": 1,
 	}, counts(t, ms, "resilient.attempts"))
 	assert.Equal(t, map[string]int64{"host=api.test,method=GET": 1}, counts(t, ms, "resilient.hedges"))
