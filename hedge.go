@@ -266,8 +266,9 @@ func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
 
 // settleLosers cancels the copies still in flight once another has won,
 // waits for each, and notes it: an attempt cancelled because another copy
-// answered (Category CategoryCanceled, healthy or not for nothing), or an
-// answer that came anyway, discarded. Their latency until then still counts
+// answered (Category CategoryCanceled, neutral for the host), or an answer
+// that came anyway, discarded (a failure counts against the host; a
+// healthy answer earns no token). Their latency until then still counts
 // for the host's quantile, as a lower bound of what they would have taken,
 // so that the slow answers hedging cuts short are not forgotten.
 func (c *call) settleLosers(copies []hedgeCopy, results <-chan hedgeResult, inflight int) {
@@ -284,7 +285,14 @@ func (c *call) settleLosers(copies []hedgeCopy, results <-chan hedgeResult, infl
 		var d Decision
 		if a.resp != nil {
 			d = c.classify(&a)
-			cp.res.release(c, healthOf(a.resp, a.err, d))
+			// A loser's answer may count against the host, never for it:
+			// the round's one healthy answer earns its token, so that
+			// hedges cannot pay for themselves.
+			hl := healthOf(a.resp, a.err, d)
+			if hl == healthOK {
+				hl = healthNeutral
+			}
+			cp.res.release(c, hl)
 			c.observe(&a, d)
 			discard(a.resp)
 		} else {
