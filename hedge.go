@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -231,8 +232,21 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 			cp.done = true
 			a := r.a
 			d := c.classify(&a)
-			cp.res.release(c, healthOf(a.resp, a.err, d))
-			c.observe(&a, d)
+			if !a.sent && inflight > 0 {
+				// A hedge whose body could not be rewound (GetBody failed)
+				// never left: it gives back what it took, and the copy in
+				// flight goes on.
+				cp.res.cancel()
+				cp.cancel()
+				c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
+				continue
+			}
+			if !a.sent {
+				cp.res.cancel()
+			} else {
+				cp.res.release(c, healthOf(a.resp, a.err, d))
+				c.observe(&a, d)
+			}
 			if d.Action != Retry {
 				c.settleLosers(copies, results, inflight)
 				c.note(&a, d, cp.wait, cp.hedge)

@@ -336,3 +336,26 @@ func TestHedgeEventsAndLog(t *testing.T) {
 		assert.Contains(t, logs.String(), "hedges=1 winner=1 hedge_won=true")
 	})
 }
+
+// A hedge whose body cannot be rewound is not sent, and the first copy's
+// answer is returned.
+func TestHedgeWithAFailingGetBodyLeavesTheFirstCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+		rep := new(resilient.Report)
+		req, _ := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, rep.Attempts, 1)
+		assert.Zero(t, rep.Winner)
+		assert.Zero(t, rep.Hedges, "no hedge left")
+	})
+}
