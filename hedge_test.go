@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/resilienthttp/resilient"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // timed answers code after d, or fails with the request's context error if
@@ -358,4 +360,35 @@ func TestHedgeWithAFailingGetBodyLeavesTheFirstCopy(t *testing.T) {
 		assert.Zero(t, rep.Winner)
 		assert.Zero(t, rep.Hedges, "no hedge left")
 	})
+}
+
+// Over real sockets, with the slow copy's handler still running when the
+// hedge answers: the slow copy's request is cancelled and nothing of it
+// outlives the request (goleak), its connection included.
+func TestHedgeOverLoopbackLeavesNothingBehind(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Retry-Attempt") == "0" {
+			select {
+			case <-r.Context().Done(): // the client cancelled the losing copy
+			case <-release:
+			}
+			return
+		}
+		io.WriteString(w, "fast")
+	}))
+	defer srv.Close()
+	defer close(release)
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr := resilient.NewTransport(base, resilient.WithHedging(resilient.HedgingConfig{Delay: 10 * time.Millisecond}))
+	rep := new(resilient.Report)
+	req, _ := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "fast", string(b))
+	assert.True(t, rep.HedgeWon)
 }
