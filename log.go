@@ -6,7 +6,8 @@ import (
 )
 
 // logObserver turns Events into slog records: retries at Debug, successful
-// outcomes at Info, other outcomes at Warn. Attributes: idempotency_key,
+// outcomes at Info, other outcomes and pushback answers at Warn.
+// Attributes: idempotency_key,
 // attempt, delay, status, category, outcome (plus host, method, operation and
 // error where set). No headers, no bodies.
 func logObserver(l *slog.Logger) Observer {
@@ -14,6 +15,11 @@ func logObserver(l *slog.Logger) Observer {
 		var level slog.Level
 		var msg string
 		switch e.Kind {
+		case EventAttempt:
+			if !e.Pushback {
+				return
+			}
+			level, msg = slog.LevelWarn, "resilient: pushback"
 		case EventRetry:
 			level, msg = slog.LevelDebug, "resilient: retry"
 		case EventOutcome:

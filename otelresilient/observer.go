@@ -41,6 +41,9 @@ func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 	addSpanEvent(ctx, e)
 	attrs := metric.WithAttributeSet(requestAttrs(e, true, true))
 	i.attempts.Add(ctx, 1, attrs)
+	if e.Pushback {
+		i.pushbacks.Add(ctx, 1, attrs)
+	}
 	if e.Replayed || e.Category == resilient.CategoryInProgress || e.Category == resilient.CategoryPayloadMismatch {
 		narrow := metric.WithAttributeSet(requestAttrs(e, true, false))
 		switch {
@@ -60,6 +63,8 @@ func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 		i.budgetRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	case resilient.OutcomeCircuitOpen:
 		i.breakerRefused.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
+	case resilient.OutcomePushback:
+		i.pushbackRefused.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	}
 	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(e.Outcome)}
 	kvs = appendStatusCategory(kvs, e, true, true)
