@@ -100,6 +100,13 @@ type Decision struct {
 	// a definitive answer (a reset or timeout after sending, a 5xx, a 409 "in
 	// progress"): its effect may exist.
 	Ambiguous bool
+	// Pushback reports that the server asked its clients to stop retrying:
+	// a 429 or 5xx answer with a do-not-retry hint (X-Should-Retry or
+	// Stripe-Should-Retry "false") and a server-directed Delay, the answer
+	// of the pushback middleware (package pushback). The Transport then
+	// sends no retry to the host for Delay (at most the Retry-After
+	// maximum), whatever the operation; first attempts still go out.
+	Pushback bool
 }
 
 // Classifier decides what to do with an attempt's outcome. It must not
@@ -190,6 +197,9 @@ const (
 //
 // A hint header X-Should-Retry or Stripe-Should-Retry of "false" makes a 4xx
 // or 5xx terminal; "true" makes it retryable; a success stays a success.
+// "false" on a 429 or 5xx that also says when to come back (Retry-After,
+// RateLimit) is pushback (Decision.Pushback): the server asks for no retry
+// to the host until then.
 // Malformed hints are ignored. Network errors are recognised by their types
 // and values (errors.Is, errors.AsType), never by matching their text.
 //
@@ -210,6 +220,12 @@ func DefaultClassifier(o Outcome) Decision {
 	switch hint := shouldRetryHint(resp.Header); {
 	case hint < 0:
 		d.Action = Terminal
+		if code := resp.StatusCode; code == http.StatusTooManyRequests || code >= 500 {
+			if d.Delay == 0 {
+				d.Delay = ServerDelay(resp.Header, o.Now)
+			}
+			d.Pushback = d.Delay > 0
+		}
 	case hint > 0:
 		d.Action = Retry
 	}

@@ -42,6 +42,11 @@ var (
 	// found it renewed: the host is still shedding), so the Transport
 	// returned instead of sleeping, with the last answer when it had one.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
+	// ErrPushback: the destination host's server pushed back (see
+	// Decision.Pushback) and the time it asked for has not passed, so the
+	// retry was not sent. Error.RetryAt says when retries may resume. First
+	// attempts are not held back by pushback.
+	ErrPushback = errors.New("resilient: server pushed back on retries")
 	// ErrStore: the Store failed (it is down or returned an error). The request
 	// was not sent without its durable key.
 	ErrStore = errors.New("resilient: store failed")
@@ -83,7 +88,8 @@ type Error struct {
 	// refused before sending, a 4xx answer).
 	Unknown bool
 	// RetryAt is when the circuit breaker will let a probe through, set with
-	// ErrCircuitOpen; zero otherwise.
+	// ErrCircuitOpen, or when the server's pushback ends, set with
+	// ErrPushback; zero otherwise.
 	RetryAt time.Time
 	// Reason is why the Transport stopped: one of the sentinel errors of this
 	// package, the caller's context error, or — when the last attempt failed

@@ -10,7 +10,8 @@ import (
 )
 
 // The gate admits each attempt to its host, through the host's policies in
-// order: the server-directed pause, the rate limiter, the circuit breaker,
+// order: the server's pushback (retries only), the server-directed pause,
+// the rate limiter, the circuit breaker,
 // the retry tokens and the budget. Admission is two steps, in the spirit of
 // rate.Reservation: reserve decides without blocking (so a refused retry
 // costs no wait, and the caller can still be given the last response) and
@@ -100,6 +101,9 @@ func (h *hostState) reserve(c *call, i, n int, backoff time.Duration, now time.T
 		}
 		return r, nil
 	}
+	if h.pushedBack(now) {
+		return r, ErrPushback
+	}
 	r.delay = max(backoff, h.pausedFor(now, true))
 	if !c.fits(now, r.delay+c.expectedLatency(h)) {
 		return r, ErrDelayTooLong
@@ -138,6 +142,14 @@ func (r *reservation) wait(c *call) error {
 		r.at = c.t.cfg.now()
 	}
 	h := r.h
+	if !r.first && h.pushbackUntil.Load() != 0 {
+		// The server pushed back while the retry waited its backoff.
+		if now := c.t.cfg.now(); h.pushedBack(now) {
+			r.at = now
+			r.cancel()
+			return ErrPushback
+		}
+	}
 	if h.pauseUntil.Load() != 0 || h.retryPauseUntil.Load() != 0 {
 		now := c.t.cfg.now()
 		r.at = now

@@ -60,8 +60,8 @@ func (hc HedgingConfig) resolve() hedging {
 // effect twice.
 //
 // A hedge is admitted by the host's gate like a retry: it takes a retry
-// token and the budget's share, and is not sent while the host is paused
-// by a Retry-After, while its breaker is open, when the rate limiter has
+// token and the budget's share, and is not sent while the server pushes
+// back or the host is paused by a Retry-After, while its breaker is open, when the rate limiter has
 // no token at hand, when attempts (WithMaxAttempts) are used up or when it
 // could not finish before the deadline. A refused hedge is simply not sent:
 // the copies in flight go on. Each hedge is a new attempt, numbered in the
@@ -106,13 +106,16 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 }
 
 // reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
-// sent at once, except that it never waits: a host paused by a Retry-After,
-// an open breaker, an empty token bucket or budget, a rate limiter without
-// a token at hand or a deadline too close refuse it (the error says why;
-// nothing is held). The reservation is released like a retry's.
+// sent at once, except that it never waits: the server's pushback, a host
+// paused by a Retry-After, an open breaker, an empty token bucket or budget,
+// a rate limiter without a token at hand or a deadline too close refuse it
+// (the error says why; nothing is held). The reservation is released like a
+// retry's.
 func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 	r := reservation{h: h, retry: true, at: now}
 	switch {
+	case h.pushedBack(now):
+		return r, ErrPushback
 	case h.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
 		return r, ErrDelayTooLong
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:

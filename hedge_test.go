@@ -163,6 +163,7 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		opts  []resilient.Option
+		first step // the answer to setup's request; default 503 Retry-After: 30
 		setup func(t *testing.T, tr http.RoundTripper)
 	}{
 		{name: "no retry token", opts: []resilient.Option{resilient.WithRetryTokens(resilient.RetryTokensConfig{MinTokens: -1, CapRatio: -1})}},
@@ -179,6 +180,13 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 		}},
+		// Retry-After over the maximum: no pause, only the pushback (for the maximum).
+		{name: "server pushed back", opts: []resilient.Option{resilient.WithRetryAfterMax(10 * time.Second)},
+			first: reply(503, "Retry-After: 30", "X-Should-Retry: false"), setup: func(t *testing.T, tr http.RoundTripper) {
+				resp, _, err := hedgeDo(t, tr, http.MethodDelete, nil)
+				require.NoError(t, err)
+				resp.Body.Close()
+			}},
 		{name: "breaker open", opts: []resilient.Option{resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 1, FailureRatio: 0.5,
 			OpenTimeout: time.Minute, RetriesOnly: true})}, setup: func(t *testing.T, tr http.RoundTripper) {
 			resp, _, err := hedgeDo(t, tr, http.MethodDelete, nil)
@@ -191,7 +199,11 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 				var live atomic.Int32
 				steps := []step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)}
 				if tc.setup != nil {
-					steps = append([]step{reply(503, "Retry-After: 30")}, steps...)
+					first := tc.first
+					if first == nil {
+						first = reply(503, "Retry-After: 30")
+					}
+					steps = append([]step{first}, steps...)
 				}
 				s := newStub(steps...)
 				opts := append([]resilient.Option{resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond})}, tc.opts...)

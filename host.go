@@ -26,6 +26,9 @@ type hostState struct {
 	// be back, and a single attempt is what a bare client would send).
 	pauseUntil      atomic.Int64
 	retryPauseUntil atomic.Int64
+	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
+	// no retry is sent to the host before then.
+	pushbackUntil atomic.Int64
 	// openUntil (Unix ns) is when an open breaker will let a probe through.
 	openUntil atomic.Int64
 	// latency is a moving average of the host's attempt durations (ns), so
@@ -131,7 +134,7 @@ func (hs *hosts) sweep(now int64) {
 // pause pending, no breaker open.
 func (h *hostState) idle(now, idleAfter int64) bool {
 	return now-h.lastUsed.Load() > idleAfter &&
-		h.pauseUntil.Load() <= now && h.retryPauseUntil.Load() <= now &&
+		h.pauseUntil.Load() <= now && h.retryPauseUntil.Load() <= now && h.pushbackUntil.Load() <= now &&
 		(h.breaker == nil || h.breaker.State() == gobreaker.StateClosed)
 }
 
@@ -169,6 +172,24 @@ func (h *hostState) pause(now time.Time, d time.Duration, all bool) {
 			return
 		}
 	}
+}
+
+// pushBack records the server's pushback: no retry to the host until now+d.
+// It never shortens an existing pushback.
+func (h *hostState) pushBack(now time.Time, d time.Duration) {
+	until := now.Add(d).UnixNano()
+	for {
+		cur := h.pushbackUntil.Load()
+		if cur >= until || h.pushbackUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// pushedBack reports whether the server's pushback holds retries at now.
+func (h *hostState) pushedBack(now time.Time) bool {
+	u := h.pushbackUntil.Load()
+	return u != 0 && now.UnixNano() < u
 }
 
 // pausedFor returns how long attempt n (0 for a first attempt) must still

@@ -68,7 +68,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 		return
 	}
 	if l.rep != nil {
-		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Duration: a.took, Resends: a.resends, Hedge: hedge}
+		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.resends, Hedge: hedge}
 		l.rep.Resends = l.resends
 		if a.resp != nil {
 			ar.StatusCode = a.resp.StatusCode
@@ -77,6 +77,9 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	}
 	if len(c.t.cfg.observers) > 0 {
 		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}
+		if d.Pushback {
+			e.Pushback, e.Delay = true, min(d.Delay, c.t.cfg.retryAfterMax)
+		}
 		if a.resp != nil {
 			e.StatusCode = a.resp.StatusCode
 		}
@@ -158,6 +161,8 @@ func (c *call) fail(reason error, cat Category, err error) error {
 		outcome = OutcomeBudgetExhausted
 	case errors.Is(reason, ErrDelayTooLong):
 		outcome = OutcomeDelayTooLong
+	case errors.Is(reason, ErrPushback):
+		outcome = OutcomePushback
 	case errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded):
 		outcome = OutcomeCanceled
 	}
@@ -166,12 +171,21 @@ func (c *call) fail(reason error, cat Category, err error) error {
 	return e
 }
 
-// retryAt sets e.RetryAt when the host's breaker refused.
+// retryAt sets e.RetryAt when the host's breaker or the server's pushback
+// refused.
 func (c *call) retryAt(e *Error) {
-	if c.h != nil && errors.Is(e.Reason, ErrCircuitOpen) {
-		if u := c.h.openUntil.Load(); u != 0 {
-			e.RetryAt = time.Unix(0, u)
-		}
+	if c.h == nil {
+		return
+	}
+	var u int64
+	switch {
+	case errors.Is(e.Reason, ErrCircuitOpen):
+		u = c.h.openUntil.Load()
+	case errors.Is(e.Reason, ErrPushback):
+		u = c.h.pushbackUntil.Load()
+	}
+	if u != 0 {
+		e.RetryAt = time.Unix(0, u)
 	}
 }
 
@@ -183,7 +197,7 @@ func (c *call) stopped(reason error) error {
 	switch {
 	case errors.Is(reason, ErrCircuitOpen):
 		return c.fail(reason, CategoryCircuitOpen, c.led.lastErr)
-	case errors.Is(reason, ErrDelayTooLong):
+	case errors.Is(reason, ErrDelayTooLong), errors.Is(reason, ErrPushback):
 		return c.fail(reason, CategoryRateLimit, c.led.lastErr)
 	}
 	return c.fail(reason, CategoryCanceled, reason)
@@ -199,6 +213,8 @@ func outcomeOf(d Decision, stop error) string {
 		return OutcomeRetriesExhausted
 	case errors.Is(stop, ErrDelayTooLong):
 		return OutcomeDelayTooLong
+	case errors.Is(stop, ErrPushback):
+		return OutcomePushback
 	case stop != nil:
 		return OutcomeError
 	case d.Category == CategoryCanceled:

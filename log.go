@@ -6,16 +6,21 @@ import (
 )
 
 // logObserver turns Events into slog records: retries and hedges at Debug,
-// successful outcomes at Info, other outcomes at Warn. Attributes:
-// idempotency_key, attempt, delay, status, category, outcome (plus host,
-// method, operation and error where set; hedge=true on a hedge; hedges,
-// winner — the attempt whose answer was returned — and hedge_won on the
-// outcome of a request that sent hedges). No headers, no bodies.
+// successful outcomes at Info, other outcomes and pushback answers at Warn.
+// Attributes: idempotency_key, attempt, delay, status, category, outcome
+// (plus host, method, operation and error where set; hedge=true on a hedge;
+// hedges, winner — the attempt whose answer was returned — and hedge_won on
+// the outcome of a request that sent hedges). No headers, no bodies.
 func logObserver(l *slog.Logger) Observer {
 	return func(ctx context.Context, e Event) {
 		var level slog.Level
 		var msg string
 		switch e.Kind {
+		case EventAttempt:
+			if !e.Pushback {
+				return
+			}
+			level, msg = slog.LevelWarn, "resilient: pushback"
 		case EventRetry:
 			level, msg = slog.LevelDebug, "resilient: retry"
 		case EventHedge:

@@ -66,6 +66,9 @@ type AttemptReport struct {
 	Category Category
 	// Replayed is true when the server answered from its idempotency store.
 	Replayed bool
+	// Pushback is true when the answer was the server's pushback
+	// (Decision.Pushback): no retry to the host until PushbackUntil.
+	Pushback bool
 	// Duration is how long the attempt took until response headers or error.
 	Duration time.Duration
 	// Resends is the number of times the base transport sent this attempt
@@ -115,6 +118,7 @@ const (
 	OutcomeBudgetExhausted  = "budget_exhausted"
 	OutcomeCircuitOpen      = "circuit_open"
 	OutcomeDelayTooLong     = "delay_too_long"
+	OutcomePushback         = "pushback"
 	OutcomeCanceled         = "canceled"
 	OutcomeError            = "error"
 )
@@ -138,13 +142,17 @@ type Event struct {
 	StatusCode int
 	Category   Category
 	Action     Action
-	// Delay is the wait before the next attempt (EventRetry).
+	// Delay is the wait before the next attempt (EventRetry), or how long
+	// the server's pushback holds retries (EventAttempt with Pushback).
 	Delay time.Duration
 	// Duration is the attempt's (EventAttempt) or the whole request's
 	// (EventOutcome) duration.
 	Duration time.Duration
 	Replayed bool
 	Unknown  bool
+	// Pushback is true when the attempt's answer was the server's pushback
+	// (EventAttempt): the Transport sends no retry to Host for Delay.
+	Pushback bool
 	// Outcome is one of the Outcome… constants (EventOutcome).
 	Outcome string
 	// From and To are breaker states (EventBreaker).

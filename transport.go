@@ -175,10 +175,14 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 
 // observe tells the host what attempt a showed of it: its latency, and a
 // server-directed pause. A 429 with a delay holds back every request to the
-// host, a 503 with one its retries, whether or not this request retries.
+// host, a 503 with one its retries, whether or not this request retries;
+// pushback holds back its retries (for at most the Retry-After maximum).
 func (c *call) observe(a *attempt, d Decision) {
 	if a.err == nil {
 		c.h.observeLatency(a.took)
+	}
+	if d.Pushback && a.resp != nil {
+		c.h.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
 	}
 	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
 		return

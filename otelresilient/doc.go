@@ -21,6 +21,8 @@
 //	resilient.budget.rejections           counter    {rejection}   request whose retry the budget refused (outcome budget_exhausted)
 //	resilient.breaker.refusals            counter    {refusal}     request stopped by an open breaker (outcome circuit_open)
 //	resilient.breaker.transitions         counter    {transition}  state change of a host's breaker
+//	resilient.pushbacks                   counter    {answer}      answer in which the server pushed back (Event.Pushback)
+//	resilient.pushback.refusals           counter    {refusal}     request whose retry a server's pushback held back (outcome pushback)
 //	resilient.replays                     counter    {replay}      answer the server replayed from its key store
 //	resilient.conflicts.in_progress       counter    {conflict}    attempt classified CONFLICT.in_progress (409)
 //	resilient.conflicts.payload_mismatch  counter    {conflict}    attempt classified CONFLICT.idempotency.payload_mismatch
@@ -31,7 +33,8 @@
 // Their attributes:
 //
 //	attempts                                                     host method status category hedge
-//	retries, budget.rejections, breaker.refusals                 host method status category
+//	retries, budget.rejections, breaker.refusals,
+//	pushbacks, pushback.refusals                                 host method status category
 //	hedges                                                       host method
 //	replays, conflicts.in_progress, conflicts.payload_mismatch   host method status
 //	breaker.transitions                                          host from to

@@ -49,6 +49,9 @@ func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 		set = attribute.NewSet(append(set.ToSlice(), keyHedge.Bool(true))...)
 	}
 	i.attempts.Add(ctx, 1, metric.WithAttributeSet(set))
+	if e.Pushback {
+		i.pushbacks.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
+	}
 	if e.Replayed || e.Category == resilient.CategoryInProgress || e.Category == resilient.CategoryPayloadMismatch {
 		narrow := metric.WithAttributeSet(requestAttrs(e, true, false))
 		switch {
@@ -68,6 +71,8 @@ func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 		i.budgetRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	case resilient.OutcomeCircuitOpen:
 		i.breakerRefused.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
+	case resilient.OutcomePushback:
+		i.pushbackRefused.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	}
 	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(e.Outcome)}
 	kvs = appendStatusCategory(kvs, e, true, true)
