@@ -34,6 +34,9 @@ type hostState struct {
 	// latency is a moving average of the host's attempt durations (ns), so
 	// that a retry that cannot finish before the deadline is not started.
 	latency atomic.Int64
+	// lat holds the host's recent latencies for a hedge delay at a
+	// quantile; nil unless the Transport hedges at one.
+	lat *latencies
 	// lastUsed (Unix ns) is when a request last used the host: hosts idle
 	// for a window are evicted.
 	lastUsed atomic.Int64
@@ -97,6 +100,9 @@ func (t *Transport) newHost(name string) *hostState {
 	}
 	if t.cfg.breaker != nil {
 		h.breaker = newBreaker(*t.cfg.breaker, h, t.cfg.now)
+	}
+	if hg := t.cfg.hedge; hg != nil && hg.quantile > 0 {
+		h.lat = newLatencies(hg.quantile)
 	}
 	if t.cfg.rateLimit != rate.Inf {
 		h.limiter = rate.NewLimiter(t.cfg.rateLimit, t.cfg.rateBurst)
@@ -200,8 +206,11 @@ func (h *hostState) pausedFor(now time.Time, retry bool) time.Duration {
 }
 
 // observeLatency folds an attempt's duration into the host's average
-// (weight 1/8). Concurrent updates may lose one another: it is an estimate.
+// (weight 1/8), and into its histogram when it keeps one. Concurrent updates may lose one another: it is an estimate.
 func (h *hostState) observeLatency(d time.Duration) {
+	if h.lat != nil {
+		h.lat.record(d)
+	}
 	old := h.latency.Load()
 	if old == 0 {
 		h.latency.Store(int64(d))

@@ -20,6 +20,7 @@ type ledger struct {
 	ambiguous bool
 	status    int // the last status seen
 	lastErr   error
+	hedgeNums []int // the attempt numbers that were hedges (WithHedging)
 }
 
 func (l *ledger) start(c *call) {
@@ -39,8 +40,9 @@ func (l *ledger) resolved(op *operation) {
 	}
 }
 
-// attempt folds a sent attempt and its decision into the ledger.
-func (c *call) note(a *attempt, d Decision, wait time.Duration) {
+// note folds a sent attempt and its decision into the ledger; hedge says
+// it was a hedge (WithHedging).
+func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	l := &c.led
 	if a.sent {
 		l.attempts++
@@ -66,7 +68,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration) {
 		return
 	}
 	if l.rep != nil {
-		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.resends}
+		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.resends, Hedge: hedge}
 		l.rep.Resends = l.resends
 		if a.resp != nil {
 			ar.StatusCode = a.resp.StatusCode
@@ -74,7 +76,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration) {
 		l.rep.Attempts = append(l.rep.Attempts, ar)
 	}
 	if len(c.t.cfg.observers) > 0 {
-		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err}
+		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}
 		if d.Pushback {
 			e.Pushback, e.Delay = true, min(d.Delay, c.t.cfg.retryAfterMax)
 		}
@@ -85,12 +87,12 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration) {
 	}
 }
 
-// retrying emits the decision to retry attempt a after delay.
-func (c *call) retrying(a *attempt, d Decision, delay time.Duration) {
+// retrying emits the decision to retry attempt a as attempt n after delay.
+func (c *call) retrying(n int, a *attempt, d Decision, delay time.Duration) {
 	if len(c.t.cfg.observers) == 0 {
 		return
 	}
-	e := Event{Kind: EventRetry, Attempt: a.n + 1, Delay: delay, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: a.err}
+	e := Event{Kind: EventRetry, Attempt: n, Delay: delay, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: a.err}
 	if a.resp != nil {
 		e.StatusCode = a.resp.StatusCode
 	}
@@ -112,12 +114,13 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 		l.rep.Stopped = stop
 		l.rep.Replayed = a.resp != nil && d.Replayed
 		l.rep.Unknown = l.ambiguous
+		l.rep.Winner, l.rep.Hedges, l.rep.HedgeWon = a.n, len(l.hedgeNums), l.isHedge(a.n)
 	}
 	observed := len(c.t.cfg.observers) > 0 // events are built only for observers
 	if a.resp != nil {
 		if observed {
-			c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Resends: l.resends, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
-				Replayed: d.Replayed, Outcome: outcomeOf(d, stop), Duration: c.elapsed()})
+			c.emit(Event{Kind: EventOutcome, Attempt: a.n, Attempts: l.attempts, Resends: l.resends, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
+				Replayed: d.Replayed, Outcome: outcomeOf(d, stop), Duration: c.elapsed(), Hedges: len(l.hedgeNums), Hedge: l.isHedge(a.n)})
 		}
 		return a.resp, nil
 	}
@@ -130,8 +133,8 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	}
 	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
 	c.retryAt(e)
-	c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, Resends: l.resends, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
-		Outcome: outcome, Duration: c.elapsed(), Err: e})
+	c.emit(Event{Kind: EventOutcome, Attempt: a.n, Attempts: l.attempts, Resends: l.resends, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
+		Outcome: outcome, Duration: c.elapsed(), Err: e, Hedges: len(l.hedgeNums), Hedge: l.isHedge(a.n)})
 	return nil, e
 }
 

@@ -5,11 +5,12 @@ import (
 	"log/slog"
 )
 
-// logObserver turns Events into slog records: retries at Debug, successful
-// outcomes at Info, other outcomes and pushback answers at Warn.
-// Attributes: idempotency_key,
-// attempt, delay, status, category, outcome (plus host, method, operation and
-// error where set). No headers, no bodies.
+// logObserver turns Events into slog records: retries and hedges at Debug,
+// successful outcomes at Info, other outcomes and pushback answers at Warn.
+// Attributes: idempotency_key, attempt, delay, status, category, outcome
+// (plus host, method, operation and error where set; hedge=true on a hedge;
+// hedges, winner — the attempt whose answer was returned — and hedge_won on
+// the outcome of a request that sent hedges). No headers, no bodies.
 func logObserver(l *slog.Logger) Observer {
 	return func(ctx context.Context, e Event) {
 		var level slog.Level
@@ -22,6 +23,8 @@ func logObserver(l *slog.Logger) Observer {
 			level, msg = slog.LevelWarn, "resilient: pushback"
 		case EventRetry:
 			level, msg = slog.LevelDebug, "resilient: retry"
+		case EventHedge:
+			level, msg = slog.LevelDebug, "resilient: hedge"
 		case EventOutcome:
 			level, msg = slog.LevelInfo, "resilient: outcome"
 			if e.Outcome != OutcomeSuccess && e.Outcome != OutcomeReplayed {
@@ -56,6 +59,12 @@ func logObserver(l *slog.Logger) Observer {
 		}
 		if e.Unknown {
 			attrs = append(attrs, slog.Bool("unknown", true))
+		}
+		if e.Kind == EventHedge {
+			attrs = append(attrs, slog.Bool("hedge", true))
+		}
+		if e.Hedges > 0 {
+			attrs = append(attrs, slog.Int("hedges", e.Hedges), slog.Int("winner", e.Attempt), slog.Bool("hedge_won", e.Hedge))
 		}
 		if e.Resends > 0 {
 			attrs = append(attrs, slog.Int("resends", e.Resends))

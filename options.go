@@ -47,6 +47,7 @@ type config struct {
 	store            persist.Store
 	keyRetention     time.Duration
 	attemptTimeout   time.Duration
+	hedge            *hedging // nil: no hedging (WithHedging)
 	retryAfterMax    time.Duration
 	maxBodyBuffer    int64
 	logger           *slog.Logger

@@ -40,6 +40,14 @@ type Report struct {
 	Stopped error
 	// Unknown is true when the outcome is unknown (see Error.Unknown).
 	Unknown bool
+	// Winner is the Attempt number of the attempt whose answer RoundTrip
+	// returned: the last one sent, or, with hedging, the copy that answered
+	// first (see WithHedging).
+	Winner int
+	// Hedges is the number of hedges sent (WithHedging); HedgeWon is true
+	// when the answer returned came from one of them.
+	Hedges   int
+	HedgeWon bool
 }
 
 // AttemptReport describes one attempt.
@@ -69,6 +77,10 @@ type AttemptReport struct {
 	// retry, which costs no retry token). Re-sends after a write are
 	// refused (see ErrUnsafeRetry), so they never reach the server twice.
 	Resends int
+	// Hedge is true when the attempt was a hedge: a copy sent while an
+	// earlier one was still in flight (WithHedging). A copy cancelled
+	// because another answered first has Category CategoryCanceled.
+	Hedge bool
 }
 
 // ContextWithReport returns a copy of ctx that makes the Transport fill r.
@@ -91,6 +103,9 @@ const (
 	// EventStore: the Store failed to record an operation's outcome (Err
 	// wraps ErrStore). The request's own EventOutcome follows.
 	EventStore
+	// EventHedge: the Transport sent hedge Attempt after waiting Delay for
+	// an answer (WithHedging); its EventAttempt follows when it is settled.
+	EventHedge
 )
 
 // Outcome values of an EventOutcome (and of the "outcome" log attribute).
@@ -116,7 +131,8 @@ type Event struct {
 	Method    string
 	Key       string
 	Operation string
-	// Attempt is the attempt number, 0 for the first.
+	// Attempt is the attempt number, 0 for the first; in an EventOutcome,
+	// the number of the attempt whose answer was returned.
 	Attempt int
 	// Attempts is the number of attempts sent (EventOutcome).
 	Attempts int
@@ -142,6 +158,12 @@ type Event struct {
 	// From and To are breaker states (EventBreaker).
 	From, To BreakerState
 	Err      error
+	// Hedge is true for a hedge (EventHedge, and its EventAttempt) and, in
+	// an EventOutcome, when the answer returned came from a hedge, whose
+	// number is then Attempt (the winner's; the last attempt's without
+	// hedging). Hedges is the number of hedges sent (EventOutcome).
+	Hedge  bool
+	Hedges int
 }
 
 // Observer receives Events. See WithObserver.

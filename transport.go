@@ -120,6 +120,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		d            Decision
 		delay, prevD time.Duration
 		base         int // attempts sent under the key by earlier calls
+		hedges       int // hedges sent so far
 	)
 	if c.op.own && !c.op.hop {
 		base = t.recent.attempts(c.op.key, now)
@@ -135,7 +136,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return c.finish(&a, d, err) // a retry refused before any wait
 		}
 		if i > 0 {
-			c.retrying(&a, d, res.delay)
+			c.retrying(n, &a, d, res.delay)
 			if a.resp != nil {
 				a.resp = keep(a.resp)
 			}
@@ -146,22 +147,29 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, c.stopped(err)
 		}
-		a = c.send(i, n, res.at)
-		d = c.classify(&a)
-		if !a.sent {
-			res.cancel()
+		sent := 0 // hedges sent with this attempt (WithHedging)
+		if hd := c.hedgeDelay(hedges); hd > 0 {
+			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
+			hedges += sent
 		} else {
-			res.release(c, healthOf(a.resp, a.err, d))
-			c.observe(&a, d)
+			a = c.send(i, n, res.at)
+			d = c.classify(&a)
+			if !a.sent {
+				res.cancel()
+			} else {
+				res.release(c, healthOf(a.resp, a.err, d))
+				c.observe(&a, d)
+			}
+			c.note(&a, d, res.delay, false)
 		}
-		c.note(&a, d, res.delay)
 		if d.Action != Retry {
 			return c.finish(&a, d, a.stop)
 		}
-		if delay, err = c.next(&a, d, prevD); err != nil {
+		if delay, err = c.next(n+sent+1, d, prevD); err != nil {
 			return c.finish(&a, d, err)
 		}
 		prevD = delay
+		i += sent // hedges took the attempt numbers after n
 	}
 }
 
@@ -187,10 +195,11 @@ func (c *call) observe(a *attempt, d Decision) {
 	}
 }
 
-// next returns the delay before retrying after attempt a, or why not to
-// retry: attempts used up, a body that cannot be replayed, a server delay
-// over the maximum. The gate decides the rest (deadline, tokens, breaker).
-func (c *call) next(a *attempt, d Decision, prev time.Duration) (time.Duration, error) {
+// next returns the delay before retrying as attempt n after decision d, or
+// why not to retry: attempts used up, a body that cannot be replayed, a
+// server delay over the maximum. The gate decides the rest (deadline,
+// tokens, breaker).
+func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
 	case c.led.attempts >= cfg.maxAttempts:
@@ -202,7 +211,7 @@ func (c *call) next(a *attempt, d Decision, prev time.Duration) (time.Duration, 
 	}
 	delay := d.Delay
 	if cfg.backoff != nil {
-		delay = max(delay, cfg.backoff.Delay(a.n+1, prev))
+		delay = max(delay, cfg.backoff.Delay(n, prev))
 	}
 	return delay, nil
 }

@@ -110,6 +110,7 @@ type routePlan struct {
 	failureRate   float64
 	failureStatus int
 	mix           []Fault
+	latency       *LatencyDist // nil: no drawn latency
 
 	draw      Draw
 	opHeader  string
@@ -145,20 +146,38 @@ func newRoutePlan(r Route, seed uint64) (*routePlan, error) {
 		failureRate:   r.FailureRate,
 		failureStatus: orInt(r.FailureStatus, http.StatusServiceUnavailable),
 		mix:           cloneFaults(r.Mix),
+		latency:       r.clone().Latency,
 		script:        cloneFaults(r.Script),
 		rng:           rand.New(rand.NewPCG(seed, h.Sum64())),
 	}, nil
 }
 
 // next consumes the outcome of one arriving request whose operation identity
-// is op ("" if it has none; see Route.Draw), counting the attempt in ops. A
-// nil plan (no route matched) gives no fault.
+// is op ("" if it has none; see Route.Draw), counting the attempt in ops,
+// and adds the route's drawn latency to it. A nil plan (no route matched)
+// gives no fault.
 func (p *routePlan) next(op string, ops *opCounts) Fault {
 	if p == nil {
 		return Fault{}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.latency == nil {
+		return p.fault(op, 0, ops)
+	}
+	var n uint64
+	if p.draw == DrawOperation && op != "" {
+		n = ops.next(p.matchHash, op)
+	}
+	f := p.fault(op, n, ops)
+	f.Latency += Duration(p.latencyOf(op, n))
+	return f
+}
+
+// fault draws the fault of a request; n is its attempt number when it was
+// counted already (0: fault counts it if it needs it). It requires that
+// p.mu is held.
+func (p *routePlan) fault(op string, n uint64, ops *opCounts) Fault {
 	if len(p.script) > 0 {
 		f := p.script[0]
 		p.used++
@@ -174,7 +193,10 @@ func (p *routePlan) next(op string, ops *opCounts) Fault {
 	}
 	var u float64
 	if p.draw == DrawOperation && op != "" {
-		u = fate(p.seed, p.matchHash, op, ops.next(p.matchHash, op))
+		if n == 0 {
+			n = ops.next(p.matchHash, op)
+		}
+		u = fate(p.seed, p.matchHash, op, n)
 	} else {
 		u = p.rng.Float64()
 	}

@@ -94,6 +94,9 @@ type Route struct {
 	// OperationHeader names the request header that identifies a request's
 	// operation for DrawOperation. Default DefaultOperationHeader.
 	OperationHeader string `json:"operation_header,omitempty"`
+	// Latency, if set, delays every request of the route by a latency drawn
+	// from it (see LatencyDist), like its fate.
+	Latency *LatencyDist `json:"latency,omitempty"`
 }
 
 // FaultKind names what a fault does to a request.
@@ -305,6 +308,11 @@ func (sc Scenario) Validate() error {
 		if h := r.OperationHeader; h != "" && strings.ContainsAny(h, " :\r\n") {
 			return bad(p+".operation_header", "invalid header name %q", h)
 		}
+		if r.Latency != nil {
+			if err := r.Latency.validate(); err != nil {
+				return bad(p+".latency", "%v", err)
+			}
+		}
 		for j, f := range r.Script {
 			if err := f.validate(); err != nil {
 				return bad(fmt.Sprintf("%s.script[%d]", p, j), "%v", err)
@@ -378,6 +386,10 @@ func (r Route) clone() Route {
 	out := r
 	out.Script = cloneFaults(r.Script)
 	out.Mix = cloneFaults(r.Mix)
+	if r.Latency != nil {
+		l := *r.Latency
+		out.Latency = &l
+	}
 	return out
 }
 

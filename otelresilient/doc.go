@@ -26,17 +26,20 @@
 //	resilient.replays                     counter    {replay}      answer the server replayed from its key store
 //	resilient.conflicts.in_progress       counter    {conflict}    attempt classified CONFLICT.in_progress (409)
 //	resilient.conflicts.payload_mismatch  counter    {conflict}    attempt classified CONFLICT.idempotency.payload_mismatch
+//	resilient.hedges                      counter    {hedge}       hedge sent (resilient.WithHedging)
 //	resilient.retry.delay                 histogram  s             wait before a retry (backoff or server-directed)
 //	resilient.operation.duration          histogram  s             request, from RoundTrip to its return, all attempts and waits
 //
 // Their attributes:
 //
-//	attempts, retries, budget.rejections, breaker.refusals,
+//	attempts                                                     host method status category hedge
+//	retries, budget.rejections, breaker.refusals,
 //	pushbacks, pushback.refusals                                 host method status category
+//	hedges                                                       host method
 //	replays, conflicts.in_progress, conflicts.payload_mismatch   host method status
 //	breaker.transitions                                          host from to
 //	retry.delay                                                  host method category
-//	operation.duration                                           host method outcome status category
+//	operation.duration                                           host method outcome status category hedge_won
 //
 // host is the request's URL host (host:port), method its HTTP method,
 // status the response status code (an int; absent when there was no
@@ -44,8 +47,11 @@
 // empty, as on a success), outcome one of the resilient.Outcome… constants
 // (success, replayed, terminal, retries_exhausted, budget_exhausted,
 // circuit_open, delay_too_long, canceled, error), from and to a
-// resilient.BreakerState ("closed", "half-open", "open"). The names are the
-// ones the slog observer uses, so logs and metrics join on them.
+// resilient.BreakerState ("closed", "half-open", "open"), hedge true on a
+// hedge's attempt (absent otherwise), hedge_won on the duration of a request
+// that sent hedges (true when a hedge's answer was returned; absent when no
+// hedge was sent). The names are the ones the slog observer uses, so logs
+// and metrics join on them.
 //
 // No metric carries the idempotency key (one time series per operation would
 // be unbounded cardinality), and nothing carries headers, bodies or URLs
@@ -68,6 +74,12 @@
 //	category         string  the Classifier's category, absent when empty
 //	action           string  "success", "retry" or "terminal"
 //	replayed         bool    present (true) when the server answered from its key store
+//	hedge            bool    present (true) when the attempt was a hedge
+//
+// A hedge adds a "resilient.hedge" event when it is sent (attempt, delay in
+// seconds), and a request that sent hedges a "resilient.winner" event when
+// it returns (attempt: the one whose answer was returned; hedge: whether it
+// was a hedge; hedges: how many were sent).
 //
 // The key is fine on a span event (one event per attempt, no aggregation) and
 // is what ties the trace to the server's idempotency record and to the logs.

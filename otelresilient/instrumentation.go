@@ -35,6 +35,7 @@ type Instrumentation struct {
 	replays         metric.Int64Counter
 	inProgress      metric.Int64Counter
 	payloadMismatch metric.Int64Counter
+	hedges          metric.Int64Counter
 	pushbacks       metric.Int64Counter
 	pushbackRefused metric.Int64Counter
 	retryDelay      metric.Float64Histogram
@@ -77,6 +78,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 		replays:         counter("resilient.replays", "{replay}", "Answers the server replayed from its idempotency store."),
 		inProgress:      counter("resilient.conflicts.in_progress", "{conflict}", "Attempts answered 409: the same key is still being processed."),
 		payloadMismatch: counter("resilient.conflicts.payload_mismatch", "{conflict}", "Attempts refused because the key was used with another payload."),
+		hedges:          counter("resilient.hedges", "{hedge}", "Hedges sent: extra copies of a slow request (resilient.WithHedging)."),
 		pushbacks:       counter("resilient.pushbacks", "{answer}", "Answers in which the server pushed back: no retries to the host for a while."),
 		pushbackRefused: counter("resilient.pushback.refusals", "{refusal}", "Requests whose retry was not sent because the host's server had pushed back."),
 		retryDelay:      seconds("resilient.retry.delay", "Wait before a retry: backoff or server-directed delay."),

@@ -17,6 +17,8 @@ const (
 	keyOutcome  = attribute.Key("outcome")
 	keyFrom     = attribute.Key("from")
 	keyTo       = attribute.Key("to")
+	keyHedge    = attribute.Key("hedge")
+	keyHedgeWon = attribute.Key("hedge_won")
 )
 
 // observe is the Observer: one Event in, the instruments it concerns updated.
@@ -29,6 +31,9 @@ func (i *Instrumentation) observe(ctx context.Context, e resilient.Event) {
 		attrs := metric.WithAttributeSet(requestAttrs(e, true, true))
 		i.retries.Add(ctx, 1, attrs)
 		i.retryDelay.Record(ctx, e.Delay.Seconds(), metric.WithAttributeSet(requestAttrs(e, false, true)))
+	case resilient.EventHedge:
+		addHedgeEvent(ctx, e)
+		i.hedges.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, false, false)))
 	case resilient.EventOutcome:
 		i.onOutcome(ctx, e)
 	case resilient.EventBreaker:
@@ -39,10 +44,13 @@ func (i *Instrumentation) observe(ctx context.Context, e resilient.Event) {
 
 func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 	addSpanEvent(ctx, e)
-	attrs := metric.WithAttributeSet(requestAttrs(e, true, true))
-	i.attempts.Add(ctx, 1, attrs)
+	set := requestAttrs(e, true, true)
+	if e.Hedge {
+		set = attribute.NewSet(append(set.ToSlice(), keyHedge.Bool(true))...)
+	}
+	i.attempts.Add(ctx, 1, metric.WithAttributeSet(set))
 	if e.Pushback {
-		i.pushbacks.Add(ctx, 1, attrs)
+		i.pushbacks.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	}
 	if e.Replayed || e.Category == resilient.CategoryInProgress || e.Category == resilient.CategoryPayloadMismatch {
 		narrow := metric.WithAttributeSet(requestAttrs(e, true, false))
@@ -68,6 +76,10 @@ func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 	}
 	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(e.Outcome)}
 	kvs = appendStatusCategory(kvs, e, true, true)
+	if e.Hedges > 0 {
+		addWinnerEvent(ctx, e)
+		kvs = append(kvs, keyHedgeWon.Bool(e.Hedge))
+	}
 	i.opDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(kvs...)))
 }
 

@@ -33,5 +33,33 @@ func addSpanEvent(ctx context.Context, e resilient.Event) {
 	if e.Replayed {
 		kvs = append(kvs, attribute.Bool("replayed", true))
 	}
+	if e.Hedge {
+		kvs = append(kvs, attribute.Bool("hedge", true))
+	}
 	span.AddEvent(AttemptEventName, trace.WithAttributes(kvs...))
+}
+
+// HedgeEventName is the name of the span event added when a hedge is sent,
+// and WinnerEventName of the one added when a request that sent hedges
+// returns, naming the attempt whose answer it returned.
+const (
+	HedgeEventName  = "resilient.hedge"
+	WinnerEventName = "resilient.winner"
+)
+
+// addHedgeEvent adds the "resilient.hedge" event of an EventHedge.
+func addHedgeEvent(ctx context.Context, e resilient.Event) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(HedgeEventName, trace.WithAttributes(attribute.Int("attempt", e.Attempt),
+			attribute.Float64("delay", e.Delay.Seconds())))
+	}
+}
+
+// addWinnerEvent adds the "resilient.winner" event of the EventOutcome of a
+// request that sent hedges.
+func addWinnerEvent(ctx context.Context, e resilient.Event) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(WinnerEventName, trace.WithAttributes(attribute.Int("attempt", e.Attempt),
+			attribute.Bool("hedge", e.Hedge), attribute.Int("hedges", e.Hedges)))
+	}
 }

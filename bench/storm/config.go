@@ -103,6 +103,11 @@ type Config struct {
 	// Progress, if not nil, receives a progress bar while the benchmark
 	// runs (the command passes os.Stderr).
 	Progress io.Writer
+	// NoTail skips the tail scenario (ScenarioTail), which the command runs
+	// after the others; Tail configures it (Ops, Seed, Scales, OpTimeout
+	// and Virtual apply to it too).
+	NoTail bool
+	Tail   TailConfig
 }
 
 // Capacity is the server's capacity: MaxConcurrent requests in service at
@@ -158,6 +163,7 @@ func DefaultConfig() Config {
 		ShedCost:       0.1,
 		ShedRetryAfter: time.Second,
 		MaxDisturbed:   0.01,
+		Tail:           DefaultTailConfig(),
 	}
 }
 
@@ -218,7 +224,7 @@ func (c Config) validateLoad() error {
 		return errors.New("storm: lost must be in [0, 1]")
 	case c.Capacity.MaxConcurrent < 0 || c.Capacity.Queue < 0 || c.Capacity.ServiceTime < 0 || c.Capacity.QueueTimeout < 0:
 		return errors.New("storm: capacity values must not be negative")
-	case c.NoOutage && len(c.Ps) == 0 && len(c.Overload) == 0:
+	case c.NoOutage && len(c.Ps) == 0 && len(c.Overload) == 0 && c.NoTail:
 		return errors.New("storm: no scenario (no outage, no p, no overload)")
 	case c.Fates != FatesOperation && c.Fates != FatesStream:
 		return fmt.Errorf("storm: fates %q: want %q or %q", c.Fates, FatesOperation, FatesStream)

@@ -141,7 +141,7 @@ func TestConfigValidate(t *testing.T) {
 		"p above 1":         func(c *Config) { c.Ps = []float64{1.5} },
 		"unknown strategy":  func(c *Config) { c.Strategies = []string{"magic"} },
 		"unbounded load":    func(c *Config) { c.Clients, c.Rate = 1e6, 1e3 },
-		"no scenario":       func(c *Config) { c.NoOutage, c.Ps = true, nil },
+		"no scenario":       func(c *Config) { c.NoOutage, c.Ps, c.NoTail = true, nil, true },
 		"non-positive rate": func(c *Config) { c.Rate = 0 },
 		"unknown fates":     func(c *Config) { c.Fates = "dice" },
 		"unknown scale":     func(c *Config) { c.Scales = []string{"galactic"} },

@@ -2,7 +2,10 @@
 // to the fake server (fakeserver), which has a capacity limit, through an
 // outage and at a range of independent failure rates, once per retry
 // strategy, and reports what each strategy did to the server and to its
-// callers: a Markdown table (or JSON) on stdout, plots with -out.
+// callers: a Markdown table (or JSON) on stdout, plots with -out. Then the
+// tail scenario (-no-tail skips it, -tail-only runs it alone): GETs against
+// a server with a slow tail of latency, without and with hedging, its
+// p50/p99/p99.9 and load.
 //
 // Usage, from bench/ (its own Go module):
 //
@@ -66,20 +69,35 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := storm.Run(ctx, cfg)
-	if rerr := report(stdout, cfg, out, res); rerr != nil {
-		fail(rerr)
+	if !cfg.TailOnly() {
+		res, err := storm.Run(ctx, cfg)
+		if rerr := report(stdout, cfg, out, res); rerr != nil {
+			fail(rerr)
+		}
+		if err != nil {
+			// Interrupted: what finished is printed above.
+			fail(err)
+		}
 	}
-	if err != nil {
-		// Interrupted: what finished is printed above.
-		fail(err)
+	if !cfg.NoTail {
+		if err := reportTail(stdout, cfg, out, storm.RunTail(ctx, cfg)); err != nil {
+			fail(err)
+		}
 	}
 }
 
 // virtual runs the storm, or the published figures, in simulated time.
 func virtual(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) error {
 	if len(out.Reproduce) == 0 {
-		return report(w, cfg, out, storm.RunVirtual(t, cfg))
+		if !cfg.TailOnly() {
+			if err := report(w, cfg, out, storm.RunVirtual(t, cfg)); err != nil {
+				return err
+			}
+		}
+		if cfg.NoTail {
+			return nil
+		}
+		return reportTail(w, cfg, out, storm.RunTailVirtual(t, cfg))
 	}
 	figures := map[string]any{}
 	if slices.Contains(out.Reproduce, storm.FigureBrooker2015) {
@@ -166,4 +184,40 @@ func report(w io.Writer, cfg storm.Config, out storm.Output, res []storm.Result)
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "storm:", err)
 	os.Exit(1)
+}
+
+// reportTail prints the tail scenario's table after the others (in JSON
+// mode stdout keeps the storm's results only); with -out it also writes
+// tail.md, tail.json and the plot into that directory.
+func reportTail(w io.Writer, cfg storm.Config, out storm.Output, res []storm.TailResult) error {
+	if out.Format != "json" {
+		if err := storm.WriteTailMarkdown(w, cfg.Tail, res); err != nil {
+			return err
+		}
+	}
+	if out.Dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(out.Dir, 0o755); err != nil {
+		return err
+	}
+	var md, js bytes.Buffer
+	if err := storm.WriteTailMarkdown(&md, cfg.Tail, res); err != nil {
+		return err
+	}
+	if err := storm.WriteTailJSON(&js, res); err != nil {
+		return err
+	}
+	files := []string{filepath.Join(out.Dir, "tail.md"), filepath.Join(out.Dir, "tail.json")}
+	for i, b := range [][]byte{md.Bytes(), js.Bytes()} {
+		if err := os.WriteFile(files[i], b, 0o644); err != nil {
+			return err
+		}
+	}
+	plots, err := storm.PlotTail(out.Dir, res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "wrote", append(files, plots...))
+	return nil
 }

@@ -18,7 +18,7 @@ func TestCommand(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	tiny := []string{"-clients", "3", "-rate", "10", "-duration", "1s", "-outage", "300ms-600ms", "-steady", "300ms",
-		"-p", "0,1", "-op-timeout", "1s", "-strategies", "none,resilient"}
+		"-p", "0,1", "-op-timeout", "1s", "-strategies", "none,resilient", "-tail-duration", "300ms"}
 	run := func(args ...string) (stdout, stderr string) {
 		t.Helper()
 		var o, e bytes.Buffer
@@ -39,14 +39,15 @@ func TestCommand(t *testing.T) {
 		if len(res) != 6 {
 			t.Errorf("%v: %d results, want 3 scenarios × 2 strategies", mode, len(res))
 		}
-		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") || !strings.Contains(stderr, "storm.md") {
+		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") || !strings.Contains(stderr, "storm.md") ||
+			!strings.Contains(stderr, "tail.md") || !strings.Contains(stderr, "tail.png") {
 			t.Errorf("%v: no progress bar or plot on stderr:\n%s", mode, stderr)
 		}
 	}
 
 	stdout, _ := run("-virtual", "-scales", "both")
 	if !strings.HasPrefix(stdout, "#### steady, a Transport per client") || !strings.Contains(stdout, "#### outage, one Transport shared") ||
-		strings.Contains(stdout, "PASS") {
+		!strings.Contains(stdout, "| resilient-hedge-p95 |") || strings.Contains(stdout, "PASS") {
 		t.Errorf("virtual Markdown output:\n%s", stdout)
 	}
 

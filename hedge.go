@@ -1,0 +1,343 @@
+package resilient
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// HedgingConfig configures hedged requests (WithHedging). The zero value
+// hedges once, at the host's recent p95 latency.
+type HedgingConfig struct {
+	// Delay is how long the Transport waits for an answer before it sends
+	// a hedge. With Quantile set, it is the delay used until the host has
+	// enough recent latencies for the quantile (0: no hedge until then).
+	// Negative means 0.
+	Delay time.Duration
+
+	// Quantile, in (0, 1), hedges after that quantile of the host's recent
+	// attempt latencies (0.95: after the p95), tracked per host in a small
+	// histogram that follows the last thousand or so answers. Default 0.95
+	// when Delay is 0 too; 0 with a Delay hedges after the fixed Delay.
+	// Outside [0, 1) it is the default. The quantile is used once the host
+	// has 5/(1−Quantile) samples (100 for the p95).
+	Quantile float64
+
+	// MaxHedges is the number of extra copies a request may send in all,
+	// each after another Delay (default 1; below 1 is 1). Hedges count
+	// against WithMaxAttempts like retries.
+	MaxHedges int
+}
+
+// hedging is a resolved HedgingConfig.
+type hedging struct {
+	delay    time.Duration
+	quantile float64 // 0: fixed delay
+	max      int
+}
+
+func (hc HedgingConfig) resolve() hedging {
+	h := hedging{delay: max(hc.Delay, 0), quantile: hc.Quantile, max: max(hc.MaxHedges, 1)}
+	if !(h.quantile >= 0 && h.quantile < 1) || (h.quantile == 0 && h.delay == 0) {
+		h.quantile = 0.95
+	}
+	return h
+}
+
+// WithHedging makes the Transport hedge requests that are safe to send
+// twice at once: when the first answer is slow, it sends another copy of
+// the request and returns whichever copy answers first. Hedging is off by
+// default.
+//
+// Only requests with an idempotent method (GET, HEAD, OPTIONS, PUT,
+// DELETE), no idempotency key and a body that can be replayed are hedged:
+// two copies of a keyed request in flight at once would meet the server's
+// "in progress" conflict, and an unsafe request without a key could take
+// effect twice.
+//
+// A hedge is admitted by the host's gate like a retry: it takes a retry
+// token and the budget's share, and is not sent while the server pushes
+// back or the host is paused by a Retry-After, while its breaker is open, when the rate limiter has
+// no token at hand, when attempts (WithMaxAttempts) are used up or when it
+// could not finish before the deadline. A refused hedge is simply not sent:
+// the copies in flight go on. Each hedge is a new attempt, numbered in the
+// attempt header (Retry-Attempt: n) and in the Report.
+//
+// The first definitive answer (a success or an answer not worth retrying)
+// wins: the other copies are cancelled, their bodies closed, and RoundTrip
+// returns only once their goroutines have ended. A retryable answer while
+// another copy is in flight does not trigger a retry: the Transport waits
+// for that copy, which is the retry already under way, and retries (with
+// backoff, through the gate) only when every copy has failed. The caller's
+// context bounds every copy.
+func WithHedging(hc HedgingConfig) Option {
+	return func(c *config) {
+		h := hc.resolve()
+		c.hedge = &h
+	}
+}
+
+// hedgeMethod reports whether requests with method m may be hedged.
+func hedgeMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete, "":
+		return true
+	}
+	return false
+}
+
+// hedgeDelay returns how long to wait before hedging the call's next
+// attempt, having sent hedges so far, or 0 if it is not to be hedged.
+func (c *call) hedgeDelay(hedges int) time.Duration {
+	hg := c.t.cfg.hedge
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable || !hedgeMethod(c.req.Method) {
+		return 0
+	}
+	if hg.quantile > 0 && c.h.lat != nil {
+		if d, ok := c.h.lat.quantile(hg.quantile); ok {
+			return d
+		}
+	}
+	return hg.delay
+}
+
+// reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
+// sent at once, except that it never waits: the server's pushback, a host
+// paused by a Retry-After, an open breaker, an empty token bucket or budget,
+// a rate limiter without a token at hand or a deadline too close refuse it
+// (the error says why; nothing is held). The reservation is released like a
+// retry's.
+func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
+	r := reservation{h: h, retry: true, at: now}
+	switch {
+	case h.pushedBack(now):
+		return r, ErrPushback
+	case h.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
+		return r, ErrDelayTooLong
+	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
+		return r, ErrCircuitOpen
+	}
+	if h.tokens != nil {
+		if !h.tokens.TakeAt(now) {
+			return r, ErrBudgetExhausted
+		}
+		r.token = true
+	}
+	if h.budget != nil {
+		if !h.budget.WithdrawAt(now) {
+			r.cancel()
+			return r, ErrBudgetExhausted
+		}
+		r.budgetAt = now
+	}
+	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
+		r.cancel()
+		return r, ErrDelayTooLong
+	}
+	if h.breaker != nil {
+		done, err := h.breaker.Allow()
+		c.dispatchTransitions(h)
+		if err != nil {
+			r.cancel()
+			return r, ErrCircuitOpen
+		}
+		r.done = done
+	}
+	return r, nil
+}
+
+// hedgeCopy is one copy of a hedged round, owned by the round: its
+// admission, its context's cancel, its number.
+type hedgeCopy struct {
+	res    reservation
+	cancel context.CancelFunc
+	n      int
+	hedge  bool
+	wait   time.Duration // before it was sent: the gate's delay, or the hedge delay
+	done   bool
+}
+
+// hedgeResult is what a copy's goroutine hands back.
+type hedgeResult struct {
+	k int // index in the round's copies
+	a attempt
+}
+
+// hedged sends attempt n (the i-th of the call, admitted by res) and, while
+// no definitive answer has come, up to budget hedges, each delay after the
+// previous copy, numbered n+1, n+2…; each copy runs in its own goroutine
+// with its own context, a child of the caller's. Every copy is classified,
+// released, observed and noted here. It returns the answer that ends the
+// round and its decision, and the number of hedges sent.
+//
+// The first definitive answer wins: the other copies are cancelled and
+// waited for, their answers noted and discarded. A retryable answer while
+// another copy is in flight is discarded and the round waits for that
+// copy; the round ends with the last answer when every copy failed and the
+// timer has not sent another. Every goroutine of the round has ended when
+// it returns; the winner's context is cancelled when its body is closed.
+func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, Decision, int) {
+	results := make(chan hedgeResult, 1+budget)
+	copies := make([]hedgeCopy, 0, 1+budget)
+	var wg sync.WaitGroup
+	launch := func(r reservation, i, n int, hedge bool, wait time.Duration) {
+		ctx, cancel := context.WithCancel(c.ctx)
+		cc := *c // send reads the call; each copy gets its own, with its own context
+		cc.ctx = ctx
+		k := len(copies)
+		copies = append(copies, hedgeCopy{res: r, cancel: cancel, n: n, hedge: hedge, wait: wait})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- hedgeResult{k, cc.send(i, n, r.at)}
+		}()
+	}
+	launch(*res, i, n, false, res.delay)
+	if i == 0 {
+		c.op.body.first = nil // the first copy's base transport owns it now
+	}
+	defer wg.Wait()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	tick := timer.C
+	sent, inflight := 0, 1
+	var (
+		last  attempt
+		lastD Decision
+	)
+	for inflight > 0 {
+		select {
+		case <-tick:
+			tick = nil
+			if c.led.attempts+inflight >= c.t.cfg.maxAttempts {
+				continue
+			}
+			r, err := c.h.reserveHedge(c, c.t.cfg.now())
+			if err != nil {
+				continue // not sent; the copies in flight go on
+			}
+			sent++
+			c.led.hedgeNums = append(c.led.hedgeNums, n+sent)
+			launch(r, i+sent, n+sent, true, delay)
+			inflight++
+			c.hedgeSent(n+sent, delay)
+			if sent < budget {
+				timer.Reset(delay)
+				tick = timer.C
+			}
+		case r := <-results:
+			inflight--
+			cp := &copies[r.k]
+			cp.done = true
+			a := r.a
+			d := c.classify(&a)
+			if !a.sent && inflight > 0 {
+				// A hedge whose body could not be rewound (GetBody failed)
+				// never left: it gives back what it took, and the copy in
+				// flight goes on.
+				cp.res.cancel()
+				cp.cancel()
+				c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
+				continue
+			}
+			if !a.sent {
+				cp.res.cancel()
+			} else {
+				cp.res.release(c, healthOf(a.resp, a.err, d))
+				c.observe(&a, d)
+			}
+			if d.Action != Retry {
+				c.settleLosers(copies, results, inflight)
+				c.note(&a, d, cp.wait, cp.hedge)
+				c.keepCopy(&a, cp.cancel)
+				return a, d, sent
+			}
+			c.note(&a, d, cp.wait, cp.hedge)
+			if inflight > 0 {
+				if a.resp != nil {
+					discard(a.resp)
+				}
+				cp.cancel()
+				continue
+			}
+			c.keepCopy(&a, cp.cancel)
+			last, lastD = a, d
+		}
+	}
+	return last, lastD, sent
+}
+
+// keepCopy ties the copy's context to what the caller gets: cancelled when
+// the response body is closed, at once when there is no response.
+func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
+	if a.resp == nil {
+		cancel()
+		return
+	}
+	a.resp.Body = &cancelBody{ReadCloser: a.resp.Body, cancel: cancel}
+}
+
+// settleLosers cancels the copies still in flight once another has won,
+// waits for each, and notes it: an attempt cancelled because another copy
+// answered (Category CategoryCanceled, neutral for the host), or an answer
+// that came anyway, discarded (a failure counts against the host; a
+// healthy answer earns no token). Their latency until then still counts
+// for the host's quantile, as a lower bound of what they would have taken,
+// so that the slow answers hedging cuts short are not forgotten.
+func (c *call) settleLosers(copies []hedgeCopy, results <-chan hedgeResult, inflight int) {
+	for k := range copies {
+		if !copies[k].done {
+			copies[k].cancel()
+		}
+	}
+	for ; inflight > 0; inflight-- {
+		r := <-results
+		cp := &copies[r.k]
+		cp.done = true
+		a := r.a
+		var d Decision
+		if a.resp != nil {
+			d = c.classify(&a)
+			// A loser's answer may count against the host, never for it:
+			// the round's one healthy answer earns its token, so that
+			// hedges cannot pay for themselves.
+			hl := healthOf(a.resp, a.err, d)
+			if hl == healthOK {
+				hl = healthNeutral
+			}
+			cp.res.release(c, hl)
+			c.observe(&a, d)
+			discard(a.resp)
+		} else {
+			d = Decision{Action: Terminal, Category: CategoryCanceled}
+			cp.res.release(c, healthNeutral)
+			if c.h.lat != nil && a.sent {
+				c.h.lat.record(a.took)
+			}
+		}
+		cp.cancel()
+		c.note(&a, d, cp.wait, cp.hedge)
+	}
+}
+
+// hedgeSent emits the decision to send hedge n after delay.
+func (c *call) hedgeSent(n int, delay time.Duration) {
+	if len(c.t.cfg.observers) == 0 {
+		return
+	}
+	c.emit(Event{Kind: EventHedge, Attempt: n, Delay: delay, Hedge: true})
+}
+
+// isHedge reports whether attempt n of the call was a hedge.
+func (l *ledger) isHedge(n int) bool {
+	for _, h := range l.hedgeNums {
+		if h == n {
+			return true
+		}
+	}
+	return false
+}

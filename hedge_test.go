@@ -1,0 +1,406 @@
+package resilient_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// timed answers code after d, or fails with the request's context error if
+// it ends first, as net/http does; live counts the calls still running.
+func timed(d time.Duration, code int, live *atomic.Int32) step {
+	return func(req *http.Request) (*http.Response, error) {
+		live.Add(1)
+		defer live.Add(-1)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return reply(code)(req)
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+}
+
+// hedgeClient returns a client over s with hedging after a fixed delay and
+// a Report on every request.
+func hedgeDo(t *testing.T, rt http.RoundTripper, method string, body io.Reader, hdr ...string) (*http.Response, *resilient.Report, error) {
+	t.Helper()
+	rep := new(resilient.Report)
+	req, err := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), method, "http://api.test/v1/x", body)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := rt.RoundTrip(req)
+	return resp, rep, err
+}
+
+func TestHedgeSlowCopyLosesAndHasEndedWhenRoundTripReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(time.Second, 200, &live), timed(10*time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+		start := time.Now()
+		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		assert.Zero(t, live.Load(), "the slow copy's call has returned")
+		assert.Equal(t, 60*time.Millisecond, time.Since(start), "answer of the hedge: 50 ms + 10 ms")
+		assert.Equal(t, 200, resp.StatusCode)
+		resp.Body.Close()
+		assert.Equal(t, s.opened.Load(), s.closed.Load(), "every body closed")
+		got := s.attempts()
+		require.Len(t, got, 2)
+		assert.Equal(t, "0", got[0].header.Get("Retry-Attempt"))
+		assert.Equal(t, "1", got[1].header.Get("Retry-Attempt"), "a hedge is a new attempt")
+		assert.Equal(t, 1, rep.Winner)
+		assert.Equal(t, 1, rep.Hedges)
+		assert.True(t, rep.HedgeWon)
+		require.Len(t, rep.Attempts, 2)
+		assert.False(t, rep.Attempts[0].Hedge)
+		assert.Equal(t, resilient.CategoryCanceled, rep.Attempts[0].Category, "the loser was cancelled")
+		assert.True(t, rep.Attempts[1].Hedge)
+		assert.Equal(t, 50*time.Millisecond, rep.Attempts[1].Wait)
+	})
+}
+
+func TestHedgeFastFirstCopySendsNoHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(10*time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, s.attempts(), 1)
+		assert.Zero(t, rep.Hedges)
+		assert.Zero(t, rep.Winner)
+		assert.False(t, rep.HedgeWon)
+	})
+}
+
+// Only requests that are safe to send twice at once are hedged.
+func TestHedgeOnlySafeRequests(t *testing.T) {
+	big := strings.Repeat("x", 2048)
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   func() io.Reader
+		hdr    []string
+		hedged bool
+	}{
+		{"GET", http.MethodGet, nil, nil, true},
+		{"HEAD", http.MethodHead, nil, nil, true},
+		{"OPTIONS", http.MethodOptions, nil, nil, true},
+		{"PUT with a replayable body", http.MethodPut, func() io.Reader { return strings.NewReader("{}") }, nil, true},
+		{"DELETE", http.MethodDelete, nil, nil, true},
+		{"POST (keyed by default)", http.MethodPost, func() io.Reader { return strings.NewReader("{}") }, nil, false},
+		{"PATCH (keyed by default)", http.MethodPatch, func() io.Reader { return strings.NewReader("{}") }, nil, false},
+		{"POST with the caller's key", http.MethodPost, func() io.Reader { return strings.NewReader("{}") }, []string{"Idempotency-Key", "k-1"}, false},
+		{"GET with a key", http.MethodGet, nil, []string{"Idempotency-Key", "k-2"}, false},
+		{"PUT with a body over the buffer", http.MethodPut, func() io.Reader { return io.MultiReader(strings.NewReader(big)) }, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var live atomic.Int32
+				s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+				tr := resilient.NewTransport(s, resilient.WithMaxBodyBuffer(1024),
+					resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+				var body io.Reader
+				if tc.body != nil {
+					body = tc.body()
+				}
+				resp, rep, err := hedgeDo(t, tr, tc.method, body, tc.hdr...)
+				require.NoError(t, err)
+				resp.Body.Close()
+				if tc.hedged {
+					assert.Len(t, s.attempts(), 2)
+					assert.Equal(t, 1, rep.Hedges)
+					return
+				}
+				assert.Len(t, s.attempts(), 1, "not hedged: the slow answer is waited for")
+				assert.Zero(t, rep.Hedges)
+			})
+		})
+	}
+}
+
+// A hedge's PUT carries the same body as the first copy's.
+func TestHedgeReplaysTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+		resp, _, err := hedgeDo(t, tr, http.MethodPut, bytes.NewReader([]byte(`{"a":1}`)))
+		require.NoError(t, err)
+		resp.Body.Close()
+		got := s.attempts()
+		require.Len(t, got, 2)
+		assert.Equal(t, `{"a":1}`, string(got[0].body))
+		assert.Equal(t, `{"a":1}`, string(got[1].body))
+	})
+}
+
+// A hedge is admitted by the host's gate: no token, a paused host, an open
+// breaker or no attempt left refuse it, and the first copy goes on.
+func TestHedgeAdmittedByTheGate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []resilient.Option
+		first step // the answer to setup's request; default 503 Retry-After: 30
+		setup func(t *testing.T, tr http.RoundTripper)
+	}{
+		{name: "no retry token", opts: []resilient.Option{resilient.WithRetryTokens(resilient.RetryTokensConfig{MinTokens: -1, CapRatio: -1})}},
+		{name: "budget exhausted", opts: []resilient.Option{resilient.WithoutRetryTokens(),
+			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: -1, MinPerSecond: -1})}},
+		{name: "no attempt left", opts: []resilient.Option{resilient.WithMaxAttempts(1)}},
+		{name: "host paused by a 503's Retry-After", setup: func(t *testing.T, tr http.RoundTripper) {
+			// Answered 503 Retry-After: 30, which pauses the host's
+			// retries; not retried, as the pause ends after its deadline.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/v1/x", nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}},
+		// Retry-After over the maximum: no pause, only the pushback (for the maximum).
+		{name: "server pushed back", opts: []resilient.Option{resilient.WithRetryAfterMax(10 * time.Second)},
+			first: reply(503, "Retry-After: 30", "X-Should-Retry: false"), setup: func(t *testing.T, tr http.RoundTripper) {
+				resp, _, err := hedgeDo(t, tr, http.MethodDelete, nil)
+				require.NoError(t, err)
+				resp.Body.Close()
+			}},
+		{name: "breaker open", opts: []resilient.Option{resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 1, FailureRatio: 0.5,
+			OpenTimeout: time.Minute, RetriesOnly: true})}, setup: func(t *testing.T, tr http.RoundTripper) {
+			resp, _, err := hedgeDo(t, tr, http.MethodDelete, nil)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var live atomic.Int32
+				steps := []step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)}
+				if tc.setup != nil {
+					first := tc.first
+					if first == nil {
+						first = reply(503, "Retry-After: 30")
+					}
+					steps = append([]step{first}, steps...)
+				}
+				s := newStub(steps...)
+				opts := append([]resilient.Option{resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond})}, tc.opts...)
+				tr := resilient.NewTransport(s, opts...)
+				if tc.setup != nil {
+					tc.setup(t, tr)
+				}
+				n := len(s.attempts())
+				start := time.Now()
+				resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Len(t, s.attempts(), n+1, "no hedge")
+				assert.Zero(t, rep.Hedges)
+				assert.Equal(t, time.Second, time.Since(start), "the first copy was not cancelled")
+			})
+		})
+	}
+}
+
+// A retryable answer while another copy is in flight waits for that copy;
+// when every copy failed, the Transport retries as usual.
+func TestHedgeRetryableAnswerWaitsForTheOtherCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(200*time.Millisecond, 503, &live), timed(300*time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 100 * time.Millisecond}))
+		start := time.Now()
+		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, 400*time.Millisecond, time.Since(start))
+		assert.Len(t, s.attempts(), 2, "no retry while the hedge was in flight")
+		require.Len(t, rep.Attempts, 2)
+		assert.Equal(t, 503, rep.Attempts[0].StatusCode)
+		assert.Equal(t, 1, rep.Winner)
+		assert.Equal(t, s.opened.Load(), s.closed.Load())
+	})
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(200*time.Millisecond, 503, &live), timed(300*time.Millisecond, 503, &live), reply(200))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 100 * time.Millisecond}))
+		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		got := s.attempts()
+		require.Len(t, got, 3, "both copies failed: one retry")
+		assert.Equal(t, "2", got[2].header.Get("Retry-Attempt"), "the retry is numbered after the hedge")
+		assert.Equal(t, 2, rep.Winner)
+		assert.False(t, rep.HedgeWon)
+		assert.Equal(t, s.opened.Load(), s.closed.Load())
+	})
+}
+
+// The caller's deadline bounds every copy.
+func TestHedgeCallerDeadlineBoundsEveryCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(time.Hour, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 100 * time.Millisecond, MaxHedges: 2}))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/x", nil)
+		start := time.Now()
+		_, err := tr.RoundTrip(req)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, context.DeadlineExceeded), err)
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Zero(t, live.Load())
+		assert.Len(t, s.attempts(), 3, "two hedges, 100 ms apart")
+	})
+}
+
+// With a quantile, the hedge waits for the host's recent latency at that
+// quantile, and until enough latencies are known, the fixed Delay.
+func TestHedgeDelayFollowsTheHostsQuantile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		var mu sync.Mutex
+		var delays []time.Duration
+		obs := func(_ context.Context, e resilient.Event) {
+			if e.Kind == resilient.EventHedge {
+				mu.Lock()
+				delays = append(delays, e.Delay)
+				mu.Unlock()
+			}
+		}
+		steps := []step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)} // the first request: fallback delay
+		for range 200 {
+			steps = append(steps, timed(20*time.Millisecond, 200, &live))
+		}
+		steps = append(steps, timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+		s := newStub(steps...)
+		tr := resilient.NewTransport(s, resilient.WithObserver(obs),
+			resilient.WithHedging(resilient.HedgingConfig{Quantile: 0.95, Delay: 300 * time.Millisecond}))
+		for range 202 {
+			resp, _, err := hedgeDo(t, tr, http.MethodGet, nil)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		require.Len(t, delays, 2)
+		assert.Equal(t, 300*time.Millisecond, delays[0], "too few latencies: the fixed delay")
+		assert.GreaterOrEqual(t, delays[1], 20*time.Millisecond)
+		assert.LessOrEqual(t, delays[1], 24*time.Millisecond, "the p95 of 20 ms answers, within a bucket")
+	})
+}
+
+// Events, the Report and the slog observer say which attempt was a hedge
+// and which won.
+func TestHedgeEventsAndLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		var mu sync.Mutex
+		var events []resilient.Event
+		var logs bytes.Buffer
+		s := newStub(timed(time.Second, 200, &live), timed(10*time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s,
+			resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}),
+			resilient.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+			resilient.WithObserver(func(_ context.Context, e resilient.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}))
+		resp, _, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		var kinds []resilient.EventKind
+		for _, e := range events {
+			kinds = append(kinds, e.Kind)
+		}
+		require.Equal(t, []resilient.EventKind{resilient.EventHedge, resilient.EventAttempt, resilient.EventAttempt, resilient.EventOutcome}, kinds)
+		assert.Equal(t, 1, events[0].Attempt)
+		assert.Equal(t, 50*time.Millisecond, events[0].Delay)
+		assert.False(t, events[1].Hedge, "the first copy, cancelled")
+		assert.True(t, events[2].Hedge)
+		out := events[3]
+		assert.Equal(t, 1, out.Attempt, "the winner")
+		assert.True(t, out.Hedge)
+		assert.Equal(t, 1, out.Hedges)
+		assert.Contains(t, logs.String(), `msg="resilient: hedge"`)
+		assert.Contains(t, logs.String(), "hedges=1 winner=1 hedge_won=true")
+	})
+}
+
+// A hedge whose body cannot be rewound is not sent, and the first copy's
+// answer is returned.
+func TestHedgeWithAFailingGetBodyLeavesTheFirstCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+		rep := new(resilient.Report)
+		req, _ := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, rep.Attempts, 1)
+		assert.Zero(t, rep.Winner)
+		assert.Zero(t, rep.Hedges, "no hedge left")
+	})
+}
+
+// Over real sockets, with the slow copy's handler still running when the
+// hedge answers: the slow copy's request is cancelled and nothing of it
+// outlives the request (goleak), its connection included.
+func TestHedgeOverLoopbackLeavesNothingBehind(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Retry-Attempt") == "0" {
+			select {
+			case <-r.Context().Done(): // the client cancelled the losing copy
+			case <-release:
+			}
+			return
+		}
+		io.WriteString(w, "fast")
+	}))
+	defer srv.Close()
+	defer close(release)
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr := resilient.NewTransport(base, resilient.WithHedging(resilient.HedgingConfig{Delay: 10 * time.Millisecond}))
+	rep := new(resilient.Report)
+	req, _ := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "fast", string(b))
+	assert.True(t, rep.HedgeWon)
+}

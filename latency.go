@@ -1,0 +1,102 @@
+package resilient
+
+import (
+	"math"
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// latencies is a host's recent attempt latencies in bounded memory, for a
+// hedge delay at a quantile (HedgingConfig.Quantile): a histogram of
+// latencyBuckets counters, four per power of two from 1 µs to about 137 s
+// (each bucket at most 19 % wide), whose counts are halved every window
+// samples so that it follows the host's recent past rather than its
+// history. It takes no lock and allocates nothing after construction: a
+// sample is two atomic adds; the sample that completes a window halves the
+// counts (concurrent samples may then be halved or not: it is an estimate).
+// Allocated only for a Transport that hedges at a quantile.
+type latencies struct {
+	counts [latencyBuckets]atomic.Uint32
+	n      atomic.Int64 // samples since the counts were last halved
+	window int64
+	min    int64 // samples needed before quantile answers
+}
+
+const (
+	latencyMinExp  = 10 // 2^10 ns ≈ 1 µs: shorter latencies count in the first bucket
+	latencyMaxExp  = 37 // 2^37 ns ≈ 137 s: longer ones count in the last
+	latencySub     = 4  // buckets per power of two
+	latencyBuckets = (latencyMaxExp - latencyMinExp) * latencySub
+)
+
+// newLatencies returns the histogram for quantile q: it answers once it
+// holds 5/(1−q) samples (100 for p95; at least 20), and halves its counts
+// every 4 times that (at least 1,024 samples).
+func newLatencies(q float64) *latencies {
+	m := max(int64(math.Ceil(5/(1-q))), 20)
+	return &latencies{min: m, window: max(4*m, 1024)}
+}
+
+// latencyBucket returns the bucket of d: its power of two and the next two
+// bits below the leading one.
+func latencyBucket(d time.Duration) int {
+	v := uint64(max(d, 0))
+	if v < 1<<latencyMinExp {
+		return 0
+	}
+	e := bits.Len64(v) - 1
+	if e >= latencyMaxExp {
+		return latencyBuckets - 1
+	}
+	sub := int(v>>(e-2)) & (latencySub - 1)
+	return (e-latencyMinExp)*latencySub + sub
+}
+
+// latencyUpper is the upper edge of bucket b: a quantile read from the
+// histogram errs long (a later hedge, less load), never short.
+func latencyUpper(b int) time.Duration {
+	e, sub := b/latencySub+latencyMinExp, b%latencySub
+	return time.Duration(uint64(latencySub+sub+1) << (e - 2))
+}
+
+// record counts one attempt latency.
+func (l *latencies) record(d time.Duration) {
+	l.counts[latencyBucket(d)].Add(1)
+	if l.n.Add(1) != l.window {
+		return
+	}
+	l.n.Add(-l.window)
+	for i := range l.counts {
+		c := &l.counts[i]
+		for {
+			v := c.Load()
+			if v == 0 || c.CompareAndSwap(v, v/2) {
+				break
+			}
+		}
+	}
+}
+
+// quantile returns the q-quantile of the recent latencies (the upper edge of
+// its bucket), and false while the histogram holds too few samples.
+func (l *latencies) quantile(q float64) (time.Duration, bool) {
+	var snap [latencyBuckets]uint32
+	var total int64
+	for i := range l.counts {
+		snap[i] = l.counts[i].Load()
+		total += int64(snap[i])
+	}
+	if total < l.min {
+		return 0, false
+	}
+	rank := int64(math.Ceil(q * float64(total)))
+	var cum int64
+	for i, c := range snap {
+		cum += int64(c)
+		if cum >= rank {
+			return latencyUpper(i), true
+		}
+	}
+	return latencyUpper(latencyBuckets - 1), true
+}
