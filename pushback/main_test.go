@@ -54,7 +54,7 @@ func request(kv ...string) *http.Request {
 }
 
 // first and retry are requests as resilient sends them.
-func first() *http.Request        { return request("Retry-Attempt", "0") }
+func first() *http.Request         { return request("Retry-Attempt", "0") }
 func retry(n string) *http.Request { return request("Retry-Attempt", n) }
 
 // status returns a handler that answers code.
