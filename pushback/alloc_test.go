@@ -1,7 +1,9 @@
 package pushback_test
 
 import (
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/resilienthttp/resilient/pushback"
@@ -81,7 +83,6 @@ func BenchmarkServeHTTP(b *testing.B) {
 		{"first", first, pushback.Config{}},
 		{"retry", func() *http.Request { return retry("1") }, pushback.Config{Ratio: 1e9}},
 		{"refused", func() *http.Request { return retry("1") }, pushback.Config{Ratio: -1, MinPerSecond: -1}},
-		{"key", func() *http.Request { return request("Idempotency-Key", "0190b3a4-6c1e-7d2a-9f00-1234567890ab") }, pushback.Config{Ratio: 1e9}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -97,6 +98,27 @@ func BenchmarkServeHTTP(b *testing.B) {
 			})
 		})
 	}
+	// Requests without Retry-Attempt, told apart by their keys: each
+	// goroutine cycles through 1,024 keys of its own (after the first
+	// round, each is a retry by key).
+	b.Run("key", func(b *testing.B) {
+		bud := pushback.New(pushback.Config{Ratio: 1e9})
+		h := bud.Middleware(noop)
+		var goroutines atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			g := goroutines.Add(1)
+			reqs := make([]*http.Request, 1024)
+			for i := range reqs {
+				reqs[i] = request("Idempotency-Key", fmt.Sprintf("0190b3a4-6c1e-7d2a-%04x-%012x", g, i))
+			}
+			w := newNopWriter()
+			for i := 0; pb.Next(); i++ {
+				w.reset()
+				h.ServeHTTP(w, reqs[i%len(reqs)])
+			}
+		})
+	})
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

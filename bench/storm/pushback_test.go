@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -53,6 +54,30 @@ func TestPushbackFleet(t *testing.T) {
 	assert.False(t, transient.Harmful, describe(*transient))
 }
 
+// TestPushbackForEveryStrategy checks -pushback: every strategy's server
+// mounts the middleware. A client that ignores pushback (naive) still sends
+// its four attempts at p = 1, but the refused ones cost the server only the
+// shed cost; the SDK stops at the first failure that says so.
+func TestPushbackForEveryStrategy(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
+	RegisterFlags(fs, &cfg, &Output{})
+	require.NoError(t, fs.Parse([]string{"-pushback"}))
+	require.True(t, cfg.Pushback)
+	cfg.Capacity = Capacity{MaxConcurrent: 64, ServiceTime: cfg.Capacity.ServiceTime, Queue: 64, QueueTimeout: cfg.Capacity.QueueTimeout}
+	cfg.Clients, cfg.Rate = 200, 1
+	cfg.NoOutage, cfg.Ps, cfg.SteadyDuration, cfg.Lost = true, []float64{1}, 40e9, 0
+	cfg.Strategies = []string{"none", "naive", "resilient"}
+	res := RunVirtual(t, cfg)
+	naive := find(res, ScenarioSteady, 1, "naive")
+	require.NotNil(t, naive)
+	assert.InDelta(t, 4.0, naive.Amplification, 0.01, "naive ignores pushback")
+	assert.Less(t, naive.Work, 1.5*float64(naive.Ops), "but its refused retries cost the shed cost only")
+	sdk := find(res, ScenarioSteady, 1, "resilient")
+	require.NotNil(t, sdk)
+	assert.Less(t, sdk.Amplification, 1.05, "the SDK honours X-Should-Retry: false")
+}
+
 // TestPushbackRatioSweep measures the middleware's Ratio at fleet scale
 // (100,000 clients × 0.01 operations per second), to choose its default:
 // it runs only with STORM_PUSHBACK_SWEEP=1 and logs a table.
@@ -65,6 +90,7 @@ func TestPushbackRatioSweep(t *testing.T) {
 	cfg.NoOutage, cfg.Ps, cfg.SteadyDuration = true, []float64{0.1, 0.3, 0.5, 1}, 60e9
 	cfg.Capacity.MaxConcurrent = 32
 	cfg.Strategies = []string{"none", "resilient"}
+	cfg.Virtual = true
 	strategies := cfg.strategies()
 	base, _ := lookupStrategy(PushbackStrategy)
 	for _, ratio := range []float64{0.1, 0.2, 0.5, 1} {
