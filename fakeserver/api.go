@@ -20,17 +20,11 @@ const (
 )
 
 // serveAPI serves /v1/: admission (outages, capacity), validation, the
-// route's fault, then the idempotent create or the read.
+// route's fault, then the idempotent create or the read. serveHTTP has
+// counted the request and echoed its key.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	// A server that dedupes by key says so on every answer, its faults and
-	// sheds included, as Stripe's does: it echoes the request's key. That is
-	// the evidence a client needs before it re-sends an unsafe request.
-	if k := r.Header.Values("Idempotency-Key"); len(k) == 1 {
-		w.Header().Set("Idempotency-Key", k[0])
-	}
 	ctx := r.Context()
 	now := s.now()
-	s.stats.arrive(now, r.Header.Get("Retry-Attempt"))
 	s.stats.enter()
 	defer s.stats.leave()
 	cfg := s.cfg.Load()

@@ -3,6 +3,8 @@ package fakeserver
 import (
 	"fmt"
 	"time"
+
+	"github.com/resilienthttp/resilient/pushback"
 )
 
 // Option configures a Server in New or NewUnstarted. Options apply in order and
@@ -11,8 +13,9 @@ import (
 type Option func(*options)
 
 type options struct {
-	sc  Scenario
-	now func() time.Time
+	sc       Scenario
+	now      func() time.Time
+	pushback *pushback.Config // nil: no middleware
 }
 
 // WithScenario sets the whole scenario (a copy of sc), replacing what earlier

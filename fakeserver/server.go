@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/resilienthttp/resilient/pushback"
 )
 
 // Server is a fake HTTP API with server-side idempotency and fault injection.
@@ -38,6 +40,9 @@ type Server struct {
 	led   *ledger                // effects
 	stats stats                  // counters
 	ops   opCounts               // attempts per operation, for DrawOperation
+
+	pushbackCfg *pushback.Config              // nil: no middleware (WithPushback)
+	pushback    atomic.Pointer[pushbackMount] // the middleware in front of the API; nil without one
 }
 
 // New starts and returns a Server on 127.0.0.1 with a free port. It panics if
@@ -60,12 +65,13 @@ func NewUnstarted(opts ...Option) *Server {
 	if err != nil {
 		panic(err.Error())
 	}
-	s := &Server{now: o.now, table: newTable(), led: newLedger()}
+	s := &Server{now: o.now, table: newTable(), led: newLedger(), pushbackCfg: o.pushback}
 	s.closing, s.closeNow = context.WithCancel(context.Background())
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	s.rt = &transport{s: s}
 	s.cfg.Store(cfg)
 	s.restart(s.now())
+	s.mountPushback()
 	return s
 }
 
@@ -183,7 +189,8 @@ func (s *Server) Enqueue(match string, faults ...Fault) error {
 	return nil
 }
 
-// Reset forgets every idempotency record, the ledger and the counters, and
+// Reset forgets every idempotency record, the ledger, the counters and the
+// pushback budget (WithPushback), and
 // restarts the scenario (scripts, random draws, outage windows) as if it had
 // just been set. Call it between tests that share a server.
 func (s *Server) Reset() {
@@ -199,6 +206,7 @@ func (s *Server) Reset() {
 	s.ops.reset()
 	s.seq.Store(0)
 	s.restart(s.now())
+	s.mountPushback()
 }
 
 // restart sets the scenario's and the counters' start to now.
@@ -212,6 +220,10 @@ func (s *Server) Stats() Stats {
 	st := s.stats.snapshot()
 	st.Effects, st.DuplicateEffects = s.led.counts()
 	st.Records = s.table.len()
+	if pb, ok := s.PushbackStats(); ok {
+		st.PushbackRefused = int64(pb.RetriesShed + pb.FirstAttemptsShed)
+		st.PushbackHinted = int64(pb.Hinted)
+	}
 	return st
 }
 
@@ -228,7 +240,10 @@ func (s *Server) TotalEffects() int {
 // Ledger returns a copy of the effects, oldest first.
 func (s *Server) Ledger() []Entry { return s.led.snapshot() }
 
-// serveHTTP is the root handler: admin endpoints, else the API.
+// serveHTTP is the root handler: admin endpoints, else the API, behind the
+// pushback middleware if there is one. Requests are counted as they arrive,
+// before the middleware, so that Stats.Requests includes the ones it
+// refuses.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, adminPrefix) {
 		s.serveAdmin(w, r)
@@ -239,5 +254,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.closing.Err() != nil {
 		abortConn(w, abortRefused)
 	}
-	s.serveAPI(w, r)
+	// A server that dedupes by key says so on every answer, its faults,
+	// sheds and pushback included, as Stripe's does: it echoes the
+	// request's key. That is the evidence a client needs before it
+	// re-sends an unsafe request.
+	if k := r.Header.Values("Idempotency-Key"); len(k) == 1 {
+		w.Header().Set("Idempotency-Key", k[0])
+	}
+	s.stats.arrive(s.now(), r.Header.Get("Retry-Attempt"))
+	s.serveAPIThrough(w, r)
 }

@@ -43,6 +43,15 @@ type Stats struct {
 	// without one): with CapacityRejections and Capacity.ShedCost, the work
 	// the server did.
 	Admitted int64 `json:"admitted"`
+	// PushbackRefused counts requests the pushback middleware answered in
+	// place of the API (WithPushback): retries over the budget, and
+	// requests shed for its MaxInFlight. They are counted in Requests, and
+	// in nothing below the middleware (Admitted, CapacityRejections,
+	// Faults).
+	PushbackRefused int64 `json:"pushback_refused"`
+	// PushbackHinted counts failure answers of the API to which the
+	// middleware added pushback headers because the budget was exhausted.
+	PushbackHinted int64 `json:"pushback_hinted"`
 	// Faults counts injected faults by FaultKind, and outage answers under
 	// "outage". Kinds never injected are absent.
 	Faults map[string]int64 `json:"faults"`

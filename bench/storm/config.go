@@ -100,6 +100,10 @@ type Config struct {
 	// MaxDisturbed is the share of a run's operations that may start late
 	// (see LateThreshold) before the run is reported invalid.
 	MaxDisturbed float64
+	// Pushback mounts the pushback middleware (package pushback, its
+	// defaults) in front of every strategy's server, not only
+	// resilient-pushback's.
+	Pushback bool
 	// Progress, if not nil, receives a progress bar while the benchmark
 	// runs (the command passes os.Stderr).
 	Progress io.Writer

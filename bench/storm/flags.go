@@ -97,6 +97,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "connections per strategy on sockets (0: from the file-descriptor limit)")
 	fs.Float64Var(&c.MaxDisturbed, "max-disturbed", c.MaxDisturbed, "share of a run's operations that may start late before the run is invalid")
 	registerTailFlags(fs, c)
+	fs.BoolVar(&c.Pushback, "pushback", c.Pushback, "every strategy's server mounts the pushback middleware (resilient-pushback's always does)")
 	fs.StringVar(&o.Format, "format", o.Format, "output: markdown or json")
 	fs.StringVar(&o.Dir, "out", o.Dir, "directory for the plots (PNG and SVG) and the results (storm.md, storm.json); none if empty")
 	fs.BoolVar(&o.Series, "series", o.Series, "include the per-bin series in the JSON")

@@ -76,9 +76,9 @@ type Result struct {
 	// the same scale (0 without it).
 	NoneGoodputPerS float64 `json:"none_goodput_per_s"`
 	// Work is the server's work in units of one served request: every
-	// request admitted to a capacity slot counts 1, every request shed
-	// counts the shed cost (every request counts 1 without a capacity
-	// model).
+	// request admitted to a capacity slot counts 1, every request shed,
+	// or refused by the pushback middleware, counts the shed cost (every
+	// request counts 1 without a capacity model).
 	Work float64 `json:"work"`
 	// WastedWork is the part of Work that did not end in a successful
 	// operation: Work minus one unit per operation that succeeded.
@@ -194,7 +194,8 @@ func (r *Result) summarize(rp runParams, ops []opResult, st fakeserver.Stats, pr
 	r.P50Ms, r.P99Ms = latencyPercentiles(ops)
 	r.Admitted = st.Admitted
 	if cfg.Capacity.MaxConcurrent > 0 {
-		r.Work = float64(st.Admitted) + cfg.ShedCost*float64(st.CapacityRejections)
+		// A pushback answer costs what a shed does: an answer, no work.
+		r.Work = float64(st.Admitted) + cfg.ShedCost*float64(st.CapacityRejections+st.PushbackRefused)
 	} else {
 		r.Work = float64(st.Requests)
 	}

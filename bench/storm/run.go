@@ -294,7 +294,7 @@ func (p *probe) Write(b []byte) (int, error) {
 // what went wrong in the harness is reported in the Result.
 func runOne(ctx context.Context, rp runParams) Result {
 	cfg := rp.cfg
-	srv := fakeserver.NewUnstarted(fakeserver.WithScenario(rp.serverScenario(rp.sc.p, false)))
+	srv := fakeserver.NewUnstarted(rp.serverOptions()...)
 	defer srv.Close()
 	pr := newProbe(rp)
 	lateBins := newSeries(cfg.Bin, rp.span())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/bench"
+	"github.com/resilienthttp/resilient/fakeserver"
 )
 
 // Strategy is a way for a client to call the server: a client library and
@@ -27,6 +28,10 @@ type Strategy struct {
 	// once per client, so that per-client state (budgets, breakers) is not
 	// shared between clients.
 	NewClient func(base http.RoundTripper) *http.Client
+	// ServerOptions are added to the options of the fake server of the
+	// strategy's runs (after the scenario), for strategies that need the
+	// server's help, such as the pushback middleware.
+	ServerOptions []fakeserver.Option
 }
 
 // Naive retries: the loop an application writes by hand.

@@ -5,12 +5,18 @@
 // Usage:
 //
 //	fakeserver [-addr 127.0.0.1:8080] [-scenario file.json] [-seed N] [-shutdown-timeout 5s]
+//	           [-pushback] [-pushback-ratio R] [-pushback-min-per-second N]
+//	           [-pushback-max-in-flight N] [-pushback-status 503|429]
 //
 // The first line it prints on stdout is "listening on http://HOST:PORT". It
 // serves the API under /v1/ and the admin endpoints under /_fake/ (see
 // fakeserver/README.md). On SIGINT or SIGTERM it releases hanging requests,
 // waits up to -shutdown-timeout for the others, then closes every connection
 // still open, prints "shut down" and exits with status 0.
+//
+// With -pushback, or any -pushback-* flag, the API is served behind the
+// retry-budget middleware of package github.com/resilienthttp/resilient/pushback
+// (its defaults unless a flag says otherwise; see pushback/README.md).
 package main
 
 import (
@@ -19,14 +25,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/pushback"
 )
 
 func main() {
@@ -52,8 +61,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	seed := flags.Uint64("seed", 0, "seed of the random draws; when set, overrides the scenario's seed")
 	grace := flags.Duration("shutdown-timeout", 5*time.Second,
 		"on SIGINT or SIGTERM, how long to wait for open connections before closing them")
+	var pb pushback.Config
+	usePushback := flags.Bool("pushback", false, "serve the API behind the pushback retry-budget middleware")
+	flags.Float64Var(&pb.Ratio, "pushback-ratio", 0, "retries admitted per healthy answer in the window (0: the default, 0.5; negative: none)")
+	flags.Float64Var(&pb.MinPerSecond, "pushback-min-per-second", 0, "retries admitted per second whatever the answers (0: the default, 1; negative: none)")
+	flags.IntVar(&pb.MaxInFlight, "pushback-max-in-flight", 0, "requests in service above which first attempts are shed, retries earlier (0: no bound)")
+	flags.IntVar(&pb.Status, "pushback-status", 0, "status of a pushback answer: 503 (default) or 429")
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if pb.Status != 0 && pb.Status != http.StatusServiceUnavailable && pb.Status != http.StatusTooManyRequests {
+		return fmt.Errorf("-pushback-status %d: want 503 or 429", pb.Status)
+	}
+	if pb.MaxInFlight < 0 || math.IsNaN(pb.Ratio) || math.IsNaN(pb.MinPerSecond) ||
+		math.IsInf(pb.Ratio, 0) || math.IsInf(pb.MinPerSecond, 0) {
+		return errors.New("-pushback-*: invalid value")
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flags.Args())
@@ -75,7 +97,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if f.Name == "seed" {
 			opts = append(opts, fakeserver.WithSeed(*seed))
 		}
+		if strings.HasPrefix(f.Name, "pushback-") {
+			*usePushback = true
+		}
 	})
+	if *usePushback {
+		opts = append(opts, fakeserver.WithPushback(pb))
+	}
 
 	host, port, err := net.SplitHostPort(*addr)
 	if err != nil {

@@ -235,6 +235,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"missing scenario", []string{"-scenario", filepath.Join(dir, "missing.json")}, "no such file"},
 		{"invalid scenario", []string{"-scenario", bad}, "mode"},
 		{"bad address", []string{"-addr", "nonsense"}, "-addr"},
+		{"bad pushback status", []string{"-pushback-status", "500"}, "want 503 or 429"},
+		{"bad pushback bound", []string{"-pushback-max-in-flight", "-1"}, "invalid value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,5 +268,44 @@ func TestRunStopsWhenContextIsDone(t *testing.T) {
 	cancel()
 	require.True(t, lines.Scan())
 	assert.Equal(t, "shut down", lines.Text())
+	require.NoError(t, <-done)
+}
+
+// TestRunPushback checks that -pushback-* flags mount the middleware: with
+// no budget at all, a retry gets the pushback answer (429 as asked) and a
+// first attempt goes through.
+func TestRunPushback(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-pushback-ratio", "-1", "-pushback-min-per-second", "-1",
+			"-pushback-status", "429"}, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	require.True(t, lines.Scan())
+	base, ok := strings.CutPrefix(lines.Text(), "listening on ")
+	require.True(t, ok)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	send := func(attempt string) *http.Response {
+		r, err := http.NewRequest(http.MethodPost, base+"/v1/orders", strings.NewReader(`{"n":1}`))
+		require.NoError(t, err)
+		r.Header.Set("Retry-Attempt", attempt)
+		resp, err := c.Do(r)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	assert.Equal(t, http.StatusCreated, send("0").StatusCode)
+	resp := send("1")
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+	assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	cancel()
+	require.True(t, lines.Scan())
 	require.NoError(t, <-done)
 }
