@@ -176,4 +176,3 @@ func (c Config) resolve() settings {
 	}
 	return s
 }
-
