@@ -121,10 +121,16 @@ func (w *window) apply(now time.Time, rule Rule, r Request) Reply {
 	return Reply{Grant: grant, Epoch: int64(e), Processes: n}
 }
 
-// grantFor sizes a lease: the permits left in the window (the rule's bound
-// less the retries and outstanding leases, rounded up as a Budget rounds
-// them) divided among the processes with demand, rounded up; one permit
-// for a process without demand; none if it wants none.
+// grantFor sizes a lease: of the permits left in the window (the rule's
+// bound less the retries and outstanding leases, rounded up as a Budget
+// rounds them), the larger of an equal share among the processes with
+// demand (rounded up) and the process's demand of the last interval, which
+// it is likely to ask for again; one permit for a process without demand;
+// none if it wants none. Taking its demand rather than a share only, a
+// process whose retries outrun the others' is not held to a share while the
+// rest of the window waits unused in Redis; each process at least gets the
+// permits its own first attempts just earned, since they are counted
+// before the grant.
 func grantFor(rule Rule, deposits, retries float64, processes int64, r Request) int64 {
 	avail := rule.Reserve - retries
 	if deposits > 0 {
@@ -136,7 +142,7 @@ func grantFor(rule Rule, deposits, retries float64, processes int64, r Request) 
 	permits := math.Ceil(avail)
 	share := 1.0
 	if r.Demand > 0 {
-		share = math.Ceil(permits / float64(max(processes, 1)))
+		share = max(math.Ceil(permits/float64(max(processes, 1))), float64(r.Demand))
 	}
 	return int64(min(share, permits))
 }

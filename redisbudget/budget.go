@@ -50,6 +50,9 @@ func (b *budget) DepositAt(now time.Time) {
 // process's recent retries), or asks the local budget in StateLocal. now
 // only matters to the local budget: the shared window runs on Redis's clock.
 func (b *budget) WithdrawAt(now time.Time) bool {
+	if b.f.s.unlimited {
+		return true
+	}
 	if !b.shared.Load() {
 		ok := b.local.WithdrawAt(now)
 		if ok {
@@ -142,3 +145,5 @@ func (b *budget) apply(r Request, rep Reply) {
 		}
 	}
 }
+
+var _ resilient.RetryBudget = (*budget)(nil)

@@ -74,7 +74,7 @@ type Fleet struct {
 // built with ContextTimeoutEnabled), and Close waits for it.
 func New(client goredis.UniversalClient, cfg Config) *Fleet {
 	s := cfg.resolve()
-	return newFleet(&redisBackend{client: client, prefix: s.prefix}, s)
+	return newFleet(NewRedis(client, s.prefix), s)
 }
 
 // NewWithBackend is New with another Backend, such as a Memory.

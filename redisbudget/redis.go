@@ -71,7 +71,7 @@ local grant = 0
 if want and avail > 0 then
   local permits = math.ceil(avail)
   grant = 1
-  if demand > 0 then grant = math.ceil(permits / math.max(np, 1)) end
+  if demand > 0 then grant = math.max(math.ceil(permits / math.max(np, 1)), demand) end
   grant = math.min(grant, permits)
 end
 f['r' .. slot] = f['r' .. slot] + grant
@@ -89,25 +89,38 @@ return {grant, e, np}
 
 var script = goredis.NewScript(flushScript)
 
-// redisBackend is the Backend of New: the windows in Redis, flushed by
-// flushScript, all the requests of a Flush in one pipeline.
-type redisBackend struct {
+// Redis is the Backend of New: the windows in Redis, on the Redis server's
+// clock, each request applied by one Lua script, all the requests of a
+// Flush in one pipeline. NewRedis returns one. It is safe for concurrent
+// use.
+type Redis struct {
 	client goredis.UniversalClient
 	prefix string
 }
 
+// NewRedis returns a Backend that keeps the windows in Redis through client,
+// under keys that start with prefix ("" means DefaultPrefix). New(client,
+// cfg) is NewWithBackend(NewRedis(client, cfg.Prefix), cfg).
+func NewRedis(client goredis.UniversalClient, prefix string) *Redis {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Redis{client: client, prefix: prefix}
+}
+
 // keys returns the keys of budget name: the window and the processes, under
 // one hash tag.
-func (b *redisBackend) keys(name string) []string {
+func (b *Redis) keys(name string) []string {
 	tag := b.prefix + "{" + name + "}"
 	return []string{tag + ":w", tag + ":p"}
 }
 
-// Flush sends reqs in one pipeline of EVALSHA (one round trip to a single
+// Flush applies reqs to their windows and returns the replies; errors are
+// per request (Reply.Err), wrapping go-redis's. It sends reqs in one pipeline of EVALSHA (one round trip to a single
 // Redis; one per node holding a budget on a Cluster). Requests that meet a
 // server without the script (NOSCRIPT: after a restart) are sent again with
 // EVAL, in a second round trip.
-func (b *redisBackend) Flush(ctx context.Context, rule Rule, reqs []Request) ([]Reply, error) {
+func (b *Redis) Flush(ctx context.Context, rule Rule, reqs []Request) ([]Reply, error) {
 	args := make([][]any, len(reqs))
 	for i, r := range reqs {
 		want := "0"
