@@ -20,7 +20,6 @@ import (
 	"github.com/resilienthttp/resilient/redisbudget"
 )
 
-
 // names numbers the budget names of this test binary, so tests sharing a
 // server do not share windows.
 var names atomic.Int64
