@@ -310,6 +310,22 @@ func faultRun(t *testing.T, srv *server, ctxTimeout bool, fault func()) []childR
 	to := time.Now().UnixNano()
 	p.expect("done")
 	res := p.results()
+	var retries, firsts, shared, local, localBound int64
+	for i, r := range res {
+		retries += r.Retries + r.DrainRetries
+		firsts += r.Firsts
+		shared += r.Stats.LeaseHits
+		local += r.Stats.LocalAllowed
+		localBound += bound(longWindow, r.Firsts)
+		// In fallback a process's retries are its local budget's.
+		assert.LessOrEqual(t, r.Stats.LocalAllowed, bound(longWindow, r.Firsts), "child %d", i)
+		assert.Equal(t, r.Retries+r.DrainRetries, r.Stats.LeaseHits+r.Stats.LocalAllowed, "child %d", i)
+	}
+	t.Logf("%d processes: %d retries of %d first attempts: %d from the shared window (its rule allows %d; "+
+		"a restarted server's window allows its floor again) and %d from the local budgets in fallback (their bound %d)",
+		n, retries, firsts, shared, bound(longWindow, firsts), local, localBound)
+	floor := int64(longWindow.MinPerSecond * longWindow.Window.Seconds())
+	assert.LessOrEqual(t, shared, bound(longWindow, firsts)+floor)
 	for i, r := range res {
 		during := 0
 		for _, e := range r.OpEnds {
