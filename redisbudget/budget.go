@@ -20,6 +20,7 @@ type budget struct {
 	lease   atomic.Int64 // permits left of the last grant (negative: given back too many, see RefundAt)
 	pending atomic.Int64 // first attempts since the last flush
 	demand  atomic.Int64 // retries asked for since the last flush
+	asked   atomic.Bool  // the last flush told the window this process wants retries
 
 	firsts, hits, misses, localOK, localNo atomic.Int64 // for Stats
 
@@ -67,6 +68,12 @@ func (b *budget) WithdrawAt(now time.Time) bool {
 		l := b.lease.Load()
 		if l <= 0 {
 			b.misses.Add(1)
+			// The window does not know yet that this process wants
+			// retries (it was quiet): one early flush tells it, rather
+			// than refusing them until the next interval.
+			if !b.asked.Load() && b.asked.CompareAndSwap(false, true) {
+				b.f.wake()
+			}
 			return false
 		}
 		if b.lease.CompareAndSwap(l, l-1) {
@@ -138,6 +145,7 @@ func (b *budget) apply(r Request, rep Reply) {
 	b.lease.Add(rep.Grant - r.Unused)
 	b.epoch = rep.Epoch
 	b.quiet = !r.Want
+	b.asked.Store(r.Demand > 0)
 	if !b.shared.Swap(true) {
 		f.recoveries.Add(1)
 		if f.s.onChange != nil {

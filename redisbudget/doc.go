@@ -27,14 +27,18 @@
 //   - A retry (WithdrawAt) takes a permit from the process's lease, a local
 //     atomic count. Each flush runs a Lua script on Redis that adds the
 //     first attempts to the current bucket of the window, gives back what
-//     is left of the process's previous lease, and grants a new lease: the
-//     permits left in the window (the rule's bound less the retries and the
-//     other processes' outstanding leases) divided by the number of
-//     processes that asked for retries recently, rounded up; one permit for a
-//     process that asked for none. The grant is charged to the window when
-//     it is made, so the leases of all processes together never exceed the
-//     rule; permits used while a flush is under way are charged to the
-//     next lease. RefundAt gives a permit back to the lease.
+//     is left of the process's previous lease, and grants a new lease: of
+//     the permits left in the window (the rule's bound less the retries and
+//     the other processes' outstanding leases), the larger of an equal
+//     share among the processes that asked for retries recently and the
+//     retries this process asked for since its last flush (its demand); one
+//     permit for a process that asked for none. The grant is charged to the
+//     window when it is made, so the leases of all processes together never
+//     exceed the rule; permits used while a flush is under way are charged
+//     to the next lease. RefundAt gives a permit back to the lease. A
+//     process that was quiet and meets an empty lease asks for one early
+//     flush, so that the window learns of its demand at once; a busy one
+//     never flushes early for retries.
 //   - The window lives in Redis, on the Redis server's clock (the script
 //     reads TIME): the processes' clocks, and the times passed to DepositAt
 //     and WithdrawAt, do not matter to it. Its keys, under Config.Prefix P,

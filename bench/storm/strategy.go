@@ -27,6 +27,11 @@ type Strategy struct {
 	// once per client, so that per-client state (budgets, breakers) is not
 	// shared between clients.
 	NewClient func(base http.RoundTripper) *http.Client
+	// NewRun, if not nil, is called once per run instead of using
+	// NewClient: it returns the run's NewClient, whose clients may share
+	// state as the processes of a fleet share a Redis (see fleet.go), and a
+	// function that releases that state when the run is over.
+	NewRun func() (newClient func(base http.RoundTripper) *http.Client, done func())
 }
 
 // Naive retries: the loop an application writes by hand.
