@@ -52,7 +52,8 @@ type Config struct {
 	// retry permits of an active budget without flushing it. Each flush also
 	// renews the process's lease of retry permits, so it bounds how stale a
 	// lease is. 0 or less means DefaultFlushInterval (1 s), capped at
-	// Window/10.
+	// Window/10; any value is capped at Window/2, so that a lease is renewed
+	// while the bucket charged for it is still in the window.
 	FlushInterval time.Duration
 
 	// CallTimeout bounds each call to Redis (one pipeline of flushes): a
@@ -162,6 +163,9 @@ func (c Config) resolve() settings {
 	if s.interval <= 0 {
 		s.interval = min(DefaultFlushInterval, max(bucket, time.Millisecond))
 	}
+	// A lease is charged to the bucket it was granted in: it must be
+	// renewed before that bucket leaves the window.
+	s.interval = min(s.interval, max(5*bucket, time.Millisecond))
 	if s.timeout <= 0 {
 		s.timeout = DefaultCallTimeout
 	}

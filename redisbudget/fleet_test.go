@@ -461,3 +461,27 @@ func TestFleetVirtual(t *testing.T) {
 		assert.LessOrEqual(t, float64(trips), float64(firsts.Load())/100+procs*2)
 	})
 }
+
+// On Redis's clock, a bucket leaves the window a Window after it was
+// written: its first attempts and its retries go together, and the floor is
+// whole again.
+func TestRedisWindowRolls(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr, nil, true)
+	rdb := redisbudget.NewRedis(c, "")
+	rule := redisbudget.Rule{Ratio: 1, Reserve: 5, Bucket: 30 * time.Millisecond, ProcessTTL: time.Minute}
+	name := newName()
+	flush := func(r redisbudget.Request) redisbudget.Reply {
+		r.Name, r.Process, r.Demand, r.Want = name, "p", 1, true
+		reps, err := rdb.Flush(context.Background(), rule, []redisbudget.Request{r})
+		require.NoError(t, err)
+		require.NoError(t, reps[0].Err)
+		return reps[0]
+	}
+	require.Equal(t, int64(15), flush(redisbudget.Request{Deposits: 10}).Grant)
+	eventually(t, 10*time.Second, "the window rolls", func() bool {
+		g := flush(redisbudget.Request{}).Grant
+		require.Contains(t, []int64{0, 5}, g, "nothing in between: the bucket leaves whole")
+		return g == 5
+	})
+}
