@@ -18,11 +18,11 @@
 //
 //   - A first attempt (DepositAt) is one atomic add to a pending count (and
 //     one to the local budget, below). When a host's count reaches
-//     Config.FlushEvery (100), or Config.FlushInterval (1 s, at most a tenth
+//     Config.FlushEvery (128), or Config.FlushInterval (1 s, at most a tenth
 //     of the Window) has passed since the last flush, the Fleet's one
 //     background goroutine flushes every budget that has something to
 //     report, all in one pipeline: one round trip for all hosts. At 200
-//     first attempts per second to a host that is one round trip per 100
+//     first attempts per second to a host that is 0.78 round trips per 100
 //     first attempts, whatever the number of hosts.
 //   - A retry (WithdrawAt) takes a permit from the process's lease, a local
 //     atomic count. Each flush runs a Lua script on Redis that adds the

@@ -178,7 +178,7 @@ func TestFleetRoundTrips(t *testing.T) {
 	tick := time.NewTicker(5 * time.Millisecond) // 200/s
 	defer tick.Stop()
 	var firsts, base int64
-	for i := range 600 {
+	for i := range 800 {
 		<-tick.C
 		if i == 100 { // steady state from here
 			base, firsts = rt.n.Load(), 0

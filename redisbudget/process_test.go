@@ -25,7 +25,7 @@ import (
 // the environment:
 //
 //	REDISBUDGET_PROCESSES  processes (default 4; the target is 16)
-//	REDISBUDGET_SECONDS    seconds of load (default 3; 10 for the target)
+//	REDISBUDGET_SECONDS    seconds of load (default 4; 10 for the target)
 //
 // e.g. REDISBUDGET_PROCESSES=16 REDISBUDGET_SECONDS=10 go test -run TestProcesses -v
 const childEnv = "REDISBUDGET_CHILD"
@@ -238,7 +238,7 @@ func (p *procs) results() []childResult {
 // processScale returns the number of processes and operations per process
 // of the tests with several processes.
 func processScale(t *testing.T) (n, ops int) {
-	return envInt(t, "REDISBUDGET_PROCESSES", 4), envInt(t, "REDISBUDGET_SECONDS", 3) * childRate
+	return envInt(t, "REDISBUDGET_PROCESSES", 4), envInt(t, "REDISBUDGET_SECONDS", 4) * childRate
 }
 
 // Several OS processes at 200 operations per second each, each operation

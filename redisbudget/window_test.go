@@ -106,7 +106,7 @@ func TestWindowShares(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	s := Config{}.resolve()
 	assert.Equal(t, Rule{Ratio: 0.2, Reserve: 100, Bucket: time.Second, ProcessTTL: 3*time.Second + 50*time.Millisecond}, s.rule)
-	assert.Equal(t, int64(100), s.every)
+	assert.Equal(t, int64(128), s.every)
 	assert.Equal(t, time.Second, s.interval)
 	assert.Equal(t, 50*time.Millisecond, s.timeout)
 	assert.Equal(t, "resilient:budget:", s.prefix)
