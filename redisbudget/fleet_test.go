@@ -56,10 +56,16 @@ func bound(cfg redisbudget.Config, deposits int64) int64 {
 // bound for a loaded machine, not a measure).
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	eventuallyf(t, d, func() string { return what }, cond)
+}
+
+// eventuallyf is eventually with a description computed when it fails.
+func eventuallyf(t testing.TB, d time.Duration, what func() string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
+			t.Fatalf("%s: not within %v", what(), d)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -108,7 +114,7 @@ func TestFleetRuleGoroutines(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr, nil, true)
 	cfg := longWindow
-	cfg.FlushEvery, cfg.FlushInterval = 50, 10*time.Millisecond
+	cfg.FlushEvery, cfg.FlushInterval, cfg.CallTimeout = 50, 10*time.Millisecond, 2*time.Second
 	f := redisbudget.New(c, cfg)
 	name := newName()
 	b := f.For(name)
@@ -172,7 +178,7 @@ func TestFleetRoundTrips(t *testing.T) {
 	srv := startServer(t)
 	rt := &roundTrips{}
 	c := newClient(t, srv.addr, rt, true)
-	f := redisbudget.New(c, redisbudget.Config{})
+	f := redisbudget.New(c, redisbudget.Config{CallTimeout: 2 * time.Second})
 	defer f.Close()
 	b := f.For(newName())
 	tick := time.NewTicker(5 * time.Millisecond) // 200/s
@@ -338,7 +344,7 @@ func TestFleetClockSkew(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr, nil, true)
 	cfg := longWindow
-	cfg.FlushEvery, cfg.FlushInterval = 20, 10*time.Millisecond
+	cfg.FlushEvery, cfg.FlushInterval, cfg.CallTimeout = 20, 10*time.Millisecond, 2*time.Second
 	name := newName()
 	skews := []time.Duration{-3 * time.Hour, 0, 90 * time.Minute}
 	var retries atomic.Int64
