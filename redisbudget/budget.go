@@ -140,9 +140,14 @@ func (b *budget) apply(r Request, rep Reply) {
 	f.flushes.Add(1)
 	f.deposits.Add(r.Deposits)
 	f.granted.Add(rep.Grant)
-	// Permits used or given back while the flush was under way are charged
-	// to the new grant: the lease becomes Grant - (r.Unused - lease now).
-	b.lease.Add(rep.Grant - r.Unused)
+	if b.shared.Load() {
+		// Permits used or given back while the flush was under way are
+		// charged to the new grant: the lease becomes
+		// Grant - (r.Unused - lease now).
+		b.lease.Add(rep.Grant - r.Unused)
+	} else {
+		b.lease.Store(rep.Grant) // nothing used the lease while local
+	}
 	b.epoch = rep.Epoch
 	b.quiet = !r.Want
 	b.asked.Store(r.Demand > 0)
