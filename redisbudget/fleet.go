@@ -231,8 +231,10 @@ func (f *Fleet) call(reqs []Request) ([]Reply, error) {
 	go func() {
 		defer f.inflight.Done()
 		defer cancel()
-		defer f.busy.Store(false)
 		reps, err := f.backend.Flush(ctx, f.s.rule, reqs)
+		// Not busy before the flusher hears the result: it may call again
+		// at once.
+		f.busy.Store(false)
 		ch <- result{reps, err}
 	}()
 	t := time.NewTimer(f.s.timeout)

@@ -491,3 +491,4 @@ func TestRedisWindowRolls(t *testing.T) {
 		return g == 5
 	})
 }
+
