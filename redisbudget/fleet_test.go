@@ -491,4 +491,3 @@ func TestRedisWindowRolls(t *testing.T) {
 		return g == 5
 	})
 }
-
