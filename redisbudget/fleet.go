@@ -262,7 +262,9 @@ type Stats struct {
 	// windows; Dropped those of failed flushes, which are not counted in
 	// the shared window (the local budgets count them).
 	Deposited, Dropped int64
-	// Granted is the number of retry permits the shared windows granted.
+	// Granted is the number of retry permits the shared windows granted,
+	// a permit counted again each time it is given back unused and granted
+	// anew (LeaseHits is what was used).
 	Granted int64
 	// LeaseHits and LeaseMisses count WithdrawAt calls in StateShared that
 	// the lease allowed and refused.
