@@ -310,6 +310,57 @@ func TestFleetRedisFrozen(t *testing.T) {
 	assert.Positive(t, s.FlushErrors)
 }
 
+// slowScript keeps Redis busy for ARGV[1] ms (a script blocks the server).
+var slowScript = goredis.NewScript(`
+local t = redis.call('TIME')
+local stop = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 + tonumber(ARGV[1])
+repeat
+  t = redis.call('TIME')
+until tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 >= stop
+return 1
+`)
+
+// Redis slow (busy 150 ms at a time, with short gaps, longer than the call
+// timeout): operations keep completing, the budget falls back and says so,
+// and shares again when Redis is quick again.
+func TestFleetRedisSlow(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.addr, nil, true)
+	slow := goredis.NewClient(&goredis.Options{Addr: srv.addr, ReadTimeout: 5 * time.Second})
+	defer slow.Close()
+	var log stateLog
+	cfg := longWindow
+	cfg.FlushInterval, cfg.OnStateChange = 20*time.Millisecond, log.record
+	f := redisbudget.New(c, cfg)
+	defer f.Close()
+	b := f.For(newName())
+	l := startLoad(b, 4)
+	defer l.halt()
+	eventually(t, 10*time.Second, "a flush", func() bool { return f.Stats().Flushes > 0 })
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = slowScript.Run(context.Background(), slow, nil, 150).Err()
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	eventually(t, 10*time.Second, "fallback reported", func() bool { return log.count("local") >= 1 })
+	l.progresses(t) // still slow
+	close(stop)
+	wg.Wait()
+	eventually(t, 10*time.Second, "resumed", func() bool { return log.count("shared") >= 1 })
+	s := f.Stats()
+	t.Logf("%+v", s)
+	assert.Positive(t, s.FlushErrors)
+}
+
 // Redis killed (SIGKILL) and restarted empty on the same port mid-run: the
 // budget falls back, then shares again (the script is loaded again).
 func TestFleetRedisKilled(t *testing.T) {
