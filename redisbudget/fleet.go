@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +16,14 @@ import (
 )
 
 // ErrTimeout is the error a budget falls back with when its flush did not
-// answer within Config.CallTimeout.
+// answer within Config.CallTimeout, or was not sent because the call before
+// it, which timed out, has not returned yet (errors.Is(err, ErrTimeout)).
+// Other errors are the backend's (go-redis's, wrapped).
 var ErrTimeout = errors.New("redisbudget: flush timed out")
 
 // errBusy is the error of a flush not sent because the previous call to the
 // backend has not returned yet (its timeout already passed).
-var errBusy = errors.New("redisbudget: previous flush still in flight")
+var errBusy = fmt.Errorf("%w: the previous call has not returned yet", ErrTimeout)
 
 // A Fleet is a set of retry budgets shared by every process that uses the
 // same Redis and Config.Prefix: one per destination host, each a rolling
