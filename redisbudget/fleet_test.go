@@ -206,12 +206,25 @@ func TestFleetRoundTrips(t *testing.T) {
 type stateLog struct {
 	mu     sync.Mutex
 	events []string
+	errs   []error // of the switches to StateLocal
 }
 
 func (l *stateLog) record(name string, from, to redisbudget.State, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, to.String())
+	if to == redisbudget.StateLocal {
+		l.errs = append(l.errs, err)
+	}
+}
+
+func (l *stateLog) firstErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.errs) == 0 {
+		return nil
+	}
+	return l.errs[0]
 }
 
 func (l *stateLog) count(to string) int {
@@ -291,6 +304,7 @@ func TestFleetRedisFrozen(t *testing.T) {
 
 	srv.freeze(t)
 	eventually(t, 10*time.Second, "fallback reported", func() bool { return log.count("local") >= 1 })
+	assert.ErrorIs(t, log.firstErr(), redisbudget.ErrTimeout)
 	st, _ := f.State(name)
 	assert.Equal(t, redisbudget.StateLocal, st)
 	l.progresses(t) // still frozen
