@@ -324,9 +324,11 @@ func runOne(ctx context.Context, rp runParams) Result {
 	if rp.scale == ScaleShared {
 		n = 1
 	}
+	newClient, release := rp.strategy.clients()
+	defer release()
 	clients := make([]*http.Client, n)
 	for i := range clients {
-		clients[i] = rp.strategy.NewClient(base)
+		clients[i] = newClient(base)
 	}
 
 	ops := make([]opResult, len(rp.arrivals))

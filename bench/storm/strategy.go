@@ -32,6 +32,12 @@ type Strategy struct {
 	// strategy's runs (after the scenario), for strategies that need the
 	// server's help, such as the pushback middleware.
 	ServerOptions []fakeserver.Option
+
+	// NewRun, if not nil, is called once per run instead of using
+	// NewClient: it returns the run's NewClient, whose clients may share
+	// state as the processes of a fleet share a Redis (see fleet.go), and a
+	// function that releases that state when the run is over.
+	NewRun func() (newClient func(base http.RoundTripper) *http.Client, done func())
 }
 
 // Naive retries: the loop an application writes by hand.

@@ -1,0 +1,78 @@
+package storm
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/bench"
+	"github.com/resilienthttp/resilient/redisbudget"
+)
+
+// The fleet strategy: each client is a process of a fleet that shares one
+// retry budget per host (redisbudget's algorithm: first attempts flushed in
+// batches, retries served from leases of a shared rolling window, a local
+// budget when the shared one cannot answer), on top of the SDK's defaults.
+// In a virtual run the shared windows are a redisbudget.Memory in the
+// bubble's simulated time; FleetRedisStrategy puts them in a real Redis for
+// runs on sockets.
+
+func init() {
+	strategies = append(strategies, Strategy{
+		Name: "resilient-fleet",
+		Description: "resilient defaults + a retry budget shared by all clients (redisbudget on an in-memory backend): " +
+			"the fleet's retries < 20 % of its first attempts + 10/s over 10 s",
+		Keyed: true,
+		NewRun: func() (func(http.RoundTripper) *http.Client, func()) {
+			mem := redisbudget.NewMemory()
+			return fleetRun(func() *redisbudget.Fleet { return redisbudget.NewWithBackend(mem, redisbudget.Config{}) })
+		},
+	})
+}
+
+// FleetRedisStrategy is the strategy resilient-fleet with its shared windows
+// in the Redis that newFleet's Fleets use (redisbudget.New with one client,
+// under a prefix of the run's own): for runs on sockets only — a virtual run
+// cannot wait on a real server.
+func FleetRedisStrategy(name string, newFleet func() *redisbudget.Fleet) Strategy {
+	return Strategy{
+		Name:        name,
+		Description: "resilient defaults + a retry budget shared by all clients through a real redis-server",
+		Keyed:       true,
+		NewRun: func() (func(http.RoundTripper) *http.Client, func()) {
+			return fleetRun(newFleet)
+		},
+	}
+}
+
+// fleetRun returns the NewClient of one run of a fleet strategy: each client
+// gets a Fleet of its own (a process: its own lease and flusher) from
+// newFleet; done closes them all.
+func fleetRun(newFleet func() *redisbudget.Fleet) (func(http.RoundTripper) *http.Client, func()) {
+	var mu sync.Mutex
+	var fleets []*redisbudget.Fleet
+	newClient := func(base http.RoundTripper) *http.Client {
+		f := newFleet()
+		mu.Lock()
+		fleets = append(fleets, f)
+		mu.Unlock()
+		return bench.Resilient(base, resilient.WithBudgetFunc(f.For))
+	}
+	done := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range fleets {
+			_ = f.Close()
+		}
+	}
+	return newClient, done
+}
+
+// clients returns the NewClient of one run of s, and what to call when the
+// run is over.
+func (s Strategy) clients() (func(http.RoundTripper) *http.Client, func()) {
+	if s.NewRun != nil {
+		return s.NewRun()
+	}
+	return s.NewClient, func() {}
+}
