@@ -219,6 +219,21 @@ func (b *Budget) WithdrawAt(now time.Time) bool {
 	}
 }
 
+// SpendAt counts a retry sent at time now without asking the budget: one
+// that another budget allowed, such as a budget shared by a fleet that this
+// one stands in for while the shared one cannot be reached
+// (redisbudget). The window then knows of every retry sent, so that a
+// fallback to this budget starts from what was spent. A refund for it is
+// made with RefundAt.
+func (b *Budget) SpendAt(now time.Time) {
+	e := b.params().epoch(now)
+	bk := b.bucket(e)
+	for !bk.current(e) {
+		runtime.Gosched() // another goroutine is resetting bk: three stores
+	}
+	bk.withdrawals.Add(1)
+}
+
 // RefundAt takes back a withdrawal made by WithdrawAt(at) for a retry that
 // was then not sent (the caller gave up during the backoff, or the breaker
 // refused it). If at's bucket has rolled since, the withdrawal has left the

@@ -431,3 +431,24 @@ func BenchmarkBudget(b *testing.B) {
 		})
 	})
 }
+
+// TestBudgetSpendAt: a retry another budget allowed is counted whatever the
+// rule says, and leaves the window with its bucket.
+func TestBudgetSpendAt(t *testing.T) {
+	b := NewBudget(BudgetConfig{Ratio: 0.5, MinPerSecond: -1, Window: 10 * time.Second})
+	budgetDeposit(b, budgetT0, 10)
+	for range 8 {
+		b.SpendAt(budgetT0) // 8 spent where the rule allows 5
+	}
+	assert.Zero(t, budgetDrain(b, budgetT0, 100))
+	budgetDeposit(b, budgetT0, 6)
+	assert.Zero(t, budgetDrain(b, budgetT0, 100), "16 first attempts allow 8: all spent")
+	budgetDeposit(b, budgetT0, 2)
+	assert.Equal(t, 1, budgetDrain(b, budgetT0, 100))
+	b.RefundAt(budgetT0)
+	assert.Equal(t, 1, budgetDrain(b, budgetT0, 100), "a refund gives one back")
+	later := budgetT0.Add(10 * time.Second)
+	budgetDeposit(b, later, 10)
+	assert.Equal(t, 5, budgetDrain(b, later, 100), "spent retries leave with their bucket")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { b.SpendAt(later) }))
+}

@@ -47,8 +47,8 @@ func (b *budget) DepositAt(now time.Time) {
 }
 
 // WithdrawAt takes a permit from the lease in StateShared (and counts the
-// retry in the local budget too, so that a fallback starts from this
-// process's recent retries), or asks the local budget in StateLocal. now
+// retry in the local budget too, whether or not its own rule has room, so
+// that a fallback starts from every retry this process sent recently), or asks the local budget in StateLocal. now
 // only matters to the local budget: the shared window runs on Redis's clock.
 func (b *budget) WithdrawAt(now time.Time) bool {
 	if b.f.s.unlimited {
@@ -78,7 +78,7 @@ func (b *budget) WithdrawAt(now time.Time) bool {
 		}
 		if b.lease.CompareAndSwap(l, l-1) {
 			b.hits.Add(1)
-			b.local.WithdrawAt(now)
+			b.local.SpendAt(now) // counted even when the local rule would refuse it
 			return true
 		}
 	}
