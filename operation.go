@@ -29,6 +29,12 @@ type operation struct {
 	// hop is true when the request is a redirect hop sent by http.Client
 	// (req.Response set): it continues an operation already counted.
 	hop bool
+	// asIs is true when the first attempt is the caller's request itself:
+	// no key, no attempt timeout, no attempt header of the caller's to
+	// overwrite, and the body the caller's own (none, or one it can
+	// rewind), so the attempt would differ from the request in nothing.
+	// Absent, the attempt header means a first attempt.
+	asIs bool
 }
 
 // resolve chooses the operation's key, prepares the body and claims the
@@ -40,7 +46,7 @@ func (c *call) resolve() error {
 	op.name, _ = OperationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
 	c.led.start(c)
-	alt, err := checkRequest(c.req, cfg.keyHeader)
+	alt, attemptSet, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
 		closeReqBody(c.req)
 		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
@@ -53,6 +59,7 @@ func (c *call) resolve() error {
 	if err := op.body.init(c.req, cfg.maxBodyBuffer); err != nil {
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
+	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !attemptSet && op.body.callers()
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
 	if op.name != "" && cfg.store != nil && !op.hop {
@@ -228,49 +235,54 @@ func keyField(h http.Header, canonical, alt string) (string, []string) {
 
 // checkRequest refuses, before anything is sent, a request net/http would
 // refuse (see checkHeader). It also returns a field of req's header that
-// spells keyHeader other than canonically, if any, for keyField: one pass
-// over the header does both.
-func checkRequest(req *http.Request, keyHeader string) (alt string, err error) {
+// spells keyHeader other than canonically, if any, for keyField, and
+// whether req has a field named attemptHeader (in any spelling): one pass
+// over the header does all three.
+func checkRequest(req *http.Request, keyHeader, attemptHeader string) (alt string, attemptSet bool, err error) {
 	switch {
 	case req.URL == nil:
-		return "", errors.New("nil URL")
+		return "", false, errors.New("nil URL")
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return "", fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
+		return "", false, fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
 	case req.URL.Host == "":
-		return "", errors.New("no host in URL")
+		return "", false, errors.New("no host in URL")
 	case req.Header == nil:
-		return "", errors.New("nil Header")
+		return "", false, errors.New("nil Header")
 	case req.Method != "" && !isToken(req.Method):
-		return "", fmt.Errorf("invalid method %q", req.Method)
+		return "", false, fmt.Errorf("invalid method %q", req.Method)
 	}
-	return checkHeader(req.Header, keyHeader)
+	return checkHeader(req.Header, keyHeader, attemptHeader)
 }
 
 // checkHeader refuses, before anything is sent, the header fields net/http
 // would refuse with an untyped error that no classifier can tell from a
 // transient one: names that are not RFC 9110 tokens, values with control
 // characters other than HTAB. The error names the field, never its value.
-// alt is a field that spells keyHeader other than canonically, if any.
-func checkHeader(h http.Header, keyHeader string) (alt string, err error) {
+// alt is a field that spells keyHeader other than canonically, if any;
+// attemptSet says whether a field spells attemptHeader (never, if it is "").
+func checkHeader(h http.Header, keyHeader, attemptHeader string) (alt string, attemptSet bool, err error) {
 	if len(h) == 0 {
-		return "", nil // ranging over an empty map still costs an iterator
+		return "", false, nil // ranging over an empty map still costs an iterator
 	}
 	for name, values := range h {
 		if !isToken(name) {
-			return "", fmt.Errorf("invalid header field name %q", name)
+			return "", false, fmt.Errorf("invalid header field name %q", name)
 		}
 		if alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
 			alt = name
 		}
+		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
+			attemptSet = true
+		}
 		for _, v := range values {
 			for i := 0; i < len(v); i++ {
 				if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-					return "", fmt.Errorf("invalid value for header field %q", name)
+					return "", false, fmt.Errorf("invalid value for header field %q", name)
 				}
 			}
 		}
 	}
-	return alt, nil
+	return alt, attemptSet, nil
 }
 
 // tokenChars marks the bytes of an RFC 9110 token: letters, digits and
