@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -128,7 +129,7 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	if w != nil && c.op.field == "" {
 		extra++ // the key header
 	}
-	areq.Header = attemptHeader(c.req.Header, extra) // never nil: checkRequest refused a nil Header
+	areq.Header = attemptHeader(c.req.Header, extra, i == 0 && c.op.clipped) // never nil: checkRequest refused a nil Header
 	if w != nil && c.op.field == "" {
 		areq.Header[cfg.keyHeader] = w.key[:]
 	}
@@ -261,7 +262,16 @@ func (w *writeWatch) getBody() (io.ReadCloser, error) {
 // append (Header.Add) on the attempt's header copies instead of writing
 // into the caller's array; like net/http, which shares the whole map
 // between a request and its forks, nothing writes into them in place.
-func attemptHeader(h http.Header, extra int) http.Header {
+//
+// clipped says that the caller's slices have no spare capacity (checkHeader
+// saw them, and nothing has written the header since: a first attempt's):
+// then a copy of the map made by the runtime (maps.Clone copies its table
+// without hashing each field again) is already clipped, and a small map
+// has room for the extra fields in its one group.
+func attemptHeader(h http.Header, extra int, clipped bool) http.Header {
+	if clipped && len(h) > 0 && len(h)+extra <= smallMapSlots {
+		return maps.Clone(h)
+	}
 	h2 := make(http.Header, len(h)+extra)
 	if len(h) == 0 {
 		return h2 // ranging over an empty map still costs an iterator
@@ -271,6 +281,11 @@ func attemptHeader(h http.Header, extra int) http.Header {
 	}
 	return h2
 }
+
+// smallMapSlots is how many entries a small map holds in its one group
+// (Go's swiss-table maps): up to this many, a cloned header takes the
+// attempt's fields without growing.
+const smallMapSlots = 8
 
 // classify returns the Classifier's decision on a, with what the Transport
 // knows better than any classifier: a cancelled caller is terminal, no

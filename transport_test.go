@@ -186,6 +186,22 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 	require.Len(t, s.attempts(), 2)
 	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
 	assert.Equal(t, []string{"caller", ""}, trace[:2], "the caller's array")
+
+	// Slices without spare capacity (Header.Set's): the first attempt's
+	// header is a runtime copy of the map, as clipped as the caller's.
+	req, err = http.NewRequestWithContext(resilient.ContextWithKey(context.Background(), "k2"), http.MethodGet, target, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Trace", "caller")
+	s = newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
+		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
+	tr = resilient.NewTransport(s, fast()...)
+	resp, err = do(t, tr, req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	for i, a := range s.attempts() {
+		assert.Equal(t, []string{"caller"}, a.header["X-Trace"], "attempt %d was sent with the caller's field only", i)
+	}
+	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
 }
 
 // TestUnkeyedFirstAttemptIsTheCallersRequest: with nothing to add (no key,
