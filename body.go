@@ -61,6 +61,12 @@ func (rb *replayBody) init(req *http.Request, limit int64) error {
 // none reports whether the request has no body.
 func (rb *replayBody) none() bool { return rb.first == nil && rb.getBody == nil && rb.buf == nil }
 
+// callers reports whether the first attempt carries the request's body as
+// the caller made it: none, or the caller's own with its GetBody (init
+// keeps both as they are). A buffered body is not: the attempt reads the
+// buffer.
+func (rb *replayBody) callers() bool { return rb.none() || rb.getBody != nil }
+
 // body returns the body for attempt n (0 for the first). It fails only for a
 // retry whose GetBody fails, or for a retry of a body that is not replayable.
 func (rb *replayBody) body(n int) (io.ReadCloser, error) {

@@ -61,7 +61,37 @@ func (s *keySource) mint() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}
-	return u.String(), nil
+	return keyString(u), nil
+}
+
+// keyString is u.String() (the canonical 8-4-4-4-12 lowercase hex form)
+// written with constant offsets: uuid's encodeHex makes five hex.Encode
+// calls, whose loops and bounds checks cost more than the 36 bytes.
+func keyString(u uuid.UUID) string {
+	b := [36]byte{8: '-', 13: '-', 18: '-', 23: '-'}
+	hexByte(&b, 0, u[0])
+	hexByte(&b, 2, u[1])
+	hexByte(&b, 4, u[2])
+	hexByte(&b, 6, u[3])
+	hexByte(&b, 9, u[4])
+	hexByte(&b, 11, u[5])
+	hexByte(&b, 14, u[6])
+	hexByte(&b, 16, u[7])
+	hexByte(&b, 19, u[8])
+	hexByte(&b, 21, u[9])
+	hexByte(&b, 24, u[10])
+	hexByte(&b, 26, u[11])
+	hexByte(&b, 28, u[12])
+	hexByte(&b, 30, u[13])
+	hexByte(&b, 32, u[14])
+	hexByte(&b, 34, u[15])
+	return string(b[:])
+}
+
+// hexByte writes x as two lowercase hex digits at b[i:i+2].
+func hexByte(b *[36]byte, i int, x byte) {
+	const digits = "0123456789abcdef"
+	b[i], b[i+1] = digits[x>>4], digits[x&0x0f]
 }
 
 // ValidateKey reports whether key can be sent as an idempotency key: non-empty,

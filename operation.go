@@ -29,6 +29,15 @@ type operation struct {
 	// hop is true when the request is a redirect hop sent by http.Client
 	// (req.Response set): it continues an operation already counted.
 	hop bool
+	// asIs is true when the first attempt is the caller's request itself:
+	// no key, no attempt timeout, no attempt header of the caller's to
+	// overwrite, and the body the caller's own (none, or one it can
+	// rewind), so the attempt would differ from the request in nothing.
+	// Absent, the attempt header means a first attempt.
+	asIs bool
+	// clipped is true when every value slice of the caller's header has no
+	// spare capacity, so that a plain copy of the map is also clipped.
+	clipped bool
 }
 
 // resolve chooses the operation's key, prepares the body and claims the
@@ -40,12 +49,12 @@ func (c *call) resolve() error {
 	op.name, _ = OperationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
 	c.led.start(c)
-	alt, err := checkRequest(c.req, cfg.keyHeader)
+	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
 		closeReqBody(c.req)
 		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
 	}
-	if err := c.identity(alt); err != nil {
+	if err := c.identity(hs.alt); err != nil {
 		closeReqBody(c.req)
 		op.key = "" // never echo an invalid key
 		return c.fail(ErrInvalidKey, CategoryClient, err)
@@ -53,6 +62,8 @@ func (c *call) resolve() error {
 	if err := op.body.init(c.req, cfg.maxBodyBuffer); err != nil {
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
+	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !hs.attemptSet && op.body.callers()
+	op.clipped = hs.clipped
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
 	if op.name != "" && cfg.store != nil && !op.hop {
@@ -226,51 +237,63 @@ func keyField(h http.Header, canonical, alt string) (string, []string) {
 	return "", nil
 }
 
+// headerScan is what checkHeader's one pass over the caller's header
+// learns besides its validity.
+type headerScan struct {
+	alt        string // a field that spells keyHeader other than canonically, for keyField
+	attemptSet bool   // a field spells attemptHeader (never, if it is "")
+	clipped    bool   // no value slice has spare capacity (see attemptHeader)
+}
+
 // checkRequest refuses, before anything is sent, a request net/http would
-// refuse (see checkHeader). It also returns a field of req's header that
-// spells keyHeader other than canonically, if any, for keyField: one pass
-// over the header does both.
-func checkRequest(req *http.Request, keyHeader string) (alt string, err error) {
+// refuse (see checkHeader), and scans its header.
+func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerScan, error) {
 	switch {
 	case req.URL == nil:
-		return "", errors.New("nil URL")
+		return headerScan{}, errors.New("nil URL")
 	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return "", fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
+		return headerScan{}, fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
 	case req.URL.Host == "":
-		return "", errors.New("no host in URL")
+		return headerScan{}, errors.New("no host in URL")
 	case req.Header == nil:
-		return "", errors.New("nil Header")
+		return headerScan{}, errors.New("nil Header")
 	case req.Method != "" && !isToken(req.Method):
-		return "", fmt.Errorf("invalid method %q", req.Method)
+		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
 	}
-	return checkHeader(req.Header, keyHeader)
+	return checkHeader(req.Header, keyHeader, attemptHeader)
 }
 
 // checkHeader refuses, before anything is sent, the header fields net/http
 // would refuse with an untyped error that no classifier can tell from a
 // transient one: names that are not RFC 9110 tokens, values with control
 // characters other than HTAB. The error names the field, never its value.
-// alt is a field that spells keyHeader other than canonically, if any.
-func checkHeader(h http.Header, keyHeader string) (alt string, err error) {
+func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
+	hs := headerScan{clipped: true}
 	if len(h) == 0 {
-		return "", nil // ranging over an empty map still costs an iterator
+		return hs, nil // ranging over an empty map still costs an iterator
 	}
 	for name, values := range h {
 		if !isToken(name) {
-			return "", fmt.Errorf("invalid header field name %q", name)
+			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
 		}
-		if alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
-			alt = name
+		if hs.alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
+			hs.alt = name
+		}
+		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
+			hs.attemptSet = true
+		}
+		if cap(values) > len(values) {
+			hs.clipped = false
 		}
 		for _, v := range values {
 			for i := 0; i < len(v); i++ {
 				if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-					return "", fmt.Errorf("invalid value for header field %q", name)
+					return headerScan{}, fmt.Errorf("invalid value for header field %q", name)
 				}
 			}
 		}
 	}
-	return alt, nil
+	return hs, nil
 }
 
 // tokenChars marks the bytes of an RFC 9110 token: letters, digits and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -38,65 +39,35 @@ type attempt struct {
 	stop error
 }
 
-// send sends attempt n (the i-th of this call) on a copy of the caller's
-// request carrying the key and attempt headers, through the base transport.
-// start is when the gate admitted it, the start of its duration. It never
-// mutates the caller's request and shares nothing with other attempts.
+// send sends attempt n (the i-th of this call) through the base transport:
+// the caller's request itself when nothing is to be added to it (op.asIs),
+// else a copy carrying the key and attempt headers. start is when the gate
+// admitted it, the start of its duration. It never mutates the caller's
+// request and shares nothing with other attempts.
 func (c *call) send(i, n int, start time.Time) attempt {
 	cfg := &c.t.cfg
 	a := attempt{n: n}
-	ctx, cancel := c.ctx, context.CancelFunc(nil)
-	if cfg.attemptTimeout > 0 {
-		ctx, cancel = context.WithTimeout(c.ctx, cfg.attemptTimeout)
-	}
-	// http.Transport re-sends a keyed request by itself when a reused
-	// connection dies before the response; count the writes to know. A new
-	// watch per attempt: a previous attempt's write loop may still report,
-	// and WithClientTrace composes the caller's hooks into the trace it is
-	// given. Keyed requests only.
-	var w *writeWatch
-	if c.op.key != "" {
-		w = &writeWatch{key: [1]string{c.op.key}}
-		w.trace.WroteRequest = w.wroteRequest
-		ctx = w.context(ctx)
-	}
-	areq := c.req.WithContext(ctx)
-	extra := 1 // the attempt header
-	if w != nil && c.op.field == "" {
-		extra++ // the key header
-	}
-	areq.Header = attemptHeader(c.req.Header, extra) // never nil: checkRequest refused a nil Header
-	if w != nil && c.op.field == "" {
-		areq.Header[cfg.keyHeader] = w.key[:]
-	}
-	if cfg.attemptHeader != "" {
-		areq.Header[cfg.attemptHeader] = attemptValue(n)
-	}
-	body, err := c.op.body.body(i)
-	if err != nil {
-		// Only a retry can get here (GetBody failed); nothing is sent.
-		if cancel != nil {
-			cancel()
-		}
-		a.err = err
-		return a
-	}
-	if i == 0 {
+	var (
+		areq   *http.Request
+		w      *writeWatch
+		cancel context.CancelFunc
+	)
+	if i == 0 && c.op.asIs {
+		// An unkeyed first attempt with nothing to add is the caller's
+		// request, as a bare client would send it: no copy of it or of its
+		// header. The RoundTripper contract forbids changing the request,
+		// not sending it; without an attempt header, a server reads a
+		// first attempt.
 		c.op.body.first = nil // the base transport owns it now
-	}
-	areq.Body = body
-	areq.GetBody = c.op.body.rewind()
-	if w != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
-		// net/http re-sends a request with an Idempotency-Key header by
-		// itself when a reused connection dies: safe when nothing was
-		// written, a second effect otherwise on a server that ignores keys.
-		// It rewinds the body first: refuse the rewind once a write is
-		// seen, and let the Transport decide with what it knows.
-		w.rewind = areq.GetBody
-		areq.GetBody = w.getBody
+		areq = c.req
+	} else {
+		var err error
+		if areq, w, cancel, err = c.attemptRequest(i, n); err != nil {
+			a.err = err // only a retry can get here (GetBody failed); nothing is sent
+			return a
+		}
 	}
 	a.req = areq
-
 	resp, err := c.t.base.RoundTrip(areq)
 	// One monotonic clock read: time.Now reads the wall clock too, which
 	// the end time can take from start.
@@ -130,6 +101,63 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	}
 	a.resp, a.err = resp, err
 	return a
+}
+
+// attemptRequest returns attempt n's copy of the caller's request (the
+// i-th of this call): its context (the attempt timeout's, and the write
+// watch of a keyed attempt), its header (the caller's fields and the key
+// and attempt headers), its body. cancel, if not nil, ends the attempt's
+// context. It fails only for a retry whose body cannot be had.
+func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, cancel context.CancelFunc, err error) {
+	cfg := &c.t.cfg
+	ctx := c.ctx
+	if cfg.attemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, cfg.attemptTimeout)
+	}
+	// http.Transport re-sends a keyed request by itself when a reused
+	// connection dies before the response; count the writes to know. A new
+	// watch per attempt: a previous attempt's write loop may still report,
+	// and WithClientTrace composes the caller's hooks into the trace it is
+	// given. Keyed requests only.
+	if c.op.key != "" {
+		w = &writeWatch{key: [1]string{c.op.key}}
+		w.trace.WroteRequest = w.wroteRequest
+		ctx = w.context(ctx)
+	}
+	areq = c.req.WithContext(ctx)
+	extra := 1 // the attempt header
+	if w != nil && c.op.field == "" {
+		extra++ // the key header
+	}
+	areq.Header = attemptHeader(c.req.Header, extra, i == 0 && c.op.clipped) // never nil: checkRequest refused a nil Header
+	if w != nil && c.op.field == "" {
+		areq.Header[cfg.keyHeader] = w.key[:]
+	}
+	if cfg.attemptHeader != "" {
+		areq.Header[cfg.attemptHeader] = attemptValue(n)
+	}
+	body, err := c.op.body.body(i)
+	if err != nil {
+		if cancel != nil {
+			cancel()
+		}
+		return nil, nil, nil, err
+	}
+	if i == 0 {
+		c.op.body.first = nil // the base transport owns it now
+	}
+	areq.Body = body
+	areq.GetBody = c.op.body.rewind()
+	if w != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
+		// net/http re-sends a request with an Idempotency-Key header by
+		// itself when a reused connection dies: safe when nothing was
+		// written, a second effect otherwise on a server that ignores keys.
+		// It rewinds the body first: refuse the rewind once a write is
+		// seen, and let the Transport decide with what it knows.
+		w.rewind = areq.GetBody
+		areq.GetBody = w.getBody
+	}
+	return areq, w, cancel, nil
 }
 
 // writeWatch watches the writes of one keyed attempt: it counts the times
@@ -234,7 +262,16 @@ func (w *writeWatch) getBody() (io.ReadCloser, error) {
 // append (Header.Add) on the attempt's header copies instead of writing
 // into the caller's array; like net/http, which shares the whole map
 // between a request and its forks, nothing writes into them in place.
-func attemptHeader(h http.Header, extra int) http.Header {
+//
+// clipped says that the caller's slices have no spare capacity (checkHeader
+// saw them, and nothing has written the header since: a first attempt's):
+// then a copy of the map made by the runtime (maps.Clone copies its table
+// without hashing each field again) is already clipped, and a small map
+// has room for the extra fields in its one group.
+func attemptHeader(h http.Header, extra int, clipped bool) http.Header {
+	if clipped && len(h) > 0 && len(h)+extra <= smallMapSlots {
+		return maps.Clone(h)
+	}
 	h2 := make(http.Header, len(h)+extra)
 	if len(h) == 0 {
 		return h2 // ranging over an empty map still costs an iterator
@@ -244,6 +281,11 @@ func attemptHeader(h http.Header, extra int) http.Header {
 	}
 	return h2
 }
+
+// smallMapSlots is how many entries a small map holds in its one group
+// (Go's swiss-table maps): up to this many, a cloned header takes the
+// attempt's fields without growing.
+const smallMapSlots = 8
 
 // classify returns the Classifier's decision on a, with what the Transport
 // knows better than any classifier: a cancelled caller is terminal, no

@@ -39,11 +39,14 @@ import (
 // memory follows the set of active hosts.
 //
 // RoundTrip keeps the RoundTripper contract: it never modifies the caller's
-// request (each attempt is sent on a copy); it takes its context from
-// req.Context(); it closes the request body on every path; it returns a
-// response or an error, never both. When the last attempt produced a response
-// — a final 503 included — that response is returned with a nil error, so the
-// caller sees the real status. Otherwise the error is an *Error whose Reason
+// request (an attempt that adds to it — the key and attempt headers, a
+// buffered body, an attempt timeout — is sent on a copy; an unkeyed first
+// attempt with nothing to add is the request itself, as a bare client
+// sends it); it takes its context from req.Context(); it closes the
+// request body on every path; it returns a response or an error, never
+// both. When the last attempt produced a response — a final 503 included —
+// that response is returned with a nil error, so the caller sees the real
+// status. Otherwise the error is an *Error whose Reason
 // says why retries stopped and whose Unknown field says whether the effect
 // may exist. Bodies of discarded responses are drained (at most 64 KiB, for
 // at most 100 ms) and closed.

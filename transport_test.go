@@ -165,7 +165,7 @@ func TestCallerKeyPreserved(t *testing.T) {
 // TestAttemptHeaderNeverWritesTheCallersArrays: an attempt's header shares
 // the caller's value slices, clipped, so that a base transport that appends
 // to a field (Header.Add) copies it instead of writing into the caller's
-// spare capacity, on every attempt.
+// spare capacity, on every attempt sent on a copy (a keyed request's).
 func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 	adds := func(req *http.Request) (*http.Response, error) {
 		req.Header.Add("X-Trace", "added by the base transport")
@@ -175,7 +175,7 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 	s := newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
 		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
 	tr := resilient.NewTransport(s, fast()...)
-	req, err := http.NewRequest(http.MethodGet, target, nil)
+	req, err := http.NewRequestWithContext(resilient.ContextWithKey(context.Background(), "k1"), http.MethodGet, target, nil)
 	require.NoError(t, err)
 	trace := make([]string, 1, 4) // spare capacity an append would write into
 	trace[0] = "caller"
@@ -186,6 +186,86 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 	require.Len(t, s.attempts(), 2)
 	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
 	assert.Equal(t, []string{"caller", ""}, trace[:2], "the caller's array")
+
+	// Slices without spare capacity (Header.Set's): the first attempt's
+	// header is a runtime copy of the map, as clipped as the caller's.
+	req, err = http.NewRequestWithContext(resilient.ContextWithKey(context.Background(), "k2"), http.MethodGet, target, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Trace", "caller")
+	s = newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
+		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
+	tr = resilient.NewTransport(s, fast()...)
+	resp, err = do(t, tr, req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	for i, a := range s.attempts() {
+		assert.Equal(t, []string{"caller"}, a.header["X-Trace"], "attempt %d was sent with the caller's field only", i)
+	}
+	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
+}
+
+// TestUnkeyedFirstAttemptIsTheCallersRequest: with nothing to add (no key,
+// no attempt timeout, the caller's own body), the first attempt is the
+// caller's request itself, without an attempt header, as a bare client
+// sends it; a retry is a copy numbered 1. An attempt header the caller set
+// is still overwritten on a copy, and a body the Transport buffered is sent
+// on a copy.
+func TestUnkeyedFirstAttemptIsTheCallersRequest(t *testing.T) {
+	var got []*http.Request
+	var mu sync.Mutex
+	base := func(status int) step {
+		return func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			got = append(got, req)
+			mu.Unlock()
+			return reply(status)(req)
+		}
+	}
+	cases := []struct {
+		name   string
+		req    func() *http.Request
+		opts   []resilient.Option
+		asIs   bool
+		header string // Retry-Attempt of the first attempt
+	}{
+		{"GET", func() *http.Request { r, _ := http.NewRequest(http.MethodGet, target, nil); return r }, nil, true, ""},
+		{"PUT with GetBody", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPut, target, strings.NewReader("{}"))
+			return r
+		}, nil, true, ""},
+		{"PUT buffered", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPut, target, io.NopCloser(strings.NewReader("{}")))
+			return r
+		}, nil, false, "0"},
+		{"caller's attempt header", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, target, nil)
+			r.Header.Set("Retry-Attempt", "7")
+			return r
+		}, nil, false, "0"},
+		{"attempt timeout", func() *http.Request { r, _ := http.NewRequest(http.MethodGet, target, nil); return r },
+			[]resilient.Option{resilient.WithAttemptTimeout(time.Minute)}, false, "0"},
+		{"POST (keyed)", func() *http.Request { return post(t, context.Background(), "{}") }, nil, false, "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got = nil
+			s := newStub(base(503), base(200))
+			tr := resilient.NewTransport(s, fast(append(tc.opts, resilient.WithDedupingServer("api.test"))...)...)
+			req := tc.req()
+			before := req.Header.Clone()
+			resp, err := do(t, tr, req)
+			require.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+			require.Len(t, got, 2)
+			assert.Equal(t, tc.asIs, got[0] == req, "first attempt sent as is")
+			assert.NotSame(t, req, got[1], "a retry is a copy")
+			at := s.attempts()
+			assert.Equal(t, tc.header, at[0].header.Get("Retry-Attempt"))
+			assert.Equal(t, "1", at[1].header.Get("Retry-Attempt"))
+			assert.Equal(t, string(at[0].body), string(at[1].body), "same body on both attempts")
+			assert.Equal(t, before, req.Header, "the caller's request is not modified")
+		})
+	}
 }
 
 func TestInvalidCallerKeyFailsBeforeSending(t *testing.T) {

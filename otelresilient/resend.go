@@ -24,8 +24,9 @@ const ResendCountKey = semconv.HTTPRequestResendCountKey
 //	resilient.NewTransport(otelhttp.NewTransport(&otelresilient.ResendCounter{Base: base}))
 //
 // It reads the attempt number from the header the resilient Transport sets
-// on every attempt (0 for the first; "Retry-Attempt" unless changed with
-// resilient.WithAttemptHeader) and, when it is above 0, sets it as
+// on every retry ("Retry-Attempt" unless changed with
+// resilient.WithAttemptHeader; a first attempt has 0 or no header) and,
+// when it is above 0, sets it as
 // http.request.resend_count on trace.SpanFromContext(req.Context()). An
 // absent or malformed header, or a span that is not recording, sets
 // nothing. The request is passed on unchanged.
