@@ -71,8 +71,10 @@ func (a Action) String() string {
 
 // Outcome is one attempt's result, as seen by a Classifier.
 type Outcome struct {
-	// Request is the attempt's request (the Transport's clone, carrying the
-	// key header when Keyed).
+	// Request is the attempt's request: the Transport's copy, carrying the
+	// key header when Keyed, or the caller's request itself for the first
+	// attempt of an unkeyed request that needed nothing added. It must not
+	// be modified.
 	Request *http.Request
 	// Response is the attempt's response; nil when Err is set.
 	Response *http.Response
@@ -255,7 +257,9 @@ func classifyStatus(o Outcome) Decision {
 	}
 	switch {
 	case code >= 200 && code < 400:
-		return Decision{Action: Success, Replayed: replayed(resp.Header)}
+		// Only a keyed request can be answered from an idempotency
+		// store: an unkeyed success skips the two header lookups.
+		return Decision{Action: Success, Replayed: o.Keyed && replayed(resp.Header)}
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
 		return Decision{Action: Retry, Category: CategoryTimeout}
 	case code == http.StatusTooManyRequests:

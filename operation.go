@@ -30,7 +30,8 @@ type operation struct {
 	// (req.Response set): it continues an operation already counted.
 	hop bool
 	// asIs is true when the first attempt is the caller's request itself:
-	// no key, no attempt timeout, no attempt header of the caller's to
+	// no key, no attempt timeout, no hedging (each copy of a hedged request
+	// has its own context and number), no attempt header of the caller's to
 	// overwrite, and the body the caller's own (none, or one it can
 	// rewind), so the attempt would differ from the request in nothing.
 	// Absent, the attempt header means a first attempt.
@@ -62,7 +63,7 @@ func (c *call) resolve() error {
 	if err := op.body.init(c.req, cfg.maxBodyBuffer); err != nil {
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
-	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !hs.attemptSet && op.body.callers()
+	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped = hs.clipped
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
