@@ -175,9 +175,10 @@ type hedgeResult struct {
 // round and its decision, and the number of hedges sent.
 //
 // The first definitive answer wins: the other copies are cancelled and
-// waited for, their answers noted and discarded. A retryable answer while
-// another copy is in flight is discarded and the round waits for that
-// copy; the round ends with the last answer when every copy failed and the
+// waited for, their answers noted and discarded. A retryable answer, or a
+// server's refusal (a 5xx or 429 it says not to retry, such as pushback),
+// while another copy is in flight is discarded and the round waits for
+// that copy; the round ends with the last answer when every copy failed and the
 // timer has not sent another. Every goroutine of the round has ended when
 // it returns; the winner's context is cancelled when its body is closed.
 func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, Decision, int) {
@@ -244,13 +245,23 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 				c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
 				continue
 			}
+			// A server's refusal (a 5xx or 429 it will not have us retry,
+			// pushback above all) to one copy says nothing of the copy it
+			// is still serving: it does not win, and it ends only this
+			// copy. A hedge is a retry to the server, the first to be shed.
+			refused := inflight > 0 && a.resp != nil && d.Action == Terminal &&
+				(a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
 			if !a.sent {
 				cp.res.cancel()
 			} else {
-				cp.res.release(c, healthOf(a.resp, a.err, d))
+				hl := healthOf(a.resp, a.err, d)
+				if refused && d.Pushback {
+					hl = healthNeutral // shed by design, not a failure of the host
+				}
+				cp.res.release(c, hl)
 				c.observe(&a, d)
 			}
-			if d.Action != Retry {
+			if d.Action != Retry && !refused {
 				c.settleLosers(copies, results, inflight)
 				c.note(&a, d, cp.wait, cp.hedge)
 				c.keepCopy(&a, cp.cancel)
@@ -299,6 +310,14 @@ func (c *call) settleLosers(copies []hedgeCopy, results <-chan hedgeResult, infl
 		cp := &copies[r.k]
 		cp.done = true
 		a := r.a
+		if !a.sent {
+			// A hedge whose body could not be rewound never left: it gives
+			// back what it took and is not counted.
+			cp.res.cancel()
+			cp.cancel()
+			c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
+			continue
+		}
 		var d Decision
 		if a.resp != nil {
 			d = c.classify(&a)

@@ -404,3 +404,59 @@ func TestHedgeOverLoopbackLeavesNothingBehind(t *testing.T) {
 	assert.Equal(t, "fast", string(b))
 	assert.True(t, rep.HedgeWon)
 }
+
+// TestHedgeRefusedByPushbackLeavesTheFirstCopy: a hedge is a retry to the
+// server, the first to be shed; its pushback answer does not win over the
+// copy the server is still serving.
+func TestHedgeRefusedByPushbackLeavesTheFirstCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		s := newStub(timed(time.Second, 200, &live), reply(503, "Retry-After: 2", "X-Should-Retry: false"))
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
+		start := time.Now()
+		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode, "the first copy's answer")
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Zero(t, rep.Winner)
+		assert.False(t, rep.HedgeWon)
+		require.Len(t, rep.Attempts, 2)
+		assert.True(t, rep.Attempts[0].Hedge, "the hedge's answer came first")
+		assert.True(t, rep.Attempts[0].Pushback)
+		assert.Equal(t, 200, rep.Attempts[1].StatusCode)
+		assert.Equal(t, s.opened.Load(), s.closed.Load(), "every body closed")
+
+		// The pushback holds the host's retries and hedges from now on.
+		_, rep, err = hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		assert.Zero(t, rep.Hedges)
+	})
+}
+
+// TestHedgeNotSentIsNotCountedWhicheverAnswersFirst: a hedge whose body
+// cannot be rewound, ready at the instant the first copy wins, gives back
+// its budget and is not counted as a hedge (the round reads the two results
+// in either order; 50 rounds see both).
+func TestHedgeNotSentIsNotCountedWhicheverAnswersFirst(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			var live atomic.Int32
+			b := &countingBudget{allow: 10}
+			s := newStub(timed(50*time.Millisecond, 200, &live))
+			tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}),
+				resilient.WithBudgetFunc(func(string) resilient.RetryBudget { return b }))
+			rep := new(resilient.Report)
+			req, err := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
+			require.NoError(t, err)
+			req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Len(t, s.attempts(), 1)
+			assert.Zero(t, rep.Hedges, "no hedge left")
+			assert.Equal(t, b.withdraws, b.refunds, "what an unsent hedge took is given back")
+		})
+	}
+}

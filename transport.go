@@ -151,6 +151,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, c.stopped(err)
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
+		prev, prevDec := a, d
 		if hd := c.hedgeDelay(hedges); hd > 0 {
 			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
 			hedges += sent
@@ -164,6 +165,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 				c.observe(&a, d)
 			}
 			c.note(&a, d, res.delay, false)
+		}
+		if !a.sent && prev.resp != nil {
+			// The retry never left (its body could not be rewound): the
+			// last answer stands, as the caller would have had it.
+			return c.finish(&prev, prevDec, ErrBodyNotReplayable)
 		}
 		if d.Action != Retry {
 			return c.finish(&a, d, a.stop)

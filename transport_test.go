@@ -638,3 +638,26 @@ func TestNilResponseBody(t *testing.T) {
 		assert.Len(t, s.attempts(), 3)
 	}
 }
+
+// TestRetryThatCannotRewindKeepsTheLastAnswer: when a retry's body cannot
+// be rewound, the caller gets the last answer, as documented, not an error.
+func TestRetryThatCannotRewindKeepsTheLastAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStub(reply(503))
+		tr := resilient.NewTransport(s)
+		rep := new(resilient.Report)
+		req, err := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, "Service Unavailable", string(b), "the kept body")
+		resp.Body.Close()
+		assert.Len(t, s.attempts(), 1)
+		assert.ErrorIs(t, rep.Stopped, resilient.ErrBodyNotReplayable)
+		assert.Equal(t, s.opened.Load(), s.closed.Load())
+	})
+}
