@@ -1,6 +1,8 @@
 package pushback
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 )
 
@@ -62,6 +64,13 @@ func (b *Budget) finish(rec *recorder) {
 		b.settle(b.now(), 0, rec.hinted)
 		return
 	}
+	if rec.hijacked {
+		// A connection taken over (a WebSocket upgrade) is no answer:
+		// neither healthy nor a failure.
+		*rec = recorder{}
+		b.pool.Put(rec)
+		return
+	}
 	status := rec.status
 	if status == 0 {
 		status = http.StatusOK // net/http answers 200 for a handler that wrote nothing
@@ -80,6 +89,7 @@ type recorder struct {
 	status   int  // the final status written, 0 before
 	hinted   bool // the answer carries pushback
 	returned bool // the handler returned (did not panic)
+	hijacked bool // the handler took the connection over (an upgrade)
 }
 
 // WriteHeader notes the first final status (1xx answers are passed through)
@@ -110,6 +120,17 @@ func (rec *recorder) Flush() {
 		rec.status = http.StatusOK
 	}
 	_ = http.NewResponseController(rec.ResponseWriter).Flush()
+}
+
+// Hijack takes the connection over, if the server's ResponseWriter can
+// (http.Hijacker, directly or through http.ResponseController); such a
+// request counts neither as a healthy answer nor as a failure.
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(rec.ResponseWriter).Hijack()
+	if err == nil {
+		rec.hijacked = true
+	}
+	return c, rw, err
 }
 
 // Unwrap returns the server's ResponseWriter, for http.ResponseController.

@@ -2,6 +2,7 @@ package pushback_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -372,6 +373,36 @@ func TestResponseController(t *testing.T) {
 		assert.NoError(t, <-errs)
 	}
 	assert.Equal(t, uint64(1), b.Stats().Healthy)
+}
+
+// TestHijackIsNoAnswer: a handler that takes the connection over, directly
+// or through http.ResponseController, counts neither as healthy nor as a
+// failure.
+func TestHijackIsNoAnswer(t *testing.T) {
+	for _, viaController := range []bool{false, true} {
+		b := pushback.New(pushback.Config{})
+		srv := httptest.NewServer(b.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			var conn net.Conn
+			var err error
+			if viaController {
+				conn, _, err = http.NewResponseController(w).Hijack()
+			} else {
+				conn, _, err = w.(http.Hijacker).Hijack()
+			}
+			if err == nil {
+				_, _ = conn.Write([]byte("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"))
+				conn.Close()
+			}
+		})))
+		res, err := srv.Client().Get(srv.URL)
+		require.NoError(t, err)
+		res.Body.Close()
+		srv.Close()
+		st := b.Stats()
+		assert.Equal(t, 204, res.StatusCode)
+		assert.Zero(t, st.Healthy, "controller %v", viaController)
+		assert.Zero(t, st.Failures, "controller %v", viaController)
+	}
 }
 
 // TestConfigPanics checks that New rejects invalid configurations.

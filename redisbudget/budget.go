@@ -85,7 +85,11 @@ func (b *budget) WithdrawAt(now time.Time) bool {
 }
 
 // RefundAt gives back a permit taken by WithdrawAt(at): to the lease in
-// StateShared, to the local budget in any case.
+// StateShared, to the local budget in any case. A permit taken in one state
+// and given back in the other goes where the budget is now: across a
+// fallback it is lost (the safe side); across a recovery it adds one permit
+// to the lease that the window never granted (at most one per retry whose
+// backoff spans the recovery).
 func (b *budget) RefundAt(at time.Time) {
 	if b.shared.Load() {
 		b.lease.Add(1)
@@ -121,8 +125,20 @@ func (b *budget) request(closing bool) (Request, bool) {
 }
 
 // apply applies the reply to the flush r: the new lease, or the fallback.
-func (b *budget) apply(r Request, rep Reply) {
+// The last flush, made by Close, changes no state: the budgets are local
+// from then on, and Close says so.
+func (b *budget) apply(r Request, rep Reply, closing bool) {
 	f := b.f
+	if closing {
+		if rep.Err != nil {
+			f.flushErrors.Add(1)
+			f.dropped.Add(r.Deposits)
+		} else {
+			f.flushes.Add(1)
+			f.deposits.Add(r.Deposits)
+		}
+		return
+	}
 	if rep.Err != nil {
 		f.flushErrors.Add(1)
 		f.dropped.Add(r.Deposits)

@@ -21,6 +21,10 @@ import (
 // Other errors are the backend's (go-redis's, wrapped).
 var ErrTimeout = errors.New("redisbudget: flush timed out")
 
+// ErrClosed is the error Config.OnStateChange gets for each shared budget
+// when Close makes it local.
+var ErrClosed = errors.New("redisbudget: fleet closed")
+
 // errBusy is the error of a flush not sent because the previous call to the
 // backend has not returned yet (its timeout already passed).
 var errBusy = fmt.Errorf("%w: the previous call has not returned yet", ErrTimeout)
@@ -138,8 +142,9 @@ func (f *Fleet) wake() {
 // Close stops the Fleet's background goroutine after a last flush that
 // counts the first attempts not flushed yet and gives back every unused
 // permit, and waits for any call to Redis still under way. It returns the
-// last flush's error, if any (the budgets are local from then on), and
-// nil when called again. It does not close the Redis client.
+// last flush's error, if any, and nil when called again. The budgets are
+// local from then on: each that was shared is reported to
+// Config.OnStateChange with ErrClosed. It does not close the Redis client.
 func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		close(f.stop)
@@ -147,10 +152,18 @@ func (f *Fleet) Close() error {
 		f.inflight.Wait() // a call the flusher stopped waiting for
 		f.closeErr = f.flush(true)
 		f.mu.Lock()
+		var closed []string
 		for _, b := range f.list {
-			b.shared.Store(false)
+			if b.shared.Swap(false) {
+				closed = append(closed, b.name)
+			}
 		}
 		f.mu.Unlock()
+		if f.s.onChange != nil {
+			for _, name := range closed {
+				f.s.onChange(name, StateShared, StateLocal, ErrClosed)
+			}
+		}
 		f.inflight.Wait()
 	})
 	return f.closeErr
@@ -211,7 +224,7 @@ func (f *Fleet) flush(closing bool) error {
 		if rep.Err != nil && firstErr == nil {
 			firstErr = rep.Err
 		}
-		b.apply(reqs[i], rep)
+		b.apply(reqs[i], rep, closing)
 	}
 	return firstErr
 }

@@ -2,6 +2,7 @@ package redisbudget_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -225,6 +226,15 @@ func (l *stateLog) firstErr() error {
 		return nil
 	}
 	return l.errs[0]
+}
+
+func (l *stateLog) lastErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.errs) == 0 {
+		return nil
+	}
+	return l.errs[len(l.errs)-1]
 }
 
 func (l *stateLog) count(to string) int {
@@ -560,4 +570,42 @@ func TestRedisWindowRolls(t *testing.T) {
 		require.Contains(t, []int64{0, 5}, g, "nothing in between: the bucket leaves whole")
 		return g == 5
 	})
+}
+
+// flakyBackend fails while fail is set, else forwards to a Memory backend.
+type flakyBackend struct {
+	fail atomic.Bool
+	mem  redisbudget.Backend
+}
+
+func (fb *flakyBackend) Flush(ctx context.Context, rule redisbudget.Rule, reqs []redisbudget.Request) ([]redisbudget.Reply, error) {
+	if fb.fail.Load() {
+		return nil, errors.New("backend down")
+	}
+	return fb.mem.Flush(ctx, rule, reqs)
+}
+
+// Close leaves every budget local and says so, even when its last flush
+// succeeds after a fallback: OnStateChange's last word is the state.
+func TestFleetCloseReportsLocal(t *testing.T) {
+	fb := &flakyBackend{mem: redisbudget.NewMemory()}
+	var log stateLog
+	f := redisbudget.NewWithBackend(fb, redisbudget.Config{FlushInterval: 10 * time.Millisecond, OnStateChange: log.record})
+	b := f.For("h")
+	b.DepositAt(time.Now())
+	eventually(t, 10*time.Second, "a flush", func() bool { return f.Stats().Flushes > 0 })
+	fb.fail.Store(true)
+	b.DepositAt(time.Now())
+	eventually(t, 10*time.Second, "fallback", func() bool { return log.count("local") >= 1 })
+	fb.fail.Store(false)
+	b.DepositAt(time.Now())
+	eventually(t, 10*time.Second, "resumed", func() bool { return log.count("shared") >= 1 })
+	shared := log.count("shared")
+	b.DepositAt(time.Now())
+	require.NoError(t, f.Close())
+	assert.Equal(t, shared, log.count("shared"), "the last flush does not resume anything")
+	assert.Equal(t, 2, log.count("local"), "the fallback, then Close")
+	assert.ErrorIs(t, log.lastErr(), redisbudget.ErrClosed)
+	st, _ := f.State("h")
+	assert.Equal(t, redisbudget.StateLocal, st)
 }

@@ -23,6 +23,7 @@ import (
 // reserve, bucket width in µs, process TTL in ms, key TTL in ms.
 // Returns {grant, epoch, processes}.
 const flushScript = `
+redis.replicate_commands() -- writes after TIME: needed before Redis 5, a no-op since
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local deposits, unused, uepoch = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
