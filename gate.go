@@ -111,20 +111,28 @@ func (h *hostState) reserve(c *call, i, n int, backoff time.Duration, now time.T
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return r, ErrCircuitOpen
 	}
+	err := r.spend(now) // before r is copied out: spend records what it took
+	return r, err
+}
+
+// spend takes what a retry (or a hedge) costs at now: a retry token and the
+// budget's share. On error (ErrBudgetExhausted) nothing is held.
+func (r *reservation) spend(now time.Time) error {
+	h := r.h
 	if h.tokens != nil {
 		if !h.tokens.TakeAt(now) {
-			return r, ErrBudgetExhausted
+			return ErrBudgetExhausted
 		}
 		r.token = true
 	}
 	if h.budget != nil {
 		if !h.budget.WithdrawAt(now) {
 			r.cancel()
-			return r, ErrBudgetExhausted
+			return ErrBudgetExhausted
 		}
 		r.budgetAt = now
 	}
-	return r, nil
+	return nil
 }
 
 // wait sleeps the reservation's delay, then passes the policies that act at

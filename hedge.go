@@ -121,18 +121,8 @@ func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
 		return r, ErrCircuitOpen
 	}
-	if h.tokens != nil {
-		if !h.tokens.TakeAt(now) {
-			return r, ErrBudgetExhausted
-		}
-		r.token = true
-	}
-	if h.budget != nil {
-		if !h.budget.WithdrawAt(now) {
-			r.cancel()
-			return r, ErrBudgetExhausted
-		}
-		r.budgetAt = now
+	if err := r.spend(now); err != nil {
+		return r, err
 	}
 	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
 		r.cancel()
