@@ -71,10 +71,18 @@ type harmRun struct {
 	load float64      // attempts ÷ operations
 }
 
-// runFates sends ops operations at rate per second, spread over clients
-// Transports (one shared Transport when clients is 1), each operation with
-// a 5 s deadline, and reports which completed.
+// runFates sends ops operations (keyed POSTs) at rate per second, spread
+// over clients Transports (one shared Transport when clients is 1), each
+// operation with a 5 s deadline, and reports which completed.
 func runFates(t *testing.T, p float64, ops, clients int, rate float64, opts ...resilient.Option) harmRun {
+	t.Helper()
+	return runFatesMethod(t, http.MethodPost, p, ops, clients, rate, opts...)
+}
+
+// runFatesMethod is runFates with operations of the given method: POSTs
+// create a charge, other methods read one (GETs are what hedging applies
+// to).
+func runFatesMethod(t *testing.T, method string, p float64, ops, clients int, rate float64, opts ...resilient.Option) harmRun {
 	t.Helper()
 	var out harmRun
 	synctest.Test(t, func(t *testing.T) {
@@ -91,7 +99,12 @@ func runFates(t *testing.T, p float64, ops, clients int, rate float64, opts ...r
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/charges", strings.NewReader("{}"))
+				var req *http.Request
+				if method == http.MethodPost {
+					req, _ = http.NewRequestWithContext(ctx, method, "http://api.test/v1/charges", strings.NewReader("{}"))
+				} else {
+					req, _ = http.NewRequestWithContext(ctx, method, "http://api.test/v1/charges/1", nil)
+				}
 				req.Header.Set("X-Op", strconv.Itoa(i))
 				resp, err := tr.RoundTrip(req)
 				if err == nil {

@@ -293,6 +293,23 @@ func (l *load) progresses(t *testing.T) {
 	eventually(t, 10*time.Second, "operations complete", func() bool { return l.ops.Load() >= n+100 })
 }
 
+// startFaultLoad starts a Fleet on c that flushes every 20 ms and records
+// its state changes, and a load of 4 goroutines on one of its budgets; it
+// returns once a flush has succeeded. Both stop when the test ends.
+func startFaultLoad(t *testing.T, c goredis.UniversalClient) (*redisbudget.Fleet, string, *stateLog, *load) {
+	t.Helper()
+	log := new(stateLog)
+	cfg := longWindow
+	cfg.FlushInterval, cfg.OnStateChange = 20*time.Millisecond, log.record
+	f := redisbudget.New(c, cfg)
+	t.Cleanup(func() { f.Close() })
+	name := newName()
+	l := startLoad(f.For(name), 4)
+	t.Cleanup(l.halt)
+	eventually(t, 10*time.Second, "a flush", func() bool { return f.Stats().Flushes > 0 })
+	return f, name, log, l
+}
+
 // Redis frozen (SIGSTOP) mid-run: operations keep completing, the budget
 // falls back to its local budget and says so, and resumes sharing when Redis
 // is thawed. The client does not honour context deadlines (go-redis's
@@ -300,17 +317,8 @@ func (l *load) progresses(t *testing.T) {
 func TestFleetRedisFrozen(t *testing.T) {
 	srv := startServer(t)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.addr, ReadTimeout: 2 * time.Second})
-	defer c.Close()
-	var log stateLog
-	cfg := longWindow
-	cfg.FlushInterval, cfg.OnStateChange = 20*time.Millisecond, log.record
-	f := redisbudget.New(c, cfg)
-	defer f.Close()
-	name := newName()
-	b := f.For(name)
-	l := startLoad(b, 4)
-	defer l.halt()
-	eventually(t, 10*time.Second, "a flush", func() bool { return f.Stats().Flushes > 0 })
+	t.Cleanup(func() { c.Close() })
+	f, name, log, l := startFaultLoad(t, c)
 
 	// A loaded machine may time out a call before the freeze too: count
 	// from here.
@@ -355,15 +363,7 @@ func TestFleetRedisSlow(t *testing.T) {
 	c := newClient(t, srv.addr, nil, true)
 	slow := goredis.NewClient(&goredis.Options{Addr: srv.addr, ReadTimeout: 5 * time.Second})
 	defer slow.Close()
-	var log stateLog
-	cfg := longWindow
-	cfg.FlushInterval, cfg.OnStateChange = 20*time.Millisecond, log.record
-	f := redisbudget.New(c, cfg)
-	defer f.Close()
-	b := f.For(newName())
-	l := startLoad(b, 4)
-	defer l.halt()
-	eventually(t, 10*time.Second, "a flush", func() bool { return f.Stats().Flushes > 0 })
+	f, _, log, l := startFaultLoad(t, c)
 
 	fellBack, resumed := log.count("local"), log.count("shared")
 	stop := make(chan struct{})
@@ -394,16 +394,7 @@ func TestFleetRedisSlow(t *testing.T) {
 func TestFleetRedisKilled(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, srv.addr, nil, true)
-	var log stateLog
-	cfg := longWindow
-	cfg.FlushInterval, cfg.OnStateChange = 20*time.Millisecond, log.record
-	f := redisbudget.New(c, cfg)
-	defer f.Close()
-	name := newName()
-	b := f.For(name)
-	l := startLoad(b, 4)
-	defer l.halt()
-	eventually(t, 10*time.Second, "a flush", func() bool { return f.Stats().Flushes > 0 })
+	f, name, log, l := startFaultLoad(t, c)
 
 	fellBack, resumed := log.count("local"), log.count("shared")
 	srv.stop()
