@@ -150,7 +150,18 @@ func (b *Budget) params() budgetParams {
 
 // epoch returns the absolute index of the bucket that holds now.
 func (p budgetParams) epoch(now time.Time) int64 {
-	d := int64(now.Sub(time.Unix(0, 0))) // saturates instead of overflowing
+	// Nanoseconds since 1970, saturated far from overflow (UnixNano
+	// overflows outside 1678–2262; Sub's overflow check costs more).
+	const maxSec = math.MaxInt64/int64(time.Second) - 1
+	var d int64
+	switch s := now.Unix(); {
+	case s > maxSec:
+		d = math.MaxInt64
+	case s < -maxSec:
+		d = math.MinInt64
+	default:
+		d = s*int64(time.Second) + int64(now.Nanosecond())
+	}
 	e := d / p.width
 	if d%p.width < 0 {
 		e-- // floor, for times before 1970

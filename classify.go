@@ -215,6 +215,12 @@ func DefaultClassifier(o Outcome) Decision {
 	if resp == nil {
 		return Decision{Action: Terminal, Category: CategoryTerminal}
 	}
+	if code := resp.StatusCode; code >= 200 && code < 400 {
+		// The common case first. Only a keyed request can be answered
+		// from an idempotency store: an unkeyed success skips the two
+		// header lookups.
+		return Decision{Action: Success, Replayed: o.Keyed && replayed(resp.Header)}
+	}
 	d := classifyStatus(o)
 	if resp.StatusCode < 400 {
 		return d // hints speak of failures; a success stays one
@@ -257,8 +263,6 @@ func classifyStatus(o Outcome) Decision {
 	}
 	switch {
 	case code >= 200 && code < 400:
-		// Only a keyed request can be answered from an idempotency
-		// store: an unkeyed success skips the two header lookups.
 		return Decision{Action: Success, Replayed: o.Keyed && replayed(resp.Header)}
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
 		return Decision{Action: Retry, Category: CategoryTimeout}

@@ -306,6 +306,7 @@ type namedOutcome struct {
 func benchOutcomes() []namedOutcome {
 	return []namedOutcome{
 		{"200", outcome(http.MethodPost, true, response(200, "", "Content-Type: application/json"), nil)},
+		{"unkeyed GET 200", outcome(http.MethodGet, false, response(200, "", "Content-Type: application/json"), nil)},
 		{"503 Retry-After", outcome(http.MethodPost, true, response(503, "", "Retry-After: 2"), nil)},
 		{"429 RateLimit", outcome(http.MethodPost, true, response(429, "", `RateLimit: "default";r=0;t=3`), nil)},
 		{"keyed 409 without body", outcome(http.MethodPost, true, response(409, ""), nil)},

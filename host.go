@@ -56,12 +56,28 @@ type transition struct{ from, to BreakerState }
 // than idleAfter, with no breaker open and no pause pending, are removed by
 // a sweep that runs on the request path at most once per idleAfter, so
 // memory follows the set of active hosts, without a background goroutine.
+//
+// last caches one entry of the table, so that a Transport that calls one
+// host (the common case) finds its state without hashing the name. It is
+// replaced only when it has not been used for lastReplace, so that
+// requests to several hosts at once do not take turns rewriting it; it
+// only ever holds an entry of the table (see remember and sweep).
 type hosts struct {
 	m         sync.Map // URL.Host → *hostState
-	idleAfter int64    // ns
+	last      atomic.Pointer[hostState]
+	idleAfter int64 // ns
 	nextSweep atomic.Int64
 	sweeping  atomic.Bool
 }
+
+// lastUsedStep is the resolution of hostState.lastUsed: a request updates
+// it only when it is older than that, so that requests sharing a host do
+// not all write its cache line. Idle hosts are evicted up to this early.
+const lastUsedStep = int64(time.Millisecond)
+
+// lastReplace is how long the cached host must have been unused before
+// another host takes its place in hosts.last.
+const lastReplace = int64(time.Second)
 
 // host returns the state of the named host, creating it if needed, and
 // marks it used at now.
@@ -70,17 +86,35 @@ func (t *Transport) host(name string, now time.Time) *hostState {
 	if n := t.hosts.nextSweep.Load(); ns >= n {
 		t.hosts.sweep(ns)
 	}
-	var h *hostState
-	if v, ok := t.hosts.m.Load(name); ok {
-		h = v.(*hostState)
-	} else {
-		v, _ := t.hosts.m.LoadOrStore(name, t.newHost(name))
-		h = v.(*hostState)
+	h := t.hosts.last.Load()
+	if h == nil || h.name != name {
+		if v, ok := t.hosts.m.Load(name); ok {
+			h = v.(*hostState)
+		} else {
+			v, _ := t.hosts.m.LoadOrStore(name, t.newHost(name))
+			h = v.(*hostState)
+		}
+		t.hosts.remember(h, ns)
 	}
-	if h.lastUsed.Load() < ns {
+	if ns-h.lastUsed.Load() >= lastUsedStep {
 		h.lastUsed.Store(ns)
 	}
 	return h
+}
+
+// remember caches h, found in the table at ns, as the last host, unless
+// the cached one was used within lastReplace. A sweep that evicts an entry
+// removes it from the cache after removing it from the table; remember
+// stores first and checks the table after, so that whichever runs first,
+// the cache never keeps an entry the table no longer has.
+func (hs *hosts) remember(h *hostState, ns int64) {
+	if cur := hs.last.Load(); cur != nil && ns-cur.lastUsed.Load() < lastReplace {
+		return
+	}
+	hs.last.Store(h)
+	if v, ok := hs.m.Load(h.name); !ok || v != h {
+		hs.last.CompareAndSwap(h, nil)
+	}
 }
 
 func (t *Transport) newHost(name string) *hostState {
@@ -123,8 +157,8 @@ func (hs *hosts) sweep(now int64) {
 	}
 	hs.nextSweep.Store(now + hs.idleAfter)
 	hs.m.Range(func(k, v any) bool {
-		if v.(*hostState).idle(now, hs.idleAfter) {
-			hs.m.CompareAndDelete(k, v)
+		if h := v.(*hostState); h.idle(now, hs.idleAfter) && hs.m.CompareAndDelete(k, v) {
+			hs.last.CompareAndSwap(h, nil)
 		}
 		return true
 	})

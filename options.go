@@ -52,7 +52,7 @@ type config struct {
 	maxBodyBuffer    int64
 	logger           *slog.Logger
 	observers        []Observer
-	now              func() time.Time              // test seam; time.Now unless set in tests
+	now              func() time.Time              // the Transport's clock (clock.now) unless set in tests
 	since            func(time.Time) time.Duration // test seam, set with now; time.Since
 }
 
@@ -85,7 +85,6 @@ func defaultConfig() config {
 		keyRetention:  DefaultKeyRetention,
 		retryAfterMax: DefaultRetryAfterMax,
 		maxBodyBuffer: DefaultMaxBodyBuffer,
-		now:           time.Now,
 		since:         time.Since,
 	}
 }

@@ -68,6 +68,9 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	for _, o := range opts {
 		o(&t.cfg)
 	}
+	if t.cfg.now == nil {
+		t.cfg.now = newClock().now
+	}
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
