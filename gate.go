@@ -79,13 +79,13 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 	return healthOK
 }
 
-// reserve decides at now whether attempt n of c may be sent after at least
-// backoff, without blocking. For a retry it checks that the wait and the
+// reserve decides at now, into r, whether attempt n of c may be sent after
+// at least backoff, without blocking. For a retry it checks that the wait and the
 // host's usual latency fit before the deadline and that the breaker is not
 // open, then takes a retry token and the budget's share. An error is the
 // reason the retry is refused (nothing was taken).
-func (h *hostState) reserve(c *call, i, n int, backoff time.Duration, now time.Time) (reservation, error) {
-	r := reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop, at: now}
+func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, now time.Time) error {
+	*r = reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop, at: now}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
@@ -99,20 +99,19 @@ func (h *hostState) reserve(c *call, i, n int, backoff time.Duration, now time.T
 		if r.retry && h.tokens != nil && h.tokens.TakeAt(now) {
 			r.token = true
 		}
-		return r, nil
+		return nil
 	}
 	if h.pushedBack(now) {
-		return r, ErrPushback
+		return ErrPushback
 	}
 	r.delay = max(backoff, h.pausedFor(now, true))
 	if !c.fits(now, r.delay+c.expectedLatency(h)) {
-		return r, ErrDelayTooLong
+		return ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
-		return r, ErrCircuitOpen
+		return ErrCircuitOpen
 	}
-	err := r.spend(now) // before r is copied out: spend records what it took
-	return r, err
+	return r.spend(now)
 }
 
 // spend takes what a retry (or a hedge) costs at now: a retry token and the
@@ -142,12 +141,15 @@ func (r *reservation) spend(now time.Time) error {
 //
 // r.at is then when the attempt starts.
 func (r *reservation) wait(c *call) error {
-	if err := sleep(c.ctx, r.delay); err != nil {
+	if r.delay > 0 {
+		if err := sleep(c.ctx, r.delay); err != nil {
+			r.cancel()
+			return err
+		}
+		r.at = c.t.cfg.now()
+	} else if err := c.ctx.Err(); err != nil {
 		r.cancel()
 		return err
-	}
-	if r.delay > 0 {
-		r.at = c.t.cfg.now()
 	}
 	h := r.h
 	if !r.first && h.pushbackUntil.Load() != 0 {

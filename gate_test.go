@@ -253,8 +253,8 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 			now := time.Now()
 			c.h = tr.host("api.test", now)
 			allocs := testing.AllocsPerRun(100, func() {
-				r, err := c.h.reserve(c, 0, 0, 0, now)
-				if err != nil {
+				var r reservation
+				if err := c.h.reserve(&r, c, 0, 0, 0, now); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.wait(c); err != nil {
@@ -276,7 +276,8 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 	c.h = tr.host("api.test", now)
 	b.ReportAllocs()
 	for b.Loop() {
-		r, _ := c.h.reserve(c, 0, 0, 0, now)
+		var r reservation
+		c.h.reserve(&r, c, 0, 0, 0, now)
 		r.wait(c)
 		r.release(c, healthOK)
 	}

@@ -2,7 +2,6 @@ package resilient
 
 import (
 	"bufio"
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -112,45 +111,6 @@ func ValidateKey(key string) error {
 		}
 	}
 	return nil
-}
-
-type ctxKey int
-
-const (
-	keyCtxKey ctxKey = iota
-	opCtxKey
-	reportCtxKey
-)
-
-// ContextWithKey returns a copy of ctx carrying an idempotency key chosen by
-// the caller. The Transport sends it on every attempt of a request made with
-// that context (unless the request already has the key header), whatever the
-// method. An invalid key makes RoundTrip fail with ErrInvalidKey before
-// anything is sent.
-func ContextWithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, keyCtxKey, key)
-}
-
-// KeyFromContext returns the key set with ContextWithKey.
-func KeyFromContext(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(keyCtxKey).(string)
-	return k, ok
-}
-
-// ContextWithOperation returns a copy of ctx naming a logical operation, such
-// as "refund:ch_123". With a Store (WithStore), the Transport claims the
-// operation's key from the Store before the first attempt — minting and
-// persisting it on first sight — so a process that restarts after a crash and
-// repeats the operation sends the same key. Without a Store the name is only
-// reported.
-func ContextWithOperation(ctx context.Context, op string) context.Context {
-	return context.WithValue(ctx, opCtxKey, op)
-}
-
-// OperationFromContext returns the name set with ContextWithOperation.
-func OperationFromContext(ctx context.Context) (string, bool) {
-	op, ok := ctx.Value(opCtxKey).(string)
-	return op, ok
 }
 
 // methodSet is a small set of HTTP methods; a bitmask of the common ones with

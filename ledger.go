@@ -23,11 +23,11 @@ type ledger struct {
 	hedgeNums []int // the attempt numbers that were hedges (WithHedging)
 }
 
-func (l *ledger) start(c *call) {
+func (l *ledger) start(c *call, rep *Report) {
 	if len(c.t.cfg.observers) > 0 {
 		l.began = c.t.cfg.now() // only events report the request's duration
 	}
-	l.rep, _ = c.ctx.Value(reportCtxKey).(*Report)
+	l.rep = rep
 	if l.rep != nil {
 		l.rep.Operation = c.op.name
 	}
@@ -109,7 +109,9 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	// hop, or a terminal refusal with no attempt that may have been applied.
 	// Everything else (retries stopped, a cancelled caller, an unknown
 	// outcome, a redirect the client may follow) stays Pending.
-	c.record((d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous))
+	if c.t.cfg.store != nil {
+		c.record((d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous))
+	}
 	if l.rep != nil {
 		l.rep.Stopped = stop
 		l.rep.Replayed = a.resp != nil && d.Replayed

@@ -47,15 +47,16 @@ type operation struct {
 func (c *call) resolve() error {
 	cfg := &c.t.cfg
 	op := &c.op
-	op.name, _ = OperationFromContext(c.ctx)
+	v := valuesOf(c.ctx) // one walk up the context for the key, name and report
+	op.name = v.op
 	op.hop = c.req.Response != nil
-	c.led.start(c)
+	c.led.start(c, v.report)
 	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
 		closeReqBody(c.req)
 		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
 	}
-	if err := c.identity(hs.alt); err != nil {
+	if err := c.identity(hs.alt, v.key, v.hasKey); err != nil {
 		closeReqBody(c.req)
 		op.key = "" // never echo an invalid key
 		return c.fail(ErrInvalidKey, CategoryClient, err)
@@ -81,17 +82,18 @@ func (c *call) resolve() error {
 // key, the key of the request this one is a redirect of, or (for the
 // configured methods) a new one. A Store claim may replace it later. alt is
 // the key header field under another spelling than the canonical one, as
-// checkRequest found it ("" if none).
-func (c *call) identity(alt string) error {
+// checkRequest found it ("" if none); ctxKey is the context's key, if
+// hasCtxKey.
+func (c *call) identity(alt, ctxKey string, hasCtxKey bool) error {
 	cfg := &c.t.cfg
 	op := &c.op
 	if name, vs := keyField(c.req.Header, cfg.keyHeader, alt); len(vs) > 0 {
 		op.key, op.own, op.field = vs[0], true, name
 		return ValidateKey(op.key)
 	}
-	if k, ok := KeyFromContext(c.ctx); ok {
-		op.key, op.own = k, true
-		return ValidateKey(k)
+	if hasCtxKey {
+		op.key, op.own = ctxKey, true
+		return ValidateKey(ctxKey)
 	}
 	op.own = op.name != "" && cfg.store != nil
 	// http.Client follows a 307/308 by calling RoundTrip again with a new

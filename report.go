@@ -83,11 +83,6 @@ type AttemptReport struct {
 	Hedge bool
 }
 
-// ContextWithReport returns a copy of ctx that makes the Transport fill r.
-func ContextWithReport(ctx context.Context, r *Report) context.Context {
-	return context.WithValue(ctx, reportCtxKey, r)
-}
-
 // EventKind says what an Event reports.
 type EventKind uint8
 

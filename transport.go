@@ -122,8 +122,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	now := t.cfg.now()
 	c.h = t.host(req.URL.Host, now)
 	var (
-		a            attempt
-		d            Decision
+		a, prev      attempt // this iteration's attempt, and the one before
+		d, prevDec   Decision
+		res          reservation
 		delay, prevD time.Duration
 		base         int // attempts sent under the key by earlier calls
 		hedges       int // hedges sent so far
@@ -137,8 +138,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if i > 0 {
 			now = t.cfg.now()
 		}
-		res, err := c.h.reserve(c, i, n, delay, now)
-		if err != nil {
+		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
 			return c.finish(&a, d, err) // a retry refused before any wait
 		}
 		if i > 0 {
@@ -154,7 +154,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, c.stopped(err)
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
-		prev, prevDec := a, d
+		if i > 0 {
+			prev, prevDec = a, d
+		}
 		if hd := c.hedgeDelay(hedges); hd > 0 {
 			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
 			hedges += sent
@@ -177,6 +179,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if d.Action != Retry {
 			return c.finish(&a, d, a.stop)
 		}
+		var err error
 		if delay, err = c.next(n+sent+1, d, prevD); err != nil {
 			return c.finish(&a, d, err)
 		}

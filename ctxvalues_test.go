@@ -1,0 +1,49 @@
+package resilient
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+type otherKey struct{}
+
+// TestContextValues: each setter keeps what outer contexts set of the
+// others, the innermost setting of each wins, and values of other packages
+// in between are no obstacle.
+func TestContextValues(t *testing.T) {
+	r1, r2 := &Report{}, &Report{}
+	bg := context.Background()
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		key    string
+		hasKey bool
+		op     string
+		hasOp  bool
+		report *Report
+	}{
+		{"none", bg, "", false, "", false, nil},
+		{"key", ContextWithKey(bg, "k1"), "k1", true, "", false, nil},
+		{"empty key is set", ContextWithKey(bg, ""), "", true, "", false, nil},
+		{"all three", ContextWithReport(ContextWithOperation(ContextWithKey(bg, "k1"), "op1"), r1), "k1", true, "op1", true, r1},
+		{"innermost wins", ContextWithKey(ContextWithReport(ContextWithKey(ContextWithReport(bg, r1), "k1"), r2), "k2"), "k2", true, "", false, r2},
+		{"through other values", context.WithValue(ContextWithOperation(context.WithValue(ContextWithKey(bg, "k1"), otherKey{}, 1), "op1"), otherKey{}, 2), "k1", true, "op1", true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, ok := KeyFromContext(tc.ctx)
+			assert.Equal(t, tc.key, k)
+			assert.Equal(t, tc.hasKey, ok)
+			op, ok := OperationFromContext(tc.ctx)
+			assert.Equal(t, tc.op, op)
+			assert.Equal(t, tc.hasOp, ok)
+			assert.Same(t, tc.report, valuesOf(tc.ctx).report)
+		})
+	}
+	// A parent is never changed by a child's setting.
+	parent := ContextWithKey(bg, "k1")
+	_ = ContextWithKey(parent, "k2")
+	k, _ := KeyFromContext(parent)
+	assert.Equal(t, "k1", k)
+}
