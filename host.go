@@ -31,9 +31,6 @@ type hostState struct {
 	pushbackUntil atomic.Int64
 	// openUntil (Unix ns) is when an open breaker will let a probe through.
 	openUntil atomic.Int64
-	// latency is a moving average of the host's attempt durations (ns), so
-	// that a retry that cannot finish before the deadline is not started.
-	latency atomic.Int64
 	// lat holds the host's recent latencies for a hedge delay at a
 	// quantile; nil unless the Transport hedges at one.
 	lat *latencies
@@ -48,7 +45,19 @@ type hostState struct {
 	hasTransitions atomic.Bool
 	mu             sync.Mutex // guards transitions
 	transitions    []transition
+
+	// latency is a moving average of the host's attempt durations (ns), so
+	// that a retry that cannot finish before the deadline is not started.
+	// Every attempt writes it: it has a cache line of its own, so that
+	// its writes on one core do not evict the fields every request reads
+	// on the others.
+	_       [cacheLine]byte
+	latency atomic.Int64
+	_       [cacheLine - 8]byte
 }
+
+// cacheLine is the size of a CPU cache line on the common platforms.
+const cacheLine = 64
 
 type transition struct{ from, to BreakerState }
 

@@ -1,0 +1,99 @@
+package resilient
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cacheHolds reports whether the cached host is absent or an entry of the
+// table: the invariant remember and sweep keep.
+func cacheHolds(tr *Transport) bool {
+	h := tr.hosts.last.Load()
+	if h == nil {
+		return true
+	}
+	v, ok := tr.hosts.m.Load(h.name)
+	return ok && v == h
+}
+
+// TestHostCache: each name gets one state whichever way it is found (the
+// cache or the table); the cache keeps a host in use and passes to another
+// host only once it has been unused for lastReplace; an evicted host leaves
+// the cache, and its next request starts afresh.
+func TestHostCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}})
+		a := tr.host("a.test", time.Now())
+		assert.Same(t, a, tr.hosts.last.Load(), "the first host is cached")
+		b := tr.host("b.test", time.Now())
+		assert.Same(t, a, tr.hosts.last.Load(), "a host in use keeps the cache")
+		for range 3 {
+			assert.Same(t, a, tr.host("a.test", time.Now()))
+			assert.Same(t, b, tr.host("b.test", time.Now()))
+		}
+		time.Sleep(time.Duration(lastReplace))
+		assert.Same(t, b, tr.host("b.test", time.Now()))
+		assert.Same(t, b, tr.hosts.last.Load(), "an unused cached host gives way")
+		assert.True(t, cacheHolds(tr))
+
+		time.Sleep(2 * DefaultRetryTokensConfig().Window)
+		tr.hosts.sweep(time.Now().UnixNano())
+		_, ok := tr.hosts.m.Load("b.test")
+		assert.False(t, ok, "b was idle for a window")
+		assert.Nil(t, tr.hosts.last.Load(), "the evicted host left the cache")
+		b2 := tr.host("b.test", time.Now())
+		assert.NotSame(t, b, b2, "an evicted host starts afresh")
+		assert.True(t, cacheHolds(tr))
+	})
+}
+
+// TestHostCacheUnderSweeps: goroutines look up hosts while sweeps evict
+// them (a window of 1 ms, so every lookup may sweep); the cache never holds
+// a state the table has not (go test -race checks the accesses).
+func TestHostCacheUnderSweeps(t *testing.T) {
+	tr := NewTransport(&scripted{codes: []int{200}}, WithRetryTokens(RetryTokensConfig{Window: time.Millisecond}))
+	require.Equal(t, int64(time.Millisecond), tr.hosts.idleAfter)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				name := fmt.Sprintf("h%d.test", (g+i)%3)
+				h := tr.host(name, time.Now())
+				assert.Equal(t, name, h.name)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.True(t, cacheHolds(tr))
+}
+
+// TestClock: the clock's time is time.Now's, read once per call from the
+// monotonic clock; it reads the wall clock again after clockRebase, and a
+// clock made outside a synctest bubble gives the bubble's time inside it.
+func TestClock(t *testing.T) {
+	outside := newClock()
+	synctest.Test(t, func(t *testing.T) {
+		assert.True(t, outside.now().Equal(time.Now()), "a clock from outside the bubble rebases")
+		c := newClock()
+		base := c.base.Load()
+		for _, step := range []time.Duration{0, time.Millisecond, 300 * time.Millisecond, clockRebase / 2} {
+			time.Sleep(step)
+			assert.True(t, c.now().Equal(time.Now()))
+		}
+		assert.Same(t, base, c.base.Load(), "no wall-clock read within clockRebase")
+		time.Sleep(clockRebase)
+		now := c.now()
+		assert.True(t, now.Equal(time.Now()))
+		assert.NotSame(t, base, c.base.Load(), "the wall clock read again")
+		later := c.now()
+		assert.False(t, later.Before(now))
+	})
+}
