@@ -97,3 +97,43 @@ func TestClock(t *testing.T) {
 		assert.False(t, later.Before(now))
 	})
 }
+
+// BenchmarkHost measures finding a host's state: the cached host, a second
+// host (the table), and both from parallel goroutines.
+func BenchmarkHost(b *testing.B) {
+	tr := NewTransport(&scripted{codes: []int{200}})
+	now := time.Now()
+	tr.host("api.test", now)
+	tr.host("other.test", now)
+	for _, name := range []string{"api.test", "other.test"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.host(name, now)
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tr.host(name, now)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkClock compares the Transport's clock with time.Now.
+func BenchmarkClock(b *testing.B) {
+	c := newClock()
+	b.Run("clock", func(b *testing.B) {
+		for b.Loop() {
+			c.now()
+		}
+	})
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			time.Now()
+		}
+	})
+}
