@@ -194,12 +194,17 @@ func (b *Budget) bucket(e int64) *budgetBucket {
 func (b *Budget) Deposit() { b.DepositAt(time.Now()) }
 
 // DepositAt records a first attempt at time now.
-func (b *Budget) DepositAt(now time.Time) {
+func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
+
+// deposit records a first attempt at now and returns the deposits of its
+// bucket so far, this one included; 0 if it was dropped (see Budget).
+func (b *Budget) deposit(now time.Time) int64 {
 	e := b.params().epoch(now)
 	bk := b.bucket(e)
 	if bk.epoch.Load() == e || bk.current(e) {
-		bk.deposits.Add(1)
+		return bk.deposits.Add(1)
 	}
+	return 0
 }
 
 // Withdraw reports whether a retry may be sent now, and if so counts it.

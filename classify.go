@@ -240,6 +240,12 @@ func DefaultClassifier(o Outcome) Decision {
 	return d
 }
 
+// plainSuccess reports whether DefaultClassifier calls an attempt's
+// outcome a success whatever its headers and time: a 2xx or 3xx answer.
+func plainSuccess(resp *http.Response, err error) bool {
+	return err == nil && resp != nil && resp.StatusCode >= 200 && resp.StatusCode < 400
+}
+
 // idempotentMethod reports whether RFC 9110 makes method idempotent.
 func idempotentMethod(m string) bool {
 	switch m {

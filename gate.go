@@ -36,12 +36,20 @@ type reservation struct {
 	budgetAt time.Time     // when the budget paid for the retry; zero if not
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
+	// timed says the attempt's latency is measured for the host's average:
+	// every retry, and one first attempt in latencySample (see wait).
+	timed bool
 	// at is the time of the latest admission step: the reservation's, then
 	// the time wait returned at, which is when the attempt starts. Read
 	// again only after something may have blocked, so that a first attempt
 	// that waits for nothing reads the clock once before it is sent.
 	at time.Time
 }
+
+// latencySample is how many first attempts to a host make one whose
+// latency is measured for the host's moving average, when nothing else
+// needs their durations (see call.timeAll): the others skip a clock read.
+const latencySample = 8
 
 // health is what an attempt's outcome says about its host.
 type health uint8
@@ -85,7 +93,7 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 // open, then takes a retry token and the budget's share. An error is the
 // reason the retry is refused (nothing was taken).
 func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, now time.Time) error {
-	*r = reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop, at: now}
+	*r = reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop, at: now, timed: true}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
@@ -209,7 +217,11 @@ func (r *reservation) wait(c *call) error {
 	}
 	if !r.retry && !r.hop {
 		if h.tokens != nil {
-			h.tokens.FirstAt(r.at)
+			// The count the deposit returns picks the first attempts
+			// timed: the first of each tenth of the window, then one in
+			// latencySample. A sample taken whatever the outcome keeps
+			// the average unbiased; the host's first request is timed.
+			r.timed = h.tokens.first(r.at)%latencySample == 1
 		}
 		if h.budget != nil {
 			h.budget.DepositAt(r.at)

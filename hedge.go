@@ -184,7 +184,7 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results <- hedgeResult{k, cc.send(i, n, r.at)}
+			results <- hedgeResult{k, cc.send(i, n, r.at, true)}
 		}()
 	}
 	launch(*res, i, n, false, res.delay)

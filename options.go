@@ -30,6 +30,8 @@ type config struct {
 	maxAttempts      int
 	backoff          Backoff
 	classifier       Classifier
+	customClassifier bool // WithClassifier set one: it may read Outcome.Now
+	timeAll          bool // every attempt is timed (see call.timeAll)
 	tokensOff        bool
 	tokens           RetryTokensConfig
 	budget           *Budget       // shared by every host when set
@@ -105,6 +107,7 @@ func WithBackoff(b Backoff) Option {
 // (default DefaultClassifier). A nil Classifier restores the default.
 func WithClassifier(f Classifier) Option {
 	return func(c *config) {
+		c.customClassifier = f != nil
 		if f == nil {
 			f = DefaultClassifier
 		}

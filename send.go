@@ -20,8 +20,12 @@ type attempt struct {
 	req  *http.Request  // the copy sent, with the key and attempt headers
 	resp *http.Response // nil when err is set
 	err  error
-	took time.Duration // until response headers or error
+	took time.Duration // until response headers or error; 0 if not measured
 	end  time.Time
+	// timed: took is measured for the host's latency average (see
+	// reservation.timed); an attempt not timed that is not a plain
+	// success is measured all the same, for its end time.
+	timed bool
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
 	sent bool
@@ -44,7 +48,7 @@ type attempt struct {
 // else a copy carrying the key and attempt headers. start is when the gate
 // admitted it, the start of its duration. It never mutates the caller's
 // request and shares nothing with other attempts.
-func (c *call) send(i, n int, start time.Time) attempt {
+func (c *call) send(i, n int, start time.Time, timed bool) attempt {
 	cfg := &c.t.cfg
 	a := attempt{n: n}
 	var (
@@ -69,11 +73,15 @@ func (c *call) send(i, n int, start time.Time) attempt {
 	}
 	a.req = areq
 	resp, err := c.t.base.RoundTrip(areq)
-	// One monotonic clock read: time.Now reads the wall clock too, which
-	// the end time can take from start.
-	a.took = cfg.since(start)
-	a.end = start.Add(a.took)
-	a.sent = true
+	a.sent, a.timed = true, timed
+	if timed || !plainSuccess(resp, err) {
+		// One monotonic clock read: time.Now reads the wall clock too,
+		// which the end time can take from start.
+		a.took = cfg.since(start)
+		a.end = start.Add(a.took)
+	} else {
+		a.end = start // an untimed success: nothing reads its end
+	}
 	switch {
 	case resp != nil && err != nil:
 		// A base transport that breaks the contract: trust the error.

@@ -145,7 +145,11 @@ func (rt *RetryTokens) First() { rt.FirstAt(time.Now()) }
 
 // FirstAt records a first attempt at time now. It sizes the bucket; it
 // never spends or earns a token.
-func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.DepositAt(now) }
+func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.deposit(now) }
+
+// first is FirstAt, returning the first attempts counted so far in now's
+// tenth of the window, this one included (0 if it was dropped).
+func (rt *RetryTokens) first(now time.Time) int64 { return rt.firsts.deposit(now) }
 
 // Take reports whether a retry may be sent now, and if so takes its token.
 func (rt *RetryTokens) Take() bool { return rt.TakeAt(time.Now()) }

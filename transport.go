@@ -30,6 +30,15 @@ import (
 // (WithBudgetConfig, WithBreaker, WithRateLimit). Only outcomes that say the
 // host is unhealthy (5xx, timeouts, resets) count against it.
 //
+// So as not to start a retry that cannot finish before the deadline, the
+// gate keeps a moving average of each host's attempt latency. It is fed by
+// every retry and by one first attempt in eight (the first in each tenth
+// of the retry tokens' window, a second by default, among them), whatever
+// their outcome; the other first attempts that succeed are not timed,
+// which saves a clock read per request. Every attempt is timed when its
+// duration is needed (a Report, an Observer, hedging, a custom
+// Classifier) or when the retry tokens are off.
+//
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
 // by multiple goroutines and should be reused: its per-host state only works
@@ -74,6 +83,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
+	t.cfg.timeAll = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.now().UnixNano() + t.hosts.idleAfter)
 	return t
@@ -161,7 +171,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
 			hedges += sent
 		} else {
-			a = c.send(i, n, res.at)
+			a = c.send(i, n, res.at, res.timed || c.timeAll())
 			d = c.classify(&a)
 			if !a.sent {
 				res.cancel()
@@ -193,7 +203,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // host, a 503 with one its retries, whether or not this request retries;
 // pushback holds back its retries (for at most the Retry-After maximum).
 func (c *call) observe(a *attempt, d Decision) {
-	if a.err == nil {
+	if a.err == nil && a.timed {
 		c.h.observeLatency(a.took)
 	}
 	if d.Pushback && a.resp != nil {
@@ -209,6 +219,11 @@ func (c *call) observe(a *attempt, d Decision) {
 		c.h.pause(a.end, d.Delay, false)
 	}
 }
+
+// timeAll reports whether every attempt of c is timed: when its duration
+// is reported (a Report, an Observer), when hedging needs the host's
+// latencies, and when a custom Classifier may read Outcome.Now.
+func (c *call) timeAll() bool { return c.t.cfg.timeAll || c.led.rep != nil }
 
 // next returns the delay before retrying as attempt n after decision d, or
 // why not to retry: attempts used up, a body that cannot be replayed, a

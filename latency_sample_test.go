@@ -1,0 +1,109 @@
+package resilient
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// slowBase answers each request with the next status of codes after the
+// next delay of delays (the last of each repeats).
+type slowBase struct {
+	mu     sync.Mutex
+	codes  []int
+	delays []time.Duration
+	n      int
+}
+
+func (s *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	code, d := s.codes[min(s.n, len(s.codes)-1)], s.delays[min(s.n, len(s.delays)-1)]
+	s.n++
+	s.mu.Unlock()
+	time.Sleep(d)
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+func get(t *testing.T, tr *Transport, ctx context.Context) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+}
+
+// TestLatencySample: with the defaults, the host's latency average is fed
+// by the first of each tenth of the window and then one first attempt in
+// latencySample, whatever their outcome (an answer not sampled moves
+// nothing, however slow); a request with a Report is timed, and so is
+// every attempt when an Observer or a custom Classifier is set.
+func TestLatencySample(t *testing.T) {
+	ms := time.Millisecond
+	t.Run("one in eight", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// 1: 10 ms, sampled; 2–8: slower 503s and successes, not
+			// sampled; 9: 90 ms, sampled.
+			base := &slowBase{codes: []int{200, 503, 200, 503, 200, 200, 200, 200, 200}, delays: []time.Duration{10 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 90 * ms}}
+			tr := NewTransport(base, WithMaxAttempts(1))
+			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
+			start := time.Now()
+			get(t, tr, context.Background())
+			assert.Equal(t, int64(10*ms), h().latency.Load(), "the host's first request is timed")
+			for range 7 {
+				get(t, tr, context.Background())
+			}
+			assert.Equal(t, int64(10*ms), h().latency.Load(), "requests 2–8 are not sampled")
+			get(t, tr, context.Background())
+			assert.Equal(t, int64(20*ms), h().latency.Load(), "request 9 is: 10 + (90-10)/8")
+			require.Less(t, time.Since(start), time.Second, "all in one tenth of the window")
+		})
+	})
+	t.Run("report", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tr := NewTransport(&slowBase{codes: []int{200}, delays: []time.Duration{30 * ms}})
+			for range 3 {
+				var rep Report
+				get(t, tr, ContextWithReport(context.Background(), &rep))
+				require.Len(t, rep.Attempts, 1)
+				assert.Equal(t, 30*ms, rep.Attempts[0].Duration)
+			}
+		})
+	})
+	t.Run("observer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var durations []time.Duration
+			obs := func(_ context.Context, e Event) {
+				if e.Kind == EventAttempt {
+					durations = append(durations, e.Duration)
+				}
+			}
+			tr := NewTransport(&slowBase{codes: []int{200}, delays: []time.Duration{30 * ms}}, WithObserver(obs))
+			for range 3 {
+				get(t, tr, context.Background())
+			}
+			assert.Equal(t, []time.Duration{30 * ms, 30 * ms, 30 * ms}, durations)
+		})
+	})
+	t.Run("custom classifier", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var late []time.Duration
+			var sent time.Time
+			cl := func(o Outcome) Decision {
+				late = append(late, o.Now.Sub(sent))
+				return DefaultClassifier(o)
+			}
+			tr := NewTransport(&slowBase{codes: []int{200}, delays: []time.Duration{30 * ms}}, WithClassifier(cl))
+			for range 3 {
+				sent = time.Now()
+				get(t, tr, context.Background())
+			}
+			assert.Equal(t, []time.Duration{30 * ms, 30 * ms, 30 * ms}, late, "Outcome.Now is when the answer came")
+		})
+	})
+}
