@@ -215,11 +215,8 @@ func DefaultClassifier(o Outcome) Decision {
 	if resp == nil {
 		return Decision{Action: Terminal, Category: CategoryTerminal}
 	}
-	if code := resp.StatusCode; code >= 200 && code < 400 {
-		// The common case first. Only a keyed request can be answered
-		// from an idempotency store: an unkeyed success skips the two
-		// header lookups.
-		return Decision{Action: Success, Replayed: o.Keyed && replayed(resp.Header)}
+	if plainSuccess(resp, nil) {
+		return success(resp, o.Keyed) // the common case first
 	}
 	d := classifyStatus(o)
 	if resp.StatusCode < 400 {
@@ -246,6 +243,13 @@ func plainSuccess(resp *http.Response, err error) bool {
 	return err == nil && resp != nil && resp.StatusCode >= 200 && resp.StatusCode < 400
 }
 
+// success is DefaultClassifier's decision on a plain success. Only a keyed
+// request can be answered from an idempotency store: an unkeyed success
+// skips the two header lookups.
+func success(resp *http.Response, keyed bool) Decision {
+	return Decision{Action: Success, Replayed: keyed && replayed(resp.Header)}
+}
+
 // idempotentMethod reports whether RFC 9110 makes method idempotent.
 func idempotentMethod(m string) bool {
 	switch m {
@@ -269,7 +273,7 @@ func classifyStatus(o Outcome) Decision {
 	}
 	switch {
 	case code >= 200 && code < 400:
-		return Decision{Action: Success, Replayed: o.Keyed && replayed(resp.Header)}
+		return success(resp, o.Keyed)
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
 		return Decision{Action: Retry, Category: CategoryTimeout}
 	case code == http.StatusTooManyRequests:

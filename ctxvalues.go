@@ -17,17 +17,21 @@ type ctxValues struct {
 
 type ctxValuesKey struct{}
 
-// valuesOf returns the Transport's values in ctx (zero if none).
-func valuesOf(ctx context.Context) ctxValues {
+// noValues are the values of a context that carries none.
+var noValues ctxValues
+
+// valuesOf returns the Transport's values in ctx (noValues if none). They
+// must not be modified.
+func valuesOf(ctx context.Context) *ctxValues {
 	if v, ok := ctx.Value(ctxValuesKey{}).(*ctxValues); ok {
-		return *v
+		return v
 	}
-	return ctxValues{}
+	return &noValues
 }
 
 // withValues returns a copy of ctx whose values are ctx's, changed by set.
 func withValues(ctx context.Context, set func(*ctxValues)) context.Context {
-	v := valuesOf(ctx)
+	v := *valuesOf(ctx)
 	set(&v)
 	return context.WithValue(ctx, ctxValuesKey{}, &v)
 }

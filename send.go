@@ -304,11 +304,15 @@ func (c *call) classify(a *attempt) Decision {
 		return Decision{Action: Terminal, Category: CategoryClient}
 	}
 	var d Decision
-	if a.err != nil && c.ctx.Err() != nil {
+	switch {
+	case !c.t.cfg.customClassifier && plainSuccess(a.resp, a.err):
+		// DefaultClassifier's first case, without building its Outcome.
+		d = success(a.resp, c.op.key != "")
+	case a.err != nil && c.ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
 		a.err = errors.Join(c.ctx.Err(), a.err)
 		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
-	} else {
+	default:
 		d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
 	}
 	if a.err != nil && d.Action == Success {
