@@ -1,11 +1,9 @@
 package resilient
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,23 +33,32 @@ func NewKey() (string, error) {
 // that a request does not pay a crypto/rand read of its own (uuid.NewV7
 // reads 16 bytes per key). The buffer is the Transport's, not the process's
 // (uuid.EnableRandPool is global state that belongs to the application).
-// Safe for concurrent use.
+// The zero keySource is ready to use; it is safe for concurrent use.
 type keySource struct {
-	mu sync.Mutex
-	r  *bufio.Reader // over crypto/rand.Reader; created on first use
+	mu   sync.Mutex
+	left int                 // unread bytes at the end of rand; 0: fill it
+	rand [keyRandBuffer]byte // from crypto/rand
 }
 
 // keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
 const keyRandBuffer = 512
 
-// Read fills p from the buffer, refilling it from crypto/rand as needed.
+// Read fills p from the buffer (at most what is left in it: uuid reads
+// with io.ReadFull), refilling it from crypto/rand when it is used up.
+// Copying from the buffer directly costs half the instructions of the
+// bufio.Reader it replaces, read through io.ReadFull.
 func (s *keySource) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.r == nil {
-		s.r = bufio.NewReaderSize(rand.Reader, keyRandBuffer)
+	if s.left == 0 {
+		if _, err := rand.Read(s.rand[:]); err != nil {
+			return 0, err
+		}
+		s.left = len(s.rand)
 	}
-	return io.ReadFull(s.r, p)
+	n := copy(p, s.rand[len(s.rand)-s.left:])
+	s.left -= n
+	return n, nil
 }
 
 // mint returns a new key, as NewKey does. Its keys pass ValidateKey by

@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"io"
 	"sync"
@@ -10,13 +11,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// mutexKeySource and poolKeySource are the two ways keySource can share
-// its buffer of crypto/rand bytes between goroutines, side by side in
-// BenchmarkKeySource: one buffer under a mutex (keySource's way), or a
-// sync.Pool of buffers (one per P while they last). The pool costs more
-// instructions per key (callgrind, GOGC=off: 1,662 against 1,485 for the
-// mutex) and saves no serialisation: uuid.NewV7FromReader takes uuid's
-// own process-wide mutex for the timestamp on every key anyway.
+// mutexKeySource and poolKeySource are two ways keySource can share a
+// buffer of crypto/rand bytes between goroutines, side by side in
+// BenchmarkKeySource: one bufio.Reader under a mutex (keySource's way
+// before it copied from an array of its own), or a sync.Pool of them (one
+// per P while they last). The pool costs more instructions per key
+// (callgrind, GOGC=off: 1,662 against 1,485 for the mutex) and saves no
+// serialisation: uuid.NewV7FromReader takes uuid's own process-wide mutex
+// for the timestamp on every key anyway.
 type mutexKeySource struct {
 	mu sync.Mutex
 	r  *bufio.Reader
@@ -99,5 +101,26 @@ func TestKeyStringIsUUIDString(t *testing.T) {
 	}
 	if got := keyString(uuid.Max); got != uuid.Max.String() {
 		t.Fatalf("keyString(Max) = %q", got)
+	}
+}
+
+// TestKeySourceRead: reads across refills of the buffer get fresh bytes
+// from crypto/rand, never the same buffer again, and a read larger than
+// what is left returns what is left (io.ReadFull, as uuid reads, gets all).
+func TestKeySourceRead(t *testing.T) {
+	var s keySource
+	a := make([]byte, keyRandBuffer)
+	if _, err := io.ReadFull(&s, a[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Read(a[10:]); n != keyRandBuffer-10 || err != nil {
+		t.Fatalf("Read of more than is left: %d, %v; want %d", n, err, keyRandBuffer-10)
+	}
+	b := make([]byte, 2*keyRandBuffer)
+	if _, err := io.ReadFull(&s, b); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a, b[:keyRandBuffer]) || bytes.Equal(b[:keyRandBuffer], b[keyRandBuffer:]) {
+		t.Fatal("a refill repeated the buffer's bytes")
 	}
 }
