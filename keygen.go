@@ -39,6 +39,7 @@ type keySource struct {
 	mu   sync.Mutex
 	left int                 // unread bytes at the end of rand; 0: fill it
 	rand [keyRandBuffer]byte // from crypto/rand
+	slab strings.Builder     // the bytes of the last keys minted (see mint)
 }
 
 // keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
@@ -64,13 +65,32 @@ func (s *keySource) Read(p []byte) (int, error) {
 
 // mint returns a new key, as NewKey does. Its keys pass ValidateKey by
 // construction (36 bytes of hex digits and hyphens).
+//
+// The key's bytes are written into a slab shared by keySlabKeys keys (a
+// strings.Builder: what it has written is never written again, so each
+// key is a substring of its String), which saves the allocation of each
+// key's string but that of every keySlabKeys-th. A key kept alive keeps
+// its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
 	u, err := uuid.NewV7FromReader(s)
 	if err != nil {
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}
-	return keyString(u), nil
+	var b [36]byte
+	formatKey(&b, &u)
+	s.mu.Lock()
+	if s.slab.Cap()-s.slab.Len() < len(b) {
+		s.slab.Reset() // the keys already handed out keep the old slab
+		s.slab.Grow(keySlabKeys * len(b))
+	}
+	s.slab.Write(b[:])
+	k := s.slab.String()
+	s.mu.Unlock()
+	return k[len(k)-len(b):], nil
 }
+
+// keySlabKeys is how many keys share an allocation (see mint).
+const keySlabKeys = 16
 
 // keyString is u.String() (the canonical 8-4-4-4-12 lowercase hex form)
 // written a byte of u at a time from a table of the 256 digit pairs, at

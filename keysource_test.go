@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 
@@ -134,5 +135,69 @@ func TestKeySourceRead(t *testing.T) {
 	}
 	if bytes.Equal(a, b[:keyRandBuffer]) || bytes.Equal(b[:keyRandBuffer], b[keyRandBuffer:]) {
 		t.Fatal("a refill repeated the buffer's bytes")
+	}
+}
+
+// TestMintKeysStay: keys minted into a shared slab keep their bytes while
+// later keys are written after them and into new slabs, and each is a
+// UUIDv7 of its own.
+func TestMintKeysStay(t *testing.T) {
+	var s keySource
+	const n = 5*keySlabKeys + 3
+	keys := make([]string, n)
+	copies := make([]string, n)
+	for i := range keys {
+		k, err := s.mint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i], copies[i] = k, strings.Clone(k)
+	}
+	seen := make(map[string]bool)
+	for i, k := range keys {
+		if k != copies[i] {
+			t.Fatalf("key %d changed from %q to %q", i, copies[i], k)
+		}
+		u, err := uuid.Parse(k)
+		if err != nil || u.Version() != 7 || u.String() != k || ValidateKey(k) != nil {
+			t.Fatalf("key %d %q: not a canonical UUIDv7 (%v)", i, k, err)
+		}
+		if seen[k] {
+			t.Fatalf("key %d %q minted twice", i, k)
+		}
+		seen[k] = true
+	}
+}
+
+// TestMintConcurrent: goroutines minting from one keySource (under -race)
+// get distinct keys, each intact.
+func TestMintConcurrent(t *testing.T) {
+	var (
+		s  keySource
+		wg sync.WaitGroup
+	)
+	const goroutines, each = 4, 3 * keySlabKeys
+	keys := make([][]string, goroutines)
+	for g := range keys {
+		wg.Go(func() {
+			for range each {
+				k, err := s.mint()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				keys[g] = append(keys[g], k)
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[string]bool)
+	for _, ks := range keys {
+		for _, k := range ks {
+			if u, err := uuid.Parse(k); err != nil || u.String() != k || seen[k] {
+				t.Fatalf("key %q: invalid or minted twice (%v)", k, err)
+			}
+			seen[k] = true
+		}
 	}
 }
