@@ -201,23 +201,41 @@ type methodSet struct {
 	other []string
 }
 
-var methodBits = [...]string{
-	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
-	http.MethodPatch, http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace,
+// methodBit returns m's bit in methodSet.bits, and false for a method that
+// has none. A switch, which the compiler turns into a search on length and
+// content: a loop over the nine names compared each in turn (81
+// instructions for a POST, callgrind).
+func methodBit(m string) (uint16, bool) {
+	switch m {
+	case http.MethodGet:
+		return 1 << 0, true
+	case http.MethodHead:
+		return 1 << 1, true
+	case http.MethodPost:
+		return 1 << 2, true
+	case http.MethodPut:
+		return 1 << 3, true
+	case http.MethodPatch:
+		return 1 << 4, true
+	case http.MethodDelete:
+		return 1 << 5, true
+	case http.MethodConnect:
+		return 1 << 6, true
+	case http.MethodOptions:
+		return 1 << 7, true
+	case http.MethodTrace:
+		return 1 << 8, true
+	}
+	return 0, false
 }
 
 func newMethodSet(methods ...string) methodSet {
 	var s methodSet
 	for _, m := range methods {
 		m = strings.ToUpper(m)
-		found := false
-		for i, b := range methodBits {
-			if m == b {
-				s.bits |= 1 << i
-				found = true
-			}
-		}
-		if !found {
+		if bit, ok := methodBit(m); ok {
+			s.bits |= bit
+		} else {
 			s.other = append(s.other, m)
 		}
 	}
@@ -228,10 +246,8 @@ func (s methodSet) has(m string) bool {
 	if m == "" {
 		m = http.MethodGet
 	}
-	for i, b := range methodBits {
-		if m == b {
-			return s.bits&(1<<i) != 0
-		}
+	if bit, ok := methodBit(m); ok {
+		return s.bits&bit != 0
 	}
 	for _, o := range s.other {
 		if o == m {

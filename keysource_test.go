@@ -201,3 +201,24 @@ func TestMintConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodSet: the common methods each have a bit of their own, other
+// methods are kept by name, case is ignored when the set is built, and ""
+// is GET.
+func TestMethodSet(t *testing.T) {
+	all := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PURGE"}
+	for i, m := range all {
+		s := newMethodSet(strings.ToLower(m))
+		for j, o := range all {
+			if got := s.has(o); got != (i == j) {
+				t.Errorf("set {%s} has %s: %v", m, o, got)
+			}
+		}
+		if got := s.has(""); got != (m == "GET") {
+			t.Errorf("set {%s} has \"\": %v", m, got)
+		}
+	}
+	if s := newMethodSet(); s.has("POST") || s.has("get") {
+		t.Error("empty set has a method")
+	}
+}
