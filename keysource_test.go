@@ -2,21 +2,24 @@ package resilient
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 )
 
-// mutexKeySource and poolKeySource are the two ways keySource can share
-// its buffer of crypto/rand bytes between goroutines, side by side in
-// BenchmarkKeySource: one buffer under a mutex (keySource's way), or a
-// sync.Pool of buffers (one per P while they last). The pool costs more
-// instructions per key (callgrind, GOGC=off: 1,662 against 1,485 for the
-// mutex) and saves no serialisation: uuid.NewV7FromReader takes uuid's
-// own process-wide mutex for the timestamp on every key anyway.
+// mutexKeySource and poolKeySource are two ways keySource can share a
+// buffer of crypto/rand bytes between goroutines, side by side in
+// BenchmarkKeySource: one bufio.Reader under a mutex (keySource's way
+// before it copied from an array of its own), or a sync.Pool of them (one
+// per P while they last). The pool costs more instructions per key
+// (callgrind, GOGC=off: 1,662 against 1,485 for the mutex) and saves no
+// serialisation: uuid.NewV7FromReader takes uuid's own process-wide mutex
+// for the timestamp on every key anyway.
 type mutexKeySource struct {
 	mu sync.Mutex
 	r  *bufio.Reader
@@ -97,7 +100,125 @@ func TestKeyStringIsUUIDString(t *testing.T) {
 			t.Fatalf("keyString = %q, want %q", got, want)
 		}
 	}
-	if got := keyString(uuid.Max); got != uuid.Max.String() {
-		t.Fatalf("keyString(Max) = %q", got)
+	for _, u := range []uuid.UUID{uuid.Nil, uuid.Max} {
+		if got := keyString(u); got != u.String() {
+			t.Fatalf("keyString(%v) = %q", u, got)
+		}
+	}
+	// Every byte value at every position.
+	for j := range 256 {
+		var u uuid.UUID
+		for i := range u {
+			u[i] = byte(j + 37*i)
+		}
+		if got, want := keyString(u), u.String(); got != want {
+			t.Fatalf("keyString = %q, want %q", got, want)
+		}
+	}
+}
+
+// TestKeySourceRead: reads across refills of the buffer get fresh bytes
+// from crypto/rand, never the same buffer again, and a read larger than
+// what is left returns what is left (io.ReadFull, as uuid reads, gets all).
+func TestKeySourceRead(t *testing.T) {
+	var s keySource
+	a := make([]byte, keyRandBuffer)
+	if _, err := io.ReadFull(&s, a[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Read(a[10:]); n != keyRandBuffer-10 || err != nil {
+		t.Fatalf("Read of more than is left: %d, %v; want %d", n, err, keyRandBuffer-10)
+	}
+	b := make([]byte, 2*keyRandBuffer)
+	if _, err := io.ReadFull(&s, b); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a, b[:keyRandBuffer]) || bytes.Equal(b[:keyRandBuffer], b[keyRandBuffer:]) {
+		t.Fatal("a refill repeated the buffer's bytes")
+	}
+}
+
+// TestMintKeysStay: keys minted into a shared slab keep their bytes while
+// later keys are written after them and into new slabs, and each is a
+// UUIDv7 of its own.
+func TestMintKeysStay(t *testing.T) {
+	var s keySource
+	const n = 5*keySlabKeys + 3
+	keys := make([]string, n)
+	copies := make([]string, n)
+	for i := range keys {
+		k, err := s.mint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i], copies[i] = k, strings.Clone(k)
+	}
+	seen := make(map[string]bool)
+	for i, k := range keys {
+		if k != copies[i] {
+			t.Fatalf("key %d changed from %q to %q", i, copies[i], k)
+		}
+		u, err := uuid.Parse(k)
+		if err != nil || u.Version() != 7 || u.String() != k || ValidateKey(k) != nil {
+			t.Fatalf("key %d %q: not a canonical UUIDv7 (%v)", i, k, err)
+		}
+		if seen[k] {
+			t.Fatalf("key %d %q minted twice", i, k)
+		}
+		seen[k] = true
+	}
+}
+
+// TestMintConcurrent: goroutines minting from one keySource (under -race)
+// get distinct keys, each intact.
+func TestMintConcurrent(t *testing.T) {
+	var (
+		s  keySource
+		wg sync.WaitGroup
+	)
+	const goroutines, each = 4, 3 * keySlabKeys
+	keys := make([][]string, goroutines)
+	for g := range keys {
+		wg.Go(func() {
+			for range each {
+				k, err := s.mint()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				keys[g] = append(keys[g], k)
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[string]bool)
+	for _, ks := range keys {
+		for _, k := range ks {
+			if u, err := uuid.Parse(k); err != nil || u.String() != k || seen[k] {
+				t.Fatalf("key %q: invalid or minted twice (%v)", k, err)
+			}
+			seen[k] = true
+		}
+	}
+}
+
+// TestMethodSet: the common methods each have a bit of their own, other
+// methods are kept by name, case is ignored when the set is built, and ""
+// is GET.
+func TestMethodSet(t *testing.T) {
+	all := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PURGE"}
+	for i, m := range all {
+		s := newMethodSet(strings.ToLower(m))
+		for j, o := range all {
+			if got := s.has(o); got != (i == j) {
+				t.Errorf("set {%s} has %s: %v", m, o, got)
+			}
+		}
+		if got := s.has(""); got != (m == "GET") {
+			t.Errorf("set {%s} has \"\": %v", m, got)
+		}
+	}
+	if s := newMethodSet(); s.has("POST") || s.has("get") {
+		t.Error("empty set has a method")
 	}
 }

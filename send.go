@@ -156,12 +156,16 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	}
 	areq.Body = body
 	areq.GetBody = c.op.body.rewind()
-	if w != nil && areq.GetBody != nil && !idempotentMethod(c.req.Method) {
+	if w != nil && areq.GetBody != nil && body != http.NoBody && !idempotentMethod(c.req.Method) {
 		// net/http re-sends a request with an Idempotency-Key header by
 		// itself when a reused connection dies: safe when nothing was
 		// written, a second effect otherwise on a server that ignores keys.
 		// It rewinds the body first: refuse the rewind once a write is
-		// seen, and let the Transport decide with what it knows.
+		// seen, and let the Transport decide with what it knows. A request
+		// without a body has nothing to rewind (net/http never calls its
+		// GetBody: http.NoBody is sent again as is), so it gets no guard
+		// and saves the method value's allocation; its re-sends are still
+		// counted by the watch's writes.
 		w.rewind = areq.GetBody
 		areq.GetBody = w.getBody
 	}
