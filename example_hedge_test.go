@@ -14,8 +14,9 @@ import (
 // answers first; the Report says which attempt was a hedge and which won.
 func ExampleWithHedging() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The first copy is slow, the hedge is not.
-		if r.Header.Get("Retry-Attempt") == "0" {
+		// The first copy (no Retry-Attempt header) is slow, the hedge
+		// (Retry-Attempt: 1) is not.
+		if r.Header.Get("Retry-Attempt") == "" {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):

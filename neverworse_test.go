@@ -190,7 +190,7 @@ func TestOuterRetryLoopIsAccounted(t *testing.T) {
 	for _, a := range s.attempts() {
 		got = append(got, a.header.Get("Retry-Attempt"))
 	}
-	assert.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, got)
+	assert.Equal(t, []string{"", "1", "2", "3", "4", "5"}, got, "the first attempt has no attempt header")
 }
 
 // Regression (outer SDKs): with WithRefusalResponses, a request refused

@@ -33,12 +33,15 @@ type operation struct {
 	// no key, no attempt timeout, no hedging (each copy of a hedged request
 	// has its own context and number), no attempt header of the caller's to
 	// overwrite, and the body the caller's own (none, or one it can
-	// rewind), so the attempt would differ from the request in nothing.
-	// Absent, the attempt header means a first attempt.
+	// rewind), so the attempt would differ from the request in nothing
+	// (a first attempt has no attempt header).
 	asIs bool
 	// clipped is true when every value slice of the caller's header has no
 	// spare capacity, so that a plain copy of the map is also clipped.
 	clipped bool
+	// attemptSet is true when the caller's header spells the attempt
+	// header: each attempt overwrites it, the first included.
+	attemptSet bool
 }
 
 // resolve chooses the operation's key, prepares the body and claims the
@@ -65,7 +68,7 @@ func (c *call) resolve() error {
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
-	op.clipped = hs.clipped
+	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
 	if op.name != "" && cfg.store != nil && !op.hop {

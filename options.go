@@ -196,9 +196,10 @@ func WithKeyHeader(name string) Option {
 
 // WithAttemptHeader sets the name of the header that carries the attempt
 // number (default "Retry-Attempt"), so servers can shed retries first. It is
-// sent on every retry (1, 2, …) and on a keyed first attempt (0); an
-// unkeyed first attempt goes out as the caller made it, so a request
-// without the header is a first attempt. An empty name turns it off.
+// sent on every retry (1, 2, …); a first attempt goes without it (a
+// request without the header is a first attempt), unless the caller set
+// the header, which the Transport then sets to 0. An empty name turns it
+// off.
 func WithAttemptHeader(name string) Option {
 	return func(c *config) { c.attemptHeader = http.CanonicalHeaderKey(name) }
 }

@@ -133,7 +133,13 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 		ctx = w.context(ctx)
 	}
 	areq = c.req.WithContext(ctx)
-	extra := 1 // the attempt header
+	// A first attempt has no attempt header (absent means 0), unless the
+	// caller's header has one to overwrite.
+	attempt := cfg.attemptHeader != "" && (n > 0 || c.op.attemptSet)
+	extra := 0
+	if attempt {
+		extra++
+	}
 	if w != nil && c.op.field == "" {
 		extra++ // the key header
 	}
@@ -141,7 +147,7 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	if w != nil && c.op.field == "" {
 		areq.Header[cfg.keyHeader] = w.key[:]
 	}
-	if cfg.attemptHeader != "" {
+	if attempt {
 		areq.Header[cfg.attemptHeader] = attemptValue(n)
 	}
 	body, err := c.op.body.body(i)

@@ -236,7 +236,7 @@ func (b *crashBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	if hopPhase(b.phase) {
 		mine = mine && req.URL.Path == "/v1/charges" && b.hop.CompareAndSwap(false, true)
 	} else {
-		mine = mine && req.Header.Get("Retry-Attempt") == "0"
+		mine = mine && req.Header.Get("Retry-Attempt") == "" // a first attempt
 	}
 	if !mine {
 		return b.next.RoundTrip(req)

@@ -19,9 +19,8 @@ type Stats struct {
 	// Retries counts requests with Retry-Attempt: N, N > 0.
 	Retries int64 `json:"retries"`
 	// UnlabeledAttempts counts requests without a valid Retry-Attempt
-	// header: a bare client's, and the first attempts of resilient's
-	// unkeyed requests (which it sends unchanged: no header means a first
-	// attempt).
+	// header: a bare client's, and resilient's first attempts (no header
+	// means a first attempt).
 	UnlabeledAttempts int64 `json:"unlabeled_attempts"`
 	// Effects is the number of objects created (the ledger's length).
 	Effects int `json:"effects"`
