@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -293,17 +294,34 @@ func BenchmarkLoopback(b *testing.B) {
 }
 
 // BenchmarkLoopbackCosts runs the same interleaving with pairs that isolate
-// one cost each, against both servers:
+// one cost each, against both servers (and, as stub/, BenchmarkLoopback's
+// pair over the stub base transport):
 //
 //   - aa: bare net/http against itself, the noise floor of the ratio;
+//   - bare-unkeyed: bare's keyed POST against its POST without a key (what
+//     the key costs bare: minting it, the header, its bytes on the wire);
+//   - attempt-header: bare against bare sending "Retry-Attempt: 0" too, as
+//     resilient does on the first attempt of a keyed POST;
 //   - trace: bare against bare with a ClientTrace whose WroteRequest hook
 //     counts writes, as resilient's write watch of a keyed attempt does
-//     (net/http's work for a traced request, without resilient's);
+//     (net/http's work for a traced request, plus the request copy and
+//     context that carry the trace here);
 //   - unkeyed: resilient sending the POST without a key
 //     (WithKeyMethods()), so no key, no write watch, no request copy.
 func BenchmarkLoopbackCosts(b *testing.B) {
 	for _, srv := range loopbackServers() {
 		b.Run(srv.name, func(b *testing.B) { loopbackCosts(b, srv.start(b)+"/v1/charges") })
+	}
+	// The same pair as BenchmarkLoopback's over the stub base transport:
+	// resilient's own cost, measured the same way in the same run.
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		b.Run("stub/"+method+"/seq", func(b *testing.B) {
+			pair := [2]loopClient{
+				{name: "nethttp", hc: NetHTTP(stubTransport{}), keyed: true},
+				{name: "resilient", hc: Resilient(stubTransport{})},
+			}
+			runInterleaved(b, method, "http://api.test/v1/charges", pair, false, new(atomic.Int64))
+		})
 	}
 }
 
@@ -318,6 +336,12 @@ func loopbackCosts(b *testing.B, url string) {
 		}},
 		{"aa/POST", http.MethodPost, func(base http.RoundTripper) loopClient {
 			return loopClient{name: "nethttp2", hc: NetHTTP(base), keyed: true}
+		}},
+		{"bare-unkeyed/POST", http.MethodPost, func(base http.RoundTripper) loopClient {
+			return loopClient{name: "unkeyed", hc: NetHTTP(base)}
+		}},
+		{"attempt-header/POST", http.MethodPost, func(base http.RoundTripper) loopClient {
+			return loopClient{name: "attemptheader", hc: NetHTTP(attemptHeaderTransport{base}), keyed: true}
 		}},
 		{"trace/POST", http.MethodPost, func(base http.RoundTripper) loopClient {
 			return loopClient{name: "traced", hc: NetHTTP(tracedTransport{base}), keyed: true}
@@ -345,6 +369,75 @@ func (t tracedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var wrote atomic.Int32
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) }}
 	return t.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+}
+
+// attemptHeaderTransport adds "Retry-Attempt: 0" to each request, as
+// resilient's first attempt of a keyed POST carries. It writes the header
+// of the request it is given, which the RoundTripper contract forbids in
+// general: here each request is the loop's own, built for this one send.
+type attemptHeaderTransport struct{ base http.RoundTripper }
+
+func (t attemptHeaderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req.Header[resilient.DefaultAttemptHeader] = []string{"0"}
+	return t.base.RoundTrip(req)
+}
+
+// BenchmarkLoopbackGC sends through one client at a time (not
+// interleaved), sequentially, against the child server, so that the
+// process's garbage collection is the client's alone, and reports from
+// runtime/metrics what it costs per request: gc-cycles/kreq, gc-cpu-ns/req
+// (the runtime's estimate of the CPU time of GC assists, dedicated mark
+// workers and pauses) and gc-idle-ns/req (mark work done on otherwise idle
+// Ps, which costs the process little). Read it with -benchmem.
+func BenchmarkLoopbackGC(b *testing.B) {
+	url := startChildServer(b) + "/v1/charges"
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		for _, name := range []string{"nethttp", "resilient"} {
+			b.Run(method+"/"+name, func(b *testing.B) {
+				base, _ := loopbackBase(b)
+				c := loopClient{name: "nethttp", hc: NetHTTP(base), keyed: true}
+				if name == "resilient" {
+					c = loopClient{name: "resilient", hc: Resilient(base)}
+				}
+				if err := send(c.hc, method, url, c.keyed); err != nil {
+					b.Fatal(err)
+				}
+				var before, after gcStats
+				runtime.GC()
+				before.read()
+				n := 0
+				for b.Loop() {
+					if err := send(c.hc, method, url, c.keyed); err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				runtime.GC() // brings the /cpu/classes metrics up to date
+				after.read()
+				b.ReportMetric(float64(after.cycles-before.cycles-1)*1000/float64(n), "gc-cycles/kreq") // -1: the last runtime.GC
+				b.ReportMetric((after.busy-before.busy)*1e9/float64(n), "gc-cpu-ns/req")
+				b.ReportMetric((after.idle-before.idle)*1e9/float64(n), "gc-idle-ns/req")
+			})
+		}
+	}
+}
+
+// gcStats is what BenchmarkLoopbackGC reads of runtime/metrics.
+type gcStats struct {
+	cycles     uint64
+	busy, idle float64 // CPU-seconds
+}
+
+func (g *gcStats) read() {
+	s := []metrics.Sample{
+		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"},
+	}
+	metrics.Read(s)
+	g.cycles = s[0].Value.Uint64()
+	g.idle = s[2].Value.Float64()
+	g.busy = s[1].Value.Float64() - g.idle
 }
 
 // childServerEnv, set in its environment, makes the test binary a loopback
