@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,35 +65,45 @@ var clients = []client{
 	{name: "failsafe", new: Failsafe},
 }
 
-// do sends one request with c and reads and closes the response.
+// do sends one request with c and reads and closes the response; it stops
+// the test on an error or a status other than 200.
 func do(tb testing.TB, c *http.Client, method, url string, keyed bool) {
+	if err := send(c, method, url, keyed); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// send is do returning the failure instead, for goroutines that may not
+// stop the test (b.RunParallel's).
+func send(c *http.Client, method, url string, keyed bool) error {
 	var body io.Reader
 	if method == http.MethodPost {
 		body = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(context.Background(), method, url, body)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 		if keyed {
 			k, err := resilient.NewKey()
 			if err != nil {
-				tb.Fatal(err)
+				return err
 			}
 			req.Header.Set(resilient.DefaultKeyHeader, k)
 		}
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		tb.Fatalf("status %d", resp.StatusCode)
+		return fmt.Errorf("status %d", resp.StatusCode)
 	}
+	return nil
 }
 
 // bases returns the two base transports: the stub, and a loopback
