@@ -25,7 +25,7 @@ type replayBody struct {
 // limit+1 bytes of a body without GetBody. A read error is returned wrapped in
 // ErrBodyNotReplayable and the body is closed: nothing is sent.
 func (rb *replayBody) init(req *http.Request, limit int64) error {
-	*rb = replayBody{replayable: true}
+	rb.buf, rb.getBody, rb.first, rb.replayable = nil, nil, nil, true // a literal would be copied from a template
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil
 	}

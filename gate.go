@@ -93,7 +93,11 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 // open, then takes a retry token and the budget's share. An error is the
 // reason the retry is refused (nothing was taken).
 func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, now time.Time) error {
-	*r = reservation{h: h, retry: n > 0, first: i == 0, hop: c.op.hop, at: now, timed: true}
+	// Field by field: a composite literal is built on the stack and
+	// copied, twice the stores.
+	r.h, r.delay, r.done, r.at = h, 0, nil, now
+	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, true
+	r.budgetAt = time.Time{}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.

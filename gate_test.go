@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -281,4 +282,38 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 		r.wait(c)
 		r.release(c, healthOK)
 	}
+}
+
+// TestReserveResetsEveryField: reserve fills the reservation field by field
+// (a composite literal costs a copy); one left from the previous attempt's
+// reservation would leak into the next. Every field is set to a non-zero
+// value first, and a field added later without a reset fails here.
+func TestReserveResetsEveryField(t *testing.T) {
+	tr := NewTransport(&scripted{codes: []int{200}})
+	c := &call{t: tr, ctx: context.Background()}
+	now := time.Now()
+	c.h = tr.host("api.test", now)
+	var r reservation
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		f = reflect.NewAt(f.Type(), f.Addr().UnsafePointer()).Elem() // unexported
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int64:
+			f.SetInt(7)
+		case reflect.Pointer:
+			f.Set(reflect.ValueOf(&hostState{}))
+		case reflect.Func:
+			f.Set(reflect.ValueOf(func(error) {}))
+		case reflect.Struct: // time.Time
+			f.Set(reflect.ValueOf(now.Add(-time.Hour)))
+		default:
+			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, now))
+	want := reservation{h: c.h, first: true, timed: true, at: now}
+	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }

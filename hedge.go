@@ -184,7 +184,9 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results <- hedgeResult{k, cc.send(i, n, r.at, true)}
+			var a attempt
+			cc.send(&a, i, n, r.at, true)
+			results <- hedgeResult{k, a}
 		}()
 	}
 	launch(*res, i, n, false, res.delay)

@@ -46,11 +46,13 @@ type attempt struct {
 // send sends attempt n (the i-th of this call) through the base transport:
 // the caller's request itself when nothing is to be added to it (op.asIs),
 // else a copy carrying the key and attempt headers. start is when the gate
-// admitted it, the start of its duration. It never mutates the caller's
+// admitted it, the start of its duration; timed says to measure it (see
+// reservation.timed). The result is written to a (filled in place: a
+// returned attempt would be copied). It never mutates the caller's
 // request and shares nothing with other attempts.
-func (c *call) send(i, n int, start time.Time, timed bool) attempt {
+func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 	cfg := &c.t.cfg
-	a := attempt{n: n}
+	*a = attempt{n: n}
 	var (
 		areq   *http.Request
 		w      *writeWatch
@@ -68,7 +70,7 @@ func (c *call) send(i, n int, start time.Time, timed bool) attempt {
 		var err error
 		if areq, w, cancel, err = c.attemptRequest(i, n); err != nil {
 			a.err = err // only a retry can get here (GetBody failed); nothing is sent
-			return a
+			return
 		}
 	}
 	a.req = areq
@@ -108,7 +110,6 @@ func (c *call) send(i, n int, start time.Time, timed bool) attempt {
 		}
 	}
 	a.resp, a.err = resp, err
-	return a
 }
 
 // attemptRequest returns attempt n's copy of the caller's request (the

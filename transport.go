@@ -171,7 +171,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
 			hedges += sent
 		} else {
-			a = c.send(i, n, res.at, res.timed || c.timeAll())
+			c.send(&a, i, n, res.at, res.timed || c.timeAll())
 			d = c.classify(&a)
 			if !a.sent {
 				res.cancel()
