@@ -51,6 +51,16 @@ const keyRandBuffer = 512
 func (s *keySource) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return (*heldKeySource)(s).Read(p)
+}
+
+// heldKeySource is a keySource whose mutex the caller holds: mint holds it
+// across the UUID and the slab, one lock per key instead of two.
+type heldKeySource keySource
+
+// Read is keySource.Read with s.mu held.
+func (h *heldKeySource) Read(p []byte) (int, error) {
+	s := (*keySource)(h)
 	if s.left == 0 {
 		if _, err := rand.Read(s.rand[:]); err != nil {
 			return 0, err
@@ -71,13 +81,14 @@ func (s *keySource) Read(p []byte) (int, error) {
 // key's string but that of every keySlabKeys-th. A key kept alive keeps
 // its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
-	u, err := uuid.NewV7FromReader(s)
+	s.mu.Lock() // uuid's own mutex is taken inside: always after this one
+	u, err := uuid.NewV7FromReader((*heldKeySource)(s))
 	if err != nil {
+		s.mu.Unlock()
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}
 	var b [36]byte
 	formatKey(&b, &u)
-	s.mu.Lock()
 	if s.slab.Cap()-s.slab.Len() < len(b) {
 		s.slab.Reset() // the keys already handed out keep the old slab
 		s.slab.Grow(keySlabKeys * len(b))
