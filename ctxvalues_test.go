@@ -9,9 +9,23 @@ import (
 
 type otherKey struct{}
 
-// TestContextValues: each setter keeps what outer contexts set of the
-// others, the innermost setting of each wins, and values of other packages
-// in between are no obstacle.
+// merged is a context whose values are its own, then other's: each of the
+// Transport's values is found wherever it was set.
+type merged struct {
+	context.Context
+	other context.Context
+}
+
+func (m merged) Value(k any) any {
+	if v := m.Context.Value(k); v != nil {
+		return v
+	}
+	return m.other.Value(k)
+}
+
+// TestContextValues: the innermost setting of each value wins, each is
+// found through other packages' values and through a context that merges
+// two, and a parent is never changed by a child's setting.
 func TestContextValues(t *testing.T) {
 	r1, r2 := &Report{}, &Report{}
 	bg := context.Background()
@@ -30,6 +44,7 @@ func TestContextValues(t *testing.T) {
 		{"all three", ContextWithReport(ContextWithOperation(ContextWithKey(bg, "k1"), "op1"), r1), "k1", true, "op1", true, r1},
 		{"innermost wins", ContextWithKey(ContextWithReport(ContextWithKey(ContextWithReport(bg, r1), "k1"), r2), "k2"), "k2", true, "", false, r2},
 		{"through other values", context.WithValue(ContextWithOperation(context.WithValue(ContextWithKey(bg, "k1"), otherKey{}, 1), "op1"), otherKey{}, 2), "k1", true, "op1", true, nil},
+		{"merged", merged{ContextWithReport(bg, r1), ContextWithOperation(ContextWithKey(bg, "k1"), "op1")}, "k1", true, "op1", true, r1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, ok := KeyFromContext(tc.ctx)
@@ -38,10 +53,9 @@ func TestContextValues(t *testing.T) {
 			op, ok := OperationFromContext(tc.ctx)
 			assert.Equal(t, tc.op, op)
 			assert.Equal(t, tc.hasOp, ok)
-			assert.Same(t, tc.report, valuesOf(tc.ctx).report)
+			assert.Same(t, tc.report, reportFromContext(tc.ctx))
 		})
 	}
-	// A parent is never changed by a child's setting.
 	parent := ContextWithKey(bg, "k1")
 	_ = ContextWithKey(parent, "k2")
 	k, _ := KeyFromContext(parent)

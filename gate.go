@@ -37,7 +37,9 @@ type reservation struct {
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
 	// timed says the attempt's latency is measured for the host's average:
-	// every retry, and one first attempt in latencySample (see wait).
+	// the attempts of one operation in latencySample (see wait), and of
+	// every operation whose first attempt is not counted (a redirect hop,
+	// an outer retry loop's call) or when the retry tokens are off.
 	timed bool
 	// at is the time of the latest admission step: the reservation's, then
 	// the time wait returned at, which is when the attempt starts. Read
@@ -96,7 +98,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	// Field by field: a composite literal is built on the stack and
 	// copied, twice the stores.
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
-	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, true
+	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
 	r.budgetAt = time.Time{}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
@@ -221,11 +223,13 @@ func (r *reservation) wait(c *call) error {
 	}
 	if !r.retry && !r.hop {
 		if h.tokens != nil {
-			// The count the deposit returns picks the first attempts
-			// timed: the first of each tenth of the window, then one in
-			// latencySample. A sample taken whatever the outcome keeps
-			// the average unbiased; the host's first request is timed.
+			// The count the deposit returns picks the operations whose
+			// attempts are timed, retries included: the first of each
+			// tenth of the window, then one in latencySample. Picked
+			// before any outcome, they keep the average unbiased; the
+			// host's first request is one.
 			r.timed = h.tokens.first(r.at)%latencySample == 1
+			c.unsampled = !r.timed
 		}
 		if h.budget != nil {
 			h.budget.DepositAt(r.at)

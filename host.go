@@ -100,7 +100,7 @@ func (t *Transport) host(name string, now time.Time) *hostState {
 		if v, ok := t.hosts.m.Load(name); ok {
 			h = v.(*hostState)
 		} else {
-			v, _ := t.hosts.m.LoadOrStore(name, t.newHost(name))
+			v, _ := t.hosts.m.LoadOrStore(name, t.newHost(name, ns))
 			h = v.(*hostState)
 		}
 		t.hosts.remember(h, ns)
@@ -126,8 +126,9 @@ func (hs *hosts) remember(h *hostState, ns int64) {
 	}
 }
 
-func (t *Transport) newHost(name string) *hostState {
+func (t *Transport) newHost(name string, ns int64) *hostState {
 	h := &hostState{name: name}
+	h.lastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
 	if !t.cfg.tokensOff {
 		h.tokens = NewRetryTokens(t.cfg.tokens)
 	}

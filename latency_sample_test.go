@@ -39,10 +39,11 @@ func get(t *testing.T, tr *Transport, ctx context.Context) {
 }
 
 // TestLatencySample: with the defaults, the host's latency average is fed
-// by the first of each tenth of the window and then one first attempt in
-// latencySample, whatever their outcome (an answer not sampled moves
-// nothing, however slow); a request with a Report is timed, and so is
-// every attempt when an Observer or a custom Classifier is set.
+// by the attempts of the first operation of each tenth of the window and
+// then one operation in latencySample, retries included, whatever their
+// outcome (an answer not sampled moves nothing, however slow); a request
+// with a Report is timed, and so is every attempt when an Observer or a
+// custom Classifier is set.
 func TestLatencySample(t *testing.T) {
 	ms := time.Millisecond
 	t.Run("one in eight", func(t *testing.T) {
@@ -62,6 +63,25 @@ func TestLatencySample(t *testing.T) {
 			get(t, tr, context.Background())
 			assert.Equal(t, int64(20*ms), h().latency.Load(), "request 9 is: 10 + (90-10)/8")
 			require.Less(t, time.Since(start), time.Second, "all in one tenth of the window")
+		})
+	})
+	t.Run("retries follow their operation", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// op 1: 10 ms, sampled. op 2: a 502 then a 200, 100 ms each,
+			// not sampled. ops 3–8: 10 ms. op 9: a 502 then a 200, 90
+			// ms each, sampled: both attempts feed the average.
+			codes := []int{200, 502, 200, 200, 200, 200, 200, 200, 200, 502, 200}
+			delays := []time.Duration{10 * ms, 100 * ms, 100 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms, 90 * ms, 90 * ms}
+			tr := NewTransport(&slowBase{codes: codes, delays: delays}, WithBackoff(nil))
+			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
+			get(t, tr, context.Background())
+			get(t, tr, context.Background())
+			assert.Equal(t, int64(10*ms), h().latency.Load(), "op 2's attempts are not sampled")
+			for range 6 {
+				get(t, tr, context.Background())
+			}
+			get(t, tr, context.Background())
+			assert.Equal(t, int64(28750*time.Microsecond), h().latency.Load(), "op 9's two attempts: 10 → 20 → 28.75 ms")
 		})
 	})
 	t.Run("report", func(t *testing.T) {

@@ -50,16 +50,15 @@ type operation struct {
 func (c *call) resolve() error {
 	cfg := &c.t.cfg
 	op := &c.op
-	v := valuesOf(c.ctx) // one walk up the context for the key, name and report
-	op.name = v.op
+	op.name, _ = OperationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
-	c.led.start(c, v.report)
+	c.led.start(c, reportFromContext(c.ctx))
 	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
 		closeReqBody(c.req)
 		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
 	}
-	if err := c.identity(hs.alt, v.key, v.hasKey); err != nil {
+	if err := c.identity(hs.alt); err != nil {
 		closeReqBody(c.req)
 		op.key = "" // never echo an invalid key
 		return c.fail(ErrInvalidKey, CategoryClient, err)
@@ -85,18 +84,17 @@ func (c *call) resolve() error {
 // key, the key of the request this one is a redirect of, or (for the
 // configured methods) a new one. A Store claim may replace it later. alt is
 // the key header field under another spelling than the canonical one, as
-// checkRequest found it ("" if none); ctxKey is the context's key, if
-// hasCtxKey.
-func (c *call) identity(alt, ctxKey string, hasCtxKey bool) error {
+// checkRequest found it ("" if none).
+func (c *call) identity(alt string) error {
 	cfg := &c.t.cfg
 	op := &c.op
 	if name, vs := keyField(c.req.Header, cfg.keyHeader, alt); len(vs) > 0 {
 		op.key, op.own, op.field = vs[0], true, name
 		return ValidateKey(op.key)
 	}
-	if hasCtxKey {
-		op.key, op.own = ctxKey, true
-		return ValidateKey(ctxKey)
+	if k, ok := KeyFromContext(c.ctx); ok {
+		op.key, op.own = k, true
+		return ValidateKey(k)
 	}
 	op.own = op.name != "" && cfg.store != nil
 	// http.Client follows a 307/308 by calling RoundTrip again with a new
@@ -135,7 +133,9 @@ func (c *call) claim() error {
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
 	now := cfg.now()
-	candidate := persist.Record{Operation: op.name, Key: op.key, Fingerprint: fp, Created: now, State: persist.Pending}
+	// A minted key is a substring of a slab shared with 15 others (see
+	// keySource.mint): a Store keeps a copy of its own, not the slab.
+	candidate := persist.Record{Operation: op.name, Key: strings.Clone(op.key), Fingerprint: fp, Created: now, State: persist.Pending}
 	var (
 		rec     persist.Record
 		claimed bool

@@ -82,7 +82,10 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 		a.took = cfg.since(start)
 		a.end = start.Add(a.took)
 	} else {
-		a.end = start // an untimed success: nothing reads its end
+		// An untimed success: its end is taken as its start. What reads
+		// it (the evidence that a server dedupes, kept for an hour) errs
+		// early by the attempt's duration.
+		a.end = start
 	}
 	switch {
 	case resp != nil && err != nil:

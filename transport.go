@@ -32,12 +32,12 @@ import (
 //
 // So as not to start a retry that cannot finish before the deadline, the
 // gate keeps a moving average of each host's attempt latency. It is fed by
-// every retry and by one first attempt in eight (the first in each tenth
-// of the retry tokens' window, a second by default, among them), whatever
-// their outcome; the other first attempts that succeed are not timed,
-// which saves a clock read per request. Every attempt is timed when its
-// duration is needed (a Report, an Observer, hedging, a custom
-// Classifier) or when the retry tokens are off.
+// the attempts, retries included, of one operation in eight (the first in
+// each tenth of the retry tokens' window, a second by default, among
+// them), picked before any outcome; the other operations' attempts that
+// succeed are not timed, which saves a clock read per request. Every
+// attempt is timed when its duration is needed (a Report, an Observer,
+// hedging, a custom Classifier) or when the retry tokens are off.
 //
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
@@ -107,6 +107,9 @@ type call struct {
 	op  operation
 	h   *hostState
 	led ledger
+	// unsampled: the operation was not picked to feed the host's latency
+	// average, so its attempts are not timed for it (reservation.timed).
+	unsampled bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
