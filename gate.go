@@ -65,6 +65,9 @@ const (
 // healthOf judges an attempt's outcome for the breaker and the tokens: only
 // outcomes that say the host is unhealthy count against it.
 func healthOf(resp *http.Response, err error, d Decision) health {
+	if d.Category == "" && plainSuccess(resp, err) {
+		return healthOK // the common case, as the status switch below has it
+	}
 	switch {
 	case d.Category == CategoryCanceled:
 		return healthNeutral

@@ -137,3 +137,20 @@ func BenchmarkClock(b *testing.B) {
 		}
 	})
 }
+
+// TestHostAndClockDoNotAllocate: finding a host's state (cached or in the
+// table) and reading the clock allocate nothing.
+func TestHostAndClockDoNotAllocate(t *testing.T) {
+	tr := NewTransport(&scripted{codes: []int{200}})
+	now := time.Now()
+	tr.host("api.test", now)
+	tr.host("other.test", now)
+	c := newClock()
+	for name, f := range map[string]func(){
+		"cached host": func() { tr.host("api.test", now) },
+		"table host":  func() { tr.host("other.test", now) },
+		"clock":       func() { c.now() },
+	} {
+		assert.Zero(t, testing.AllocsPerRun(1000, f), name)
+	}
+}
