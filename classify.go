@@ -396,10 +396,30 @@ func shouldRetryHint(h http.Header) int {
 	return 0
 }
 
-func replayed(h http.Header) bool {
-	return strings.EqualFold(strings.TrimSpace(headerValue(h, "Idempotency-Status")), "replayed") ||
-		strings.EqualFold(strings.TrimSpace(headerValue(h, "Idempotent-Replayed")), "true")
+func replayed(h http.Header) bool { return replayHeadersOf(h).replay() }
+
+// replayHeaders are the two headers of a response that speak of the
+// server's idempotency store. Classifying a keyed answer and judging
+// whether its server dedupes both read them: an attempt looks them up once
+// (attempt.replayHeaders).
+type replayHeaders struct{ status, replayed string }
+
+func replayHeadersOf(h http.Header) replayHeaders {
+	if len(h) == 0 {
+		return replayHeaders{}
+	}
+	return replayHeaders{headerValue(h, "Idempotency-Status"), headerValue(h, "Idempotent-Replayed")}
 }
+
+// replay reports whether the headers say the answer was replayed from the
+// store (Idempotency-Status: replayed or Idempotent-Replayed: true).
+func (r replayHeaders) replay() bool {
+	return strings.EqualFold(strings.TrimSpace(r.status), "replayed") ||
+		strings.EqualFold(strings.TrimSpace(r.replayed), "true")
+}
+
+// present reports whether either header is there, whatever its value.
+func (r replayHeaders) present() bool { return r.status != "" || r.replayed != "" }
 
 // headerValue is h.Get(name) for a name already in canonical form (a
 // constant, or the configured key header, canonicalised by WithKeyHeader):

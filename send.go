@@ -41,6 +41,19 @@ type attempt struct {
 	// stop is why the Transport will not retry a, when it overrode the
 	// classifier (ErrUnsafeRetry); nil otherwise.
 	stop error
+	// replay holds resp's replay headers once replaySeen (see
+	// replayHeaders).
+	replay     replayHeaders
+	replaySeen bool
+}
+
+// replayHeaders returns the replay headers of a's response (which must not
+// be nil), looked up on first use.
+func (a *attempt) replayHeaders() replayHeaders {
+	if !a.replaySeen {
+		a.replay, a.replaySeen = replayHeadersOf(a.resp.Header), true
+	}
+	return a.replay
 }
 
 // send sends attempt n (the i-th of this call) through the base transport:
@@ -320,8 +333,9 @@ func (c *call) classify(a *attempt) Decision {
 	var d Decision
 	switch {
 	case !c.t.cfg.customClassifier && plainSuccess(a.resp, a.err):
-		// DefaultClassifier's first case, without building its Outcome.
-		d = success(a.resp, c.op.key != "")
+		// DefaultClassifier's first case (success), without building
+		// its Outcome; the replay headers are kept for guardUnsafe.
+		d = Decision{Action: Success, Replayed: c.op.key != "" && a.replayHeaders().replay()}
 	case a.err != nil && c.ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
 		a.err = errors.Join(c.ctx.Err(), a.err)

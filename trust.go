@@ -120,14 +120,14 @@ func routeOf(req *http.Request) route {
 	return route{req.Method, p[:end]}
 }
 
-// showsDedupe reports whether resp shows that the server dedupes req by
+// showsDedupe reports whether a.resp shows that the server dedupes by
 // its key: it echoes the key, says how its idempotency store answered, or
 // says the key is in use.
-func showsDedupe(resp *http.Response, keyHeader, key string, d Decision) bool {
-	h := resp.Header
-	if headerValue(h, "Idempotency-Status") != "" || headerValue(h, "Idempotent-Replayed") != "" {
+func showsDedupe(a *attempt, keyHeader, key string, d Decision) bool {
+	if a.replayHeaders().present() {
 		return true
 	}
+	h := a.resp.Header
 	if d.Category == CategoryInProgress || d.Category == CategoryPayloadMismatch {
 		return true
 	}
@@ -183,12 +183,11 @@ func (c *call) trusted(a *attempt, d Decision) bool {
 	if c.op.own || c.t.cfg.declaredDeduping(c.req) {
 		return true
 	}
-	r := routeOf(c.req)
-	if a.resp != nil && showsDedupe(a.resp, c.t.cfg.keyHeader, c.op.key, d) {
-		c.h.evidence.note(r, a.end)
+	if a.resp != nil && showsDedupe(a, c.t.cfg.keyHeader, c.op.key, d) {
+		c.h.evidence.note(routeOf(c.req), a.end)
 		return true
 	}
-	return d.Action == Retry && c.h.evidence.has(r, a.end)
+	return d.Action == Retry && c.h.evidence.has(routeOf(c.req), a.end)
 }
 
 // notApplied reports whether attempt a's failure proves the server did not
