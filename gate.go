@@ -48,9 +48,9 @@ type reservation struct {
 	at time.Time
 }
 
-// latencySample is how many first attempts to a host make one whose
-// latency is measured for the host's moving average, when nothing else
-// needs their durations (see call.timeAll): the others skip a clock read.
+// latencySample is how many operations to a host make one whose attempts'
+// latencies feed the host's moving average, when nothing else needs their
+// durations (see call.timeAll): the others' successes skip a clock read.
 const latencySample = 8
 
 // health is what an attempt's outcome says about its host.
@@ -93,10 +93,10 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 }
 
 // reserve decides at now, into r, whether attempt n of c may be sent after
-// at least backoff, without blocking. For a retry it checks that the wait and the
-// host's usual latency fit before the deadline and that the breaker is not
-// open, then takes a retry token and the budget's share. An error is the
-// reason the retry is refused (nothing was taken).
+// at least backoff, without blocking. For a retry it checks that the wait
+// and the host's usual latency fit before the deadline and that the breaker
+// is not open, then takes a retry token and the budget's share. An error is
+// the reason the retry is refused (nothing was taken).
 func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, now time.Time) error {
 	// Field by field: a composite literal is built on the stack and
 	// copied, twice the stores.
