@@ -160,7 +160,11 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	if w != nil && c.op.field == "" {
 		extra++ // the key header
 	}
-	areq.Header = attemptHeader(c.req.Header, extra, i == 0 && c.op.clipped) // never nil: checkRequest refused a nil Header
+	if extra > 0 {
+		areq.Header = attemptHeader(c.req.Header, extra, i == 0 && c.op.clipped) // never nil: checkRequest refused a nil Header
+	}
+	// else (the first attempt of a request whose key the caller set in its
+	// header) the attempt shares the caller's header, which nothing writes.
 	if w != nil && c.op.field == "" {
 		areq.Header[cfg.keyHeader] = w.key[:]
 	}

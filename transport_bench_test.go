@@ -1,7 +1,9 @@
 package resilient_test
 
 import (
+	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/resilienthttp/resilient"
@@ -117,5 +119,63 @@ func TestRoundTripAllocs(t *testing.T) {
 		if allocs > tc.max {
 			t.Errorf("%s %v: %v allocations per request, want at most %v", tc.method, tc.header, allocs, tc.max)
 		}
+	}
+}
+
+// headerSeen records the header map of each request it is sent.
+type headerSeen struct {
+	fixedTransport
+	seen []http.Header
+}
+
+func (h *headerSeen) RoundTrip(req *http.Request) (*http.Response, error) {
+	h.seen = append(h.seen, req.Header)
+	return h.fixedTransport.RoundTrip(req)
+}
+
+// TestCallerKeyedFirstAttemptSharesTheHeader: the first attempt of a request
+// whose key the caller set adds no header field (no key to add, no attempt
+// header on a first attempt), so it is sent with the caller's header map,
+// unchanged, and allocates only the request copy and the write watch with
+// its hook; a retry gets a copy with its attempt header.
+func TestCallerKeyedFirstAttemptSharesTheHeader(t *testing.T) {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	base := &headerSeen{fixedTransport: fixedTransport{resp}}
+	tr := resilient.NewTransport(base)
+	reqs := make([]*http.Request, 102)
+	for i := range reqs {
+		reqs[i], _ = http.NewRequest(http.MethodPost, "http://api.test/v1/charges", nil)
+		reqs[i].Header["Content-Type"] = []string{"application/json"}
+		reqs[i].Header["Idempotency-Key"] = []string{fmt.Sprintf("order-%d", i)} // one operation each
+	}
+	n := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := tr.RoundTrip(reqs[n]); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	})
+	if allocs > 3.1 { // the recent-keys map grows now and then
+		t.Errorf("%v allocations per request, want 3", allocs)
+	}
+	for i, h := range base.seen {
+		if reflect.ValueOf(h).UnsafePointer() != reflect.ValueOf(reqs[i].Header).UnsafePointer() {
+			t.Fatalf("request %d: sent with another header map", i)
+		}
+		if len(h) != 2 {
+			t.Fatalf("request %d: the caller's header changed: %v", i, h)
+		}
+	}
+	// The same key again is the operation's next attempt: a copy with
+	// Retry-Attempt: 1, the caller's map untouched.
+	again, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/charges", nil)
+	again.Header["Idempotency-Key"] = []string{"order-0"}
+	_, err := tr.RoundTrip(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := base.seen[len(base.seen)-1]
+	if last.Get("Retry-Attempt") != "1" || again.Header.Get("Retry-Attempt") != "" {
+		t.Errorf("next attempt header %v, caller's %v", last, again.Header)
 	}
 }
