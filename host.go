@@ -48,9 +48,9 @@ type hostState struct {
 
 	// latency is a moving average of the host's attempt durations (ns), so
 	// that a retry that cannot finish before the deadline is not started.
-	// Every attempt writes it: it has a cache line of its own, so that
-	// its writes on one core do not evict the fields every request reads
-	// on the others.
+	// Timed attempts write it (one operation in latencySample, or all):
+	// it has a cache line of its own, so that its writes on one core do
+	// not evict the fields every request reads on the others.
 	_       [cacheLine]byte
 	latency atomic.Int64
 	_       [cacheLine - 8]byte

@@ -102,18 +102,11 @@ func (s *keySource) mint() (string, error) {
 // keySlabKeys is how many keys share an allocation (see mint).
 const keySlabKeys = 16
 
-// keyString is u.String() (the canonical 8-4-4-4-12 lowercase hex form)
-// written a byte of u at a time from a table of the 256 digit pairs, at
-// constant offsets: uuid's encodeHex makes five hex.Encode calls, whose
+// formatKey writes u's canonical form (u.String(): 8-4-4-4-12 lowercase
+// hex) into b, a byte of u at a time from a table of the 256 digit pairs,
+// at constant offsets: uuid's encodeHex makes five hex.Encode calls, whose
 // loops and bounds checks cost more than the 36 bytes. (Computing 8 digits
 // at a time in a uint64 took 76 instructions more per key than the table.)
-func keyString(u uuid.UUID) string {
-	var b [36]byte
-	formatKey(&b, &u)
-	return string(b[:])
-}
-
-// formatKey writes u's canonical form into b.
 func formatKey(b *[36]byte, u *uuid.UUID) {
 	pair := func(i int, x byte) { binary.LittleEndian.PutUint16(b[i:i+2], hexPairs[x]) }
 	pair(0, u[0])

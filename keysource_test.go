@@ -46,6 +46,13 @@ func (s *poolKeySource) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// keyString is formatKey's output as a string, as mint's slab holds it.
+func keyString(u uuid.UUID) string {
+	var b [36]byte
+	formatKey(&b, &u)
+	return string(b[:])
+}
+
 // BenchmarkKeySource mints keys from each source, then formats them: with
 // uuid.UUID.String and with keyString.
 func BenchmarkKeySource(b *testing.B) {
