@@ -194,17 +194,16 @@ func (b *Budget) bucket(e int64) *budgetBucket {
 func (b *Budget) Deposit() { b.DepositAt(time.Now()) }
 
 // DepositAt records a first attempt at time now.
-func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
+func (b *Budget) DepositAt(now time.Time) { b.depositN(now, 1) }
 
-// deposit records a first attempt at now and returns the deposits of its
-// bucket so far, this one included; 0 if it was dropped (see Budget).
-func (b *Budget) deposit(now time.Time) int64 {
+// depositN records n first attempts at now, as n calls of DepositAt do; a
+// deposit to a bucket that a later epoch has taken is dropped (see Budget).
+func (b *Budget) depositN(now time.Time, n int64) {
 	e := b.params().epoch(now)
 	bk := b.bucket(e)
 	if bk.epoch.Load() == e || bk.current(e) {
-		return bk.deposits.Add(1)
+		bk.deposits.Add(n)
 	}
-	return 0
 }
 
 // Withdraw reports whether a retry may be sent now, and if so counts it.

@@ -105,8 +105,10 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	r.budgetAt = time.Time{}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
-		// does not, the attempt goes out as a bare client's would.
-		if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+		// does not, the attempt goes out as a bare client's would. (An
+		// unclocked first attempt was taken with no pause set; one set
+		// since is for wait to see.)
+		if p := h.pausedFor(now, false); p > 0 && !now.IsZero() && c.fits(now, p) {
 			r.delay = p
 		}
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:
@@ -226,19 +228,41 @@ func (r *reservation) wait(c *call) error {
 	}
 	if !r.retry && !r.hop {
 		if h.tokens != nil {
-			// The count the deposit returns picks the operations whose
-			// attempts are timed, retries included: the first of each
-			// tenth of the window, then one in latencySample. Picked
-			// before any outcome, they keep the average unbiased; the
-			// host's first request is one.
-			r.timed = h.tokens.first(r.at)%latencySample == 1
+			// The host's count of operations picks those whose attempts
+			// are timed, retries included: one in latencySample, the
+			// host's first among them. Picked before any outcome, they
+			// keep the average unbiased. Each of them records in the
+			// tokens the first attempts counted since the last one did,
+			// its own included: the others read no clock for it.
+			k := h.firsts.Add(1)
+			r.timed = k%latencySample == 1
 			c.unsampled = !r.timed
+			if r.timed {
+				n := int64(latencySample)
+				if k == 1 {
+					n = 1
+				}
+				h.tokens.firstN(r.clocked(c), n)
+			}
 		}
 		if h.budget != nil {
-			h.budget.DepositAt(r.at)
+			h.budget.DepositAt(r.clocked(c))
 		}
 	}
 	return nil
+}
+
+// clocked returns r.at, the time the attempt starts, reading the clock
+// first if the reservation was made without it (an unclocked first attempt,
+// see call.unclocked); the host is then marked used at that time.
+func (r *reservation) clocked(c *call) time.Time {
+	if r.at.IsZero() {
+		r.at = c.t.cfg.now()
+		ns := r.at.UnixNano()
+		c.t.hosts.sweepIfDue(ns)
+		r.h.used(ns)
+	}
+	return r.at
 }
 
 // cancel releases a reservation whose attempt was not sent: what the retry

@@ -35,8 +35,11 @@ type hostState struct {
 	// quantile; nil unless the Transport hedges at one.
 	lat *latencies
 	// lastUsed (Unix ns) is when a request last used the host: hosts idle
-	// for a window are evicted.
+	// for a window are evicted. A request that reads no clock before it
+	// is sent (see call.unclocked) sets touched instead, which the next
+	// sweep turns into a lastUsed of its own time.
 	lastUsed atomic.Int64
+	touched  atomic.Bool
 
 	// evidence: the routes whose server showed it dedupes by key.
 	evidence evidence
@@ -48,12 +51,15 @@ type hostState struct {
 
 	// latency is a moving average of the host's attempt durations (ns), so
 	// that a retry that cannot finish before the deadline is not started.
-	// Timed attempts write it (one operation in latencySample, or all):
-	// it has a cache line of its own, so that its writes on one core do
-	// not evict the fields every request reads on the others.
+	// Timed attempts write it (one operation in latencySample, or all).
+	// firsts counts the operations sent to the host (their first
+	// attempts), every one of them (see reservation.wait). The two have a
+	// cache line of their own, so that their writes on one core do not
+	// evict the fields every request reads on the others.
 	_       [cacheLine]byte
 	latency atomic.Int64
-	_       [cacheLine - 8]byte
+	firsts  atomic.Int64
+	_       [cacheLine - 16]byte
 }
 
 // cacheLine is the size of a CPU cache line on the common platforms.
@@ -92,9 +98,7 @@ const lastReplace = int64(time.Second)
 // marks it used at now.
 func (t *Transport) host(name string, now time.Time) *hostState {
 	ns := now.UnixNano()
-	if n := t.hosts.nextSweep.Load(); ns >= n {
-		t.hosts.sweep(ns)
-	}
+	t.hosts.sweepIfDue(ns) // first: a host found below is not then evicted as idle
 	h := t.hosts.last.Load()
 	if h == nil || h.name != name {
 		if v, ok := t.hosts.m.Load(name); ok {
@@ -105,10 +109,35 @@ func (t *Transport) host(name string, now time.Time) *hostState {
 		}
 		t.hosts.remember(h, ns)
 	}
+	h.used(ns)
+	return h
+}
+
+// cachedHost returns the named host's state if it is the one hosts.last
+// holds, marked used without a time (see hostState.touched); nil if not.
+func (t *Transport) cachedHost(name string) *hostState {
+	h := t.hosts.last.Load()
+	if h == nil || h.name != name {
+		return nil
+	}
+	if !h.touched.Load() {
+		h.touched.Store(true)
+	}
+	return h
+}
+
+// used marks h used at ns (Unix ns).
+func (h *hostState) used(ns int64) {
 	if ns-h.lastUsed.Load() >= lastUsedStep {
 		h.lastUsed.Store(ns)
 	}
-	return h
+}
+
+// sweepIfDue sweeps the idle hosts if a sweep is due at ns (Unix ns).
+func (hs *hosts) sweepIfDue(ns int64) {
+	if n := hs.nextSweep.Load(); ns >= n {
+		hs.sweep(ns)
+	}
 }
 
 // remember caches h, found in the table at ns, as the last host, unless
@@ -167,7 +196,14 @@ func (hs *hosts) sweep(now int64) {
 	}
 	hs.nextSweep.Store(now + hs.idleAfter)
 	hs.m.Range(func(k, v any) bool {
-		if h := v.(*hostState); h.idle(now, hs.idleAfter) && hs.m.CompareAndDelete(k, v) {
+		h := v.(*hostState)
+		if h.touched.Load() {
+			// Used since the last sweep by a request that read no clock.
+			h.touched.Store(false)
+			h.lastUsed.Store(max(h.lastUsed.Load(), now))
+			return true
+		}
+		if h.idle(now, hs.idleAfter) && hs.m.CompareAndDelete(k, v) {
 			hs.last.CompareAndSwap(h, nil)
 		}
 		return true

@@ -39,8 +39,8 @@ func get(t *testing.T, tr *Transport, ctx context.Context) {
 }
 
 // TestLatencySample: with the defaults, the host's latency average is fed
-// by the attempts of the first operation of each tenth of the window and
-// then one operation in latencySample, retries included, whatever their
+// by the attempts of one operation in latencySample, the host's first
+// among them, retries included, whatever their
 // outcome (an answer not sampled moves nothing, however slow); a request
 // with a Report is timed, and so is every attempt when an Observer or a
 // custom Classifier is set.
@@ -53,7 +53,6 @@ func TestLatencySample(t *testing.T) {
 			base := &slowBase{codes: []int{200, 503, 200, 503, 200, 200, 200, 200, 200}, delays: []time.Duration{10 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 90 * ms}}
 			tr := NewTransport(base, WithMaxAttempts(1))
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
-			start := time.Now()
 			get(t, tr, context.Background())
 			assert.Equal(t, int64(10*ms), h().latency.Load(), "the host's first request is timed")
 			for range 7 {
@@ -62,7 +61,6 @@ func TestLatencySample(t *testing.T) {
 			assert.Equal(t, int64(10*ms), h().latency.Load(), "requests 2–8 are not sampled")
 			get(t, tr, context.Background())
 			assert.Equal(t, int64(20*ms), h().latency.Load(), "request 9 is: 10 + (90-10)/8")
-			require.Less(t, time.Since(start), time.Second, "all in one tenth of the window")
 		})
 	})
 	t.Run("retries follow their operation", func(t *testing.T) {

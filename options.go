@@ -32,6 +32,7 @@ type config struct {
 	classifier       Classifier
 	customClassifier bool // WithClassifier set one: it may read Outcome.Now
 	timeAll          bool // every attempt is timed (see call.timeAll)
+	unclocked        bool // a first attempt may be sent without a clock read (see call.unclocked)
 	tokensOff        bool
 	tokens           RetryTokensConfig
 	budget           *Budget       // shared by every host when set

@@ -89,12 +89,21 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 	a.req = areq
 	resp, err := c.t.base.RoundTrip(areq)
 	a.sent, a.timed = true, timed
-	if timed || !plainSuccess(resp, err) {
+	switch {
+	case start.IsZero():
+		// An unclocked first attempt (call.unclocked), never timed: an
+		// answer other than a plain success gets its end time, for what
+		// reads it (a server's pause, Outcome.Now).
+		a.timed = false
+		if !plainSuccess(resp, err) {
+			a.end = cfg.now()
+		}
+	case timed || !plainSuccess(resp, err):
 		// One monotonic clock read: time.Now reads the wall clock too,
 		// which the end time can take from start.
 		a.took = cfg.since(start)
 		a.end = start.Add(a.took)
-	} else {
+	default:
 		// An untimed success: its end is taken as its start. What reads
 		// it (the evidence that a server dedupes, kept for an hour) errs
 		// early by the attempt's duration.

@@ -145,11 +145,10 @@ func (rt *RetryTokens) First() { rt.FirstAt(time.Now()) }
 
 // FirstAt records a first attempt at time now. It sizes the bucket; it
 // never spends or earns a token.
-func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.deposit(now) }
+func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.depositN(now, 1) }
 
-// first is FirstAt, returning the first attempts counted so far in now's
-// tenth of the window, this one included (0 if it was dropped).
-func (rt *RetryTokens) first(now time.Time) int64 { return rt.firsts.deposit(now) }
+// firstN records n first attempts at time now, as n calls of FirstAt do.
+func (rt *RetryTokens) firstN(now time.Time, n int64) { rt.firsts.depositN(now, n) }
 
 // Take reports whether a retry may be sent now, and if so takes its token.
 func (rt *RetryTokens) Take() bool { return rt.TakeAt(time.Now()) }

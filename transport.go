@@ -32,12 +32,16 @@ import (
 //
 // So as not to start a retry that cannot finish before the deadline, the
 // gate keeps a moving average of each host's attempt latency. It is fed by
-// the attempts, retries included, of one operation in eight (the first in
-// each tenth of the retry tokens' window, a second by default, among
-// them), picked before any outcome; the other operations' attempts that
-// succeed are not timed, which saves a clock read per request. Every
-// attempt is timed when its duration is needed (a Report, an Observer,
-// hedging, a custom Classifier) or when the retry tokens are off.
+// the attempts, retries included, of one operation in eight to the host
+// (its first operation among them), picked by count before any outcome;
+// the other operations' attempts that succeed are not timed. Every attempt
+// is timed when its duration is needed (a Report, an Observer, hedging, a
+// custom Classifier) or when the retry tokens are off. The picked
+// operations also record in the host's retry tokens the first attempts
+// sent since the previous one, so that an unkeyed operation that is not
+// picked, with the retry tokens and no Budget, reads no clock before its
+// first attempt is sent, nor after it when it succeeds; the tokens' count
+// of first attempts then lags by at most seven.
 //
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
@@ -84,6 +88,8 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
 	t.cfg.timeAll = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
+	t.cfg.unclocked = !t.cfg.timeAll && !t.cfg.tokensOff &&
+		t.cfg.budget == nil && t.cfg.budgetConfig == nil && t.cfg.budgetFunc == nil
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.now().UnixNano() + t.hosts.idleAfter)
 	return t
@@ -132,8 +138,14 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
-	now := t.cfg.now()
-	c.h = t.host(req.URL.Host, now)
+	var now time.Time // zero: an unclocked first attempt
+	if c.unclocked() {
+		c.h = t.cachedHost(req.URL.Host)
+	}
+	if c.h == nil {
+		now = t.cfg.now()
+		c.h = t.host(req.URL.Host, now)
+	}
 	var (
 		a, prev      attempt // this iteration's attempt, and the one before
 		d, prevDec   Decision
@@ -221,6 +233,19 @@ func (c *call) observe(a *attempt, d Decision) {
 	case http.StatusServiceUnavailable:
 		c.h.pause(a.end, d.Delay, false)
 	}
+}
+
+// unclocked reports whether c's first attempt may be admitted and sent
+// without reading the clock, when its host's state is at hand
+// (Transport.cachedHost): an unkeyed operation (no key to record, no
+// evidence of a server's dedupe to keep) that is not a redirect hop, whose
+// attempts are not all timed (call.timeAll), through a gate that needs no
+// time to admit a first attempt (retry tokens on, no Budget). Only the
+// operations picked to feed the host's latency average read it then
+// (reservation.clocked), and an attempt that is not a plain success, for
+// its end time.
+func (c *call) unclocked() bool {
+	return c.t.cfg.unclocked && c.op.key == "" && !c.op.hop && c.led.rep == nil
 }
 
 // timeAll reports whether every attempt of c is timed: when its duration

@@ -1,0 +1,166 @@
+package resilient
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countClock makes tr count its clock reads (cfg.now and cfg.since) in
+// reads.
+func countClock(tr *Transport, reads *atomic.Int64) {
+	now, since := tr.cfg.now, tr.cfg.since
+	tr.cfg.now = func() time.Time { reads.Add(1); return now() }
+	tr.cfg.since = func(t time.Time) time.Duration { reads.Add(1); return since(t) }
+}
+
+// roundTrip sends req through tr and returns the status, or 0 on error.
+func roundTrip(t *testing.T, tr *Transport, req *http.Request) int {
+	t.Helper()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func newGet(ctx context.Context, host string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1/items", nil)
+	return req
+}
+
+// TestUnclockedFirstAttempts: with the defaults, an unkeyed operation to
+// the cached host reads no clock before its first attempt is sent, unless
+// it is the one in latencySample that feeds the latency average (two
+// reads: the start and the end); an answer that is not a plain success
+// reads the clock once, for its end time. A keyed operation, a Report, an
+// Observer or a Budget read the clock as before.
+func TestUnclockedFirstAttempts(t *testing.T) {
+	t.Run("one in eight reads the clock", func(t *testing.T) {
+		var reads atomic.Int64
+		tr := NewTransport(&scripted{codes: []int{200}})
+		countClock(tr, &reads)
+		var got []int64
+		for range 2*latencySample + 1 {
+			reads.Store(0)
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			got = append(got, reads.Load())
+		}
+		// The host's first operation finds no cached host: one read to
+		// look it up (its start), one for its end (it is sampled).
+		want := []int64{2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2}
+		assert.Equal(t, want, got)
+	})
+	t.Run("a failure reads its end", func(t *testing.T) {
+		var reads atomic.Int64
+		tr := NewTransport(&scripted{codes: []int{200, 503}}, WithMaxAttempts(1))
+		countClock(tr, &reads)
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		reads.Store(0)
+		require.Equal(t, 503, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		assert.Equal(t, int64(1), reads.Load())
+	})
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		req  func() *http.Request
+	}{
+		{"keyed POST", nil, func() *http.Request { return newPost(context.Background(), nil) }},
+		{"report", nil, func() *http.Request {
+			return newGet(ContextWithReport(context.Background(), &Report{}), "api.test")
+		}},
+		{"observer", []Option{WithObserver(func(context.Context, Event) {})}, func() *http.Request { return newGet(context.Background(), "api.test") }},
+		{"budget", []Option{WithBudgetConfig(BudgetConfig{})}, func() *http.Request { return newGet(context.Background(), "api.test") }},
+		{"retry tokens off", []Option{WithoutRetryTokens()}, func() *http.Request { return newGet(context.Background(), "api.test") }},
+	} {
+		t.Run(tc.name+" reads the clock", func(t *testing.T) {
+			var reads atomic.Int64
+			tr := NewTransport(&scripted{codes: []int{200}}, tc.opts...)
+			countClock(tr, &reads)
+			for i := range latencySample {
+				reads.Store(0)
+				require.Equal(t, 200, roundTrip(t, tr, tc.req()))
+				assert.Positive(t, reads.Load(), "operation %d", i+1)
+			}
+		})
+	}
+}
+
+// TestUnclockedFirstAttemptWaitsForAPause: a 429 with Retry-After holds
+// back the first attempts that follow it, unclocked ones included, when
+// the wait fits their deadline.
+func TestUnclockedFirstAttemptWaitsForAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Since(start))
+			code, h := http.StatusOK, http.Header{}
+			if len(sent) == 2 {
+				code = http.StatusTooManyRequests
+				h.Set("Retry-After", "3")
+			}
+			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+		})
+		tr := NewTransport(base, WithMaxAttempts(1))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 429, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		assert.Equal(t, []time.Duration{0, 0, 3 * time.Second}, sent)
+	})
+}
+
+// TestUnclockedFirstAttemptsSizeTheTokens: the operations that read no
+// clock still size the host's retry tokens: each sampled operation records
+// the first attempts since the previous one, its own included, so the
+// count lags by at most latencySample-1.
+func TestUnclockedFirstAttemptsSizeTheTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}})
+		counted := func() int64 {
+			v, _ := tr.hosts.m.Load("api.test")
+			f := &v.(*hostState).tokens.firsts
+			d, _, _, _ := f.sum(f.params().epoch(tr.cfg.now()), nil)
+			return d
+		}
+		for i := 1; i <= 3*latencySample; i++ {
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			want := int64(1 + (i-1)/latencySample*latencySample)
+			require.Equal(t, want, counted(), "after %d operations", i)
+		}
+	})
+}
+
+// TestUnclockedHostIsNotEvicted: a host that only unclocked requests use
+// (they mark it used without a time) survives the sweeps while it is used,
+// and is evicted once it has been idle for the window.
+func TestUnclockedHostIsNotEvicted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}})
+		idle := tr.cfg.idleAfter()
+		has := func() bool { _, ok := tr.hosts.m.Load("api.test"); return ok }
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test"))) // sampled: clocked
+		// Operations 2–8 read no clock, spread over three windows; a
+		// request to another host (clocked) runs a sweep in each.
+		for range latencySample - 1 {
+			time.Sleep(idle/2 + time.Millisecond)
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			time.Sleep(idle/2 + time.Millisecond)
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
+			require.True(t, has(), "a host in use was evicted")
+		}
+		// Idle for two windows: the first sweep ages it, the next evicts.
+		for range 3 {
+			time.Sleep(idle + time.Millisecond)
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
+		}
+		assert.False(t, has(), "an idle host was kept")
+	})
+}
