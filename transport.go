@@ -139,7 +139,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	var now time.Time // zero: an unclocked first attempt
-	if c.unclocked() {
+	quiet := c.unclocked()
+	if quiet {
 		c.h = t.cachedHost(req.URL.Host)
 	}
 	if c.h == nil {
@@ -187,6 +188,18 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			hedges += sent
 		} else {
 			c.send(&a, i, n, res.at, res.timed || c.timeAll())
+			if quiet && i == 0 && plainSuccess(a.resp, a.err) {
+				// The first attempt of an operation that nothing observes
+				// succeeded: the classifier's answer is a success, and only
+				// the host has anything to learn from it (see
+				// call.unclocked).
+				res.release(c, healthOK)
+				if a.timed {
+					c.h.observeLatency(a.took)
+				}
+				c.op.body.close()
+				return a.resp, nil
+			}
 			d = c.classify(&a)
 			if !a.sent {
 				res.cancel()
@@ -243,7 +256,10 @@ func (c *call) observe(a *attempt, d Decision) {
 // time to admit a first attempt (retry tokens on, no Budget). Only the
 // operations picked to feed the host's latency average read it then
 // (reservation.clocked), and an attempt that is not a plain success, for
-// its end time.
+// its end time. Nothing observes such an operation (no Report, Observer or
+// custom Classifier), so a first attempt that is a plain success ends it
+// with no more than what the host learns: a healthy answer, and its
+// latency if it was timed.
 func (c *call) unclocked() bool {
 	return c.t.cfg.unclocked && c.op.key == "" && !c.op.hop && c.led.rep == nil
 }

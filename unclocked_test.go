@@ -164,3 +164,22 @@ func TestUnclockedHostIsNotEvicted(t *testing.T) {
 		assert.False(t, has(), "an idle host was kept")
 	})
 }
+
+// TestUnclockedSuccessIsCounted: a first attempt that ends an unclocked
+// operation early (a plain success) still earns the host's retry tokens
+// back and counts as a success in its breaker.
+func TestUnclockedSuccessIsCounted(t *testing.T) {
+	tr := NewTransport(&scripted{codes: []int{200}}, WithBreaker(BreakerSettings{}))
+	require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+	v, _ := tr.hosts.m.Load("api.test")
+	h := v.(*hostState)
+	h.tokens.deficit.Store(3 * tokenUnit)
+	before := h.breaker.Counts()
+	for range 4 {
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+	}
+	assert.Equal(t, int64(tokenUnit), h.tokens.deficit.Load(), "four successes earn 4 × 0.5 tokens")
+	after := h.breaker.Counts()
+	assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
+	assert.Equal(t, before.Requests+4, after.Requests)
+}
