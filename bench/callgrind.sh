@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# callgrind.sh: instructions per request of each client over the stub base
+# transport (BenchmarkOverhead/stub), counted with valgrind's callgrind,
+# as in results/overhead-callgrind.txt. Needs valgrind.
+#
+# Mutator only (GOGC=off: no GC work is counted); a clock read (vDSO) counts
+# as its instructions, not its time. Per request = (I(45000 iterations) -
+# I(5000)) / 40000, so that start-up and warm-up cancel out.
+#
+# Usage: ./callgrind.sh [REGEX]   (default: every stub benchmark)
+set -euo pipefail
+cd "$(dirname "$0")"
+regex="${1:-.}"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+go test -c -o "$dir/bench.test" .
+
+count() { # count BENCH ITERATIONS: the run's total instructions
+  GODEBUG=cpu.rdtscp=off,asyncpreemptoff=1 GOMAXPROCS=1 GOGC=off \
+    valgrind --tool=callgrind --callgrind-out-file="$dir/out" \
+    "$dir/bench.test" -test.run '^$' -test.bench "^BenchmarkOverhead\$/stub/$1\$" \
+    -test.benchtime "$2x" -test.cpu 1 >/dev/null 2>"$dir/log"
+  sed -n 's/.*Collected : //p' "$dir/log"
+}
+
+declare -A bare
+printf '%-32s %8s %8s\n' benchmark instr +bare
+for method in GET POST; do
+  for client in nethttp resilient retryablehttp failsafe; do
+    name="$method/$client"
+    [[ "stub/$name" =~ $regex ]] || [ "$client" = nethttp ] || continue
+    hi="$(count "$name" 45000)"
+    lo="$(count "$name" 5000)"
+    per=$(((hi - lo) / 40000))
+    if [ "$client" = nethttp ]; then
+      bare[$method]=$per
+      printf '%-32s %8d %8s\n' "stub/$name" "$per" -
+    else
+      printf '%-32s %8d %+8d\n' "stub/$name" "$per" $((per - bare[$method]))
+    fi
+  done
+done
