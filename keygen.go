@@ -31,61 +31,44 @@ func NewKey() (string, error) {
 // keySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
 // of NewKey, whose random bits come from crypto/rand through a buffer, so
 // that a request does not pay a crypto/rand read of its own (uuid.NewV7
-// reads 16 bytes per key). The buffers are the Transport's, not the
-// process's (uuid.EnableRandPool is global state that belongs to the
-// application).
-//
-// The buffers and the slabs the keys' strings are written in are held in
-// shards, one per P while they last (a sync.Pool): a key takes no lock of
-// the Transport's, only uuid's own process-wide one, for the timestamp.
-// A shard the pool drops takes its unread random bytes with it; they are
-// never read again. The zero keySource is ready to use; it is safe for
-// concurrent use.
+// reads 16 bytes per key). The buffer is the Transport's, not the process's
+// (uuid.EnableRandPool is global state that belongs to the application).
+// The zero keySource is ready to use; it is safe for concurrent use.
 type keySource struct {
-	shards sync.Pool // of *keyShard
-}
-
-// keyShard is one goroutine's share of a keySource at a time: a buffer of
-// random bytes and a slab of key strings.
-type keyShard struct {
+	mu   sync.Mutex
 	left int                 // unread bytes at the end of rand; 0: fill it
 	rand [keyRandBuffer]byte // from crypto/rand
 	slab strings.Builder     // the bytes of the last keys minted (see mint)
 }
 
-// keyRandBuffer is how many random bytes a keyShard reads at once: 32 keys.
+// keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
 const keyRandBuffer = 512
 
-// shard takes a shard from the pool, or makes one; put it back after use.
-func (s *keySource) shard() *keyShard {
-	if sh, ok := s.shards.Get().(*keyShard); ok {
-		return sh
-	}
-	return new(keyShard)
-}
-
-// Read fills p from a shard's buffer (at most what is left in it: uuid
-// reads with io.ReadFull).
+// Read fills p from the buffer (at most what is left in it: uuid reads
+// with io.ReadFull), refilling it from crypto/rand when it is used up.
+// Copying from the buffer directly costs half the instructions of the
+// bufio.Reader it replaces, read through io.ReadFull.
 func (s *keySource) Read(p []byte) (int, error) {
-	sh := s.shard()
-	n, err := sh.Read(p)
-	s.shards.Put(sh)
-	return n, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return (*heldKeySource)(s).Read(p)
 }
 
-// Read fills p from the buffer (at most what is left in it), refilling it
-// from crypto/rand when it is used up. Copying from the buffer directly
-// costs half the instructions of the bufio.Reader it replaces, read through
-// io.ReadFull.
-func (sh *keyShard) Read(p []byte) (int, error) {
-	if sh.left == 0 {
-		if _, err := rand.Read(sh.rand[:]); err != nil {
+// heldKeySource is a keySource whose mutex the caller holds: mint holds it
+// across the UUID and the slab, one lock per key instead of two.
+type heldKeySource keySource
+
+// Read is keySource.Read with s.mu held.
+func (h *heldKeySource) Read(p []byte) (int, error) {
+	s := (*keySource)(h)
+	if s.left == 0 {
+		if _, err := rand.Read(s.rand[:]); err != nil {
 			return 0, err
 		}
-		sh.left = len(sh.rand)
+		s.left = len(s.rand)
 	}
-	n := copy(p, sh.rand[len(sh.rand)-sh.left:])
-	sh.left -= n
+	n := copy(p, s.rand[len(s.rand)-s.left:])
+	s.left -= n
 	return n, nil
 }
 
@@ -98,20 +81,21 @@ func (sh *keyShard) Read(p []byte) (int, error) {
 // key's string but that of every keySlabKeys-th. A key kept alive keeps
 // its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
-	sh := s.shard()
-	defer s.shards.Put(sh)
-	u, err := uuid.NewV7FromReader(sh)
+	s.mu.Lock() // uuid's own mutex is taken inside: always after this one
+	u, err := uuid.NewV7FromReader((*heldKeySource)(s))
 	if err != nil {
+		s.mu.Unlock()
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}
 	var b [36]byte
 	formatKey(&b, &u)
-	if sh.slab.Cap()-sh.slab.Len() < len(b) {
-		sh.slab.Reset() // the keys already handed out keep the old slab
-		sh.slab.Grow(keySlabKeys * len(b))
+	if s.slab.Cap()-s.slab.Len() < len(b) {
+		s.slab.Reset() // the keys already handed out keep the old slab
+		s.slab.Grow(keySlabKeys * len(b))
 	}
-	sh.slab.Write(b[:])
-	k := sh.slab.String()
+	s.slab.Write(b[:])
+	k := s.slab.String()
+	s.mu.Unlock()
 	return k[len(k)-len(b):], nil
 }
 
