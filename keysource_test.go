@@ -229,3 +229,33 @@ func TestMethodSet(t *testing.T) {
 		t.Error("empty set has a method")
 	}
 }
+
+// BenchmarkMint measures a Transport's key minting (keySource.mint), from
+// one goroutine and from GOMAXPROCS at once. A sync.Pool of shards (buffer
+// and slab) instead of the one mutex minted faster here (sequential 169
+// against 185 ns, parallel 189 against 214 ns) but cost the keyed POST of
+// BenchmarkLoopback 0.1–0.2 % of its throughput, sequential and parallel
+// (inproc ratio-median 0.9626 against 0.9638, 0.9674 against 0.9693), so
+// the mutex stayed.
+func BenchmarkMint(b *testing.B) {
+	var s keySource
+	b.Run("sequential", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.mint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := s.mint(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
