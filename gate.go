@@ -44,8 +44,13 @@ type reservation struct {
 	// at is the time of the latest admission step: the reservation's, then
 	// the time wait returned at, which is when the attempt starts. Read
 	// again only after something may have blocked, so that a first attempt
-	// that waits for nothing reads the clock once before it is sent.
+	// that waits for nothing reads the clock once before it is sent. Zero
+	// for an unclocked first attempt (call.unclocked) that nothing made
+	// read the clock: not timed, it has no start.
 	at time.Time
+	// unclocked: the reservation was made without a clock read, and none
+	// has been made for it since (see stamp).
+	unclocked bool
 }
 
 // latencySample is how many operations to a host make one whose attempts'
@@ -102,14 +107,16 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	// copied, twice the stores.
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
 	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
-	r.budgetAt = time.Time{}
+	r.budgetAt, r.unclocked = time.Time{}, now.IsZero()
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would. (An
-		// unclocked first attempt was taken with no pause set; one set
-		// since is for wait to see.)
-		if p := h.pausedFor(now, false); p > 0 && !now.IsZero() && c.fits(now, p) {
-			r.delay = p
+		// unclocked first attempt leaves the pause to wait, which reads
+		// the clock when one is set.)
+		if !r.unclocked {
+			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+				r.delay = p
+			}
 		}
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:
 		// it spends a token when there is one, so that the retries inside
@@ -158,14 +165,15 @@ func (r *reservation) spend(now time.Time) error {
 // On error the reservation is cancelled; the error is the reason (a
 // sentinel, or the context's error).
 //
-// r.at is then when the attempt starts.
+// r.at is then when the attempt starts; it stays zero for an unclocked
+// first attempt that nothing made read the clock and that is not timed.
 func (r *reservation) wait(c *call) error {
 	if r.delay > 0 {
 		if err := sleep(c.ctx, r.delay); err != nil {
 			r.cancel()
 			return err
 		}
-		r.at = c.t.cfg.now()
+		r.stamp(c, c.t.cfg.now())
 	} else if err := c.ctx.Err(); err != nil {
 		r.cancel()
 		return err
@@ -181,7 +189,8 @@ func (r *reservation) wait(c *call) error {
 	}
 	if h.pauseUntil.Load() != 0 || h.retryPauseUntil.Load() != 0 {
 		now := c.t.cfg.now()
-		r.at = now
+		r.stamp(c, now)
+		h.clearPauses(now.UnixNano())
 		if p := h.pausedFor(now, r.retry); p > 0 {
 			switch {
 			case !r.first:
@@ -210,7 +219,7 @@ func (r *reservation) wait(c *call) error {
 			}
 			return ErrDelayTooLong // the limiter refuses waits past the deadline
 		}
-		r.at = c.t.cfg.now()
+		r.stamp(c, c.t.cfg.now())
 	}
 	if h.breaker != nil {
 		done, err := h.breaker.Allow()
@@ -229,20 +238,17 @@ func (r *reservation) wait(c *call) error {
 	if !r.retry && !r.hop {
 		if h.tokens != nil {
 			// The host's count of operations picks those whose attempts
-			// are timed, retries included: one in latencySample, the
-			// host's first among them. Picked before any outcome, they
-			// keep the average unbiased. Each of them records in the
-			// tokens the first attempts counted since the last one did,
-			// its own included: the others read no clock for it.
+			// are timed, retries included: every one while the host is
+			// not busy, then one in latencySample. Picked before any
+			// outcome, they keep the average unbiased. Each of them
+			// records in the tokens the first attempts counted since the
+			// last one did, its own included: the others read no clock
+			// for it.
 			k := h.firsts.Add(1)
-			r.timed = k%latencySample == 1
+			r.timed = k%latencySample == 1 || !h.busy.Load()
 			c.unsampled = !r.timed
 			if r.timed {
-				n := int64(latencySample)
-				if k == 1 {
-					n = 1
-				}
-				h.tokens.firstN(r.clocked(c), n)
+				h.recordFirsts(r.clocked(c), k)
 			}
 		}
 		if h.budget != nil {
@@ -252,17 +258,53 @@ func (r *reservation) wait(c *call) error {
 	return nil
 }
 
+// busyFirsts is how many first attempts per tenth of the retry tokens'
+// window make a host busy: a host that gets fewer has every operation
+// timed, so that its latency average follows it however rarely it is
+// called; a busy one has one operation in latencySample timed.
+const busyFirsts = latencySample
+
+// recordFirsts records in h's retry tokens, at now, the first attempts
+// counted up to the k-th (hostState.firsts) that no operation has recorded
+// yet, and tells whether the host is busy.
+func (h *hostState) recordFirsts(now time.Time, k int64) {
+	for {
+		done := h.recorded.Load()
+		if done >= k {
+			break // a later operation recorded this one
+		}
+		if h.recorded.CompareAndSwap(done, k) {
+			h.tokens.firstN(now, k-done)
+			break
+		}
+	}
+	busy := h.tokens.firstsAt(now) >= busyFirsts*budgetBuckets
+	if h.busy.Load() != busy {
+		h.busy.Store(busy)
+	}
+}
+
 // clocked returns r.at, the time the attempt starts, reading the clock
 // first if the reservation was made without it (an unclocked first attempt,
-// see call.unclocked); the host is then marked used at that time.
+// see call.unclocked).
 func (r *reservation) clocked(c *call) time.Time {
-	if r.at.IsZero() {
-		r.at = c.t.cfg.now()
-		ns := r.at.UnixNano()
+	if r.unclocked {
+		r.stamp(c, c.t.cfg.now())
+	}
+	return r.at
+}
+
+// stamp sets r.at to now, a clock reading. The first reading of an
+// unclocked reservation also marks its host used then, and sweeps the
+// idle hosts if a sweep is due: the reservation's host lookup did neither.
+func (r *reservation) stamp(c *call, now time.Time) {
+	r.at = now
+	if r.unclocked {
+		r.unclocked = false
+		ns := now.UnixNano()
 		c.t.hosts.sweepIfDue(ns)
 		r.h.used(ns)
 	}
-	return r.at
 }
 
 // cancel releases a reservation whose attempt was not sent: what the retry

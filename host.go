@@ -40,6 +40,10 @@ type hostState struct {
 	// sweep turns into a lastUsed of its own time.
 	lastUsed atomic.Int64
 	touched  atomic.Bool
+	// busy: the host gets at least busyFirsts first attempts per tenth of
+	// the retry tokens' window, as the last timed operation counted them;
+	// until then every operation to it is timed (see reservation.wait).
+	busy atomic.Bool
 
 	// evidence: the routes whose server showed it dedupes by key.
 	evidence evidence
@@ -52,14 +56,17 @@ type hostState struct {
 	// latency is a moving average of the host's attempt durations (ns), so
 	// that a retry that cannot finish before the deadline is not started.
 	// Timed attempts write it (one operation in latencySample, or all).
-	// firsts counts the operations sent to the host (their first
-	// attempts), every one of them (see reservation.wait). The two have a
-	// cache line of their own, so that their writes on one core do not
-	// evict the fields every request reads on the others.
-	_       [cacheLine]byte
-	latency atomic.Int64
-	firsts  atomic.Int64
-	_       [cacheLine - 16]byte
+	// firsts counts the operations that the retry tokens count (first
+	// attempts, not redirect hops or an outer retry loop's calls; none
+	// without the tokens), and recorded those of them the tokens have
+	// been told of (see reservation.wait). The three have a cache line of
+	// their own, so that their writes on one core do not evict the fields
+	// every request reads on the others.
+	_        [cacheLine]byte
+	latency  atomic.Int64
+	firsts   atomic.Int64
+	recorded atomic.Int64
+	_        [cacheLine - 24]byte
 }
 
 // cacheLine is the size of a CPU cache line on the common platforms.
@@ -74,7 +81,8 @@ type transition struct{ from, to BreakerState }
 //
 // last caches one entry of the table, so that a Transport that calls one
 // host (the common case) finds its state without hashing the name. It is
-// replaced only when it has not been used for lastReplace, so that
+// replaced only when it has not been used for lastReplace (nor by an
+// unclocked request since the last sweep: hostState.touched), so that
 // requests to several hosts at once do not take turns rewriting it; it
 // only ever holds an entry of the table (see remember and sweep).
 type hosts struct {
@@ -146,8 +154,8 @@ func (hs *hosts) sweepIfDue(ns int64) {
 // stores first and checks the table after, so that whichever runs first,
 // the cache never keeps an entry the table no longer has.
 func (hs *hosts) remember(h *hostState, ns int64) {
-	if cur := hs.last.Load(); cur != nil && ns-cur.lastUsed.Load() < lastReplace {
-		return
+	if cur := hs.last.Load(); cur != nil && (ns-cur.lastUsed.Load() < lastReplace || cur.touched.Load()) {
+		return // used lately, or since the last sweep by unclocked requests
 	}
 	hs.last.Store(h)
 	if v, ok := hs.m.Load(h.name); !ok || v != h {
@@ -250,6 +258,17 @@ func (h *hostState) pause(now time.Time, d time.Duration, all bool) {
 		cur := p.Load()
 		if cur >= until || p.CompareAndSwap(cur, until) {
 			return
+		}
+	}
+}
+
+// clearPauses zeroes the pauses that ended at ns (Unix ns) or before, so
+// that first attempts stop reading the clock for them (see wait). A pause
+// renewed meanwhile is kept.
+func (h *hostState) clearPauses(ns int64) {
+	for _, p := range [...]*atomic.Int64{&h.pauseUntil, &h.retryPauseUntil} {
+		if u := p.Load(); u != 0 && u <= ns {
+			p.CompareAndSwap(u, 0)
 		}
 	}
 }

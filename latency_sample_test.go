@@ -38,9 +38,9 @@ func get(t *testing.T, tr *Transport, ctx context.Context) {
 	resp.Body.Close()
 }
 
-// TestLatencySample: with the defaults, the host's latency average is fed
-// by the attempts of one operation in latencySample, the host's first
-// among them, retries included, whatever their
+// TestLatencySample: with the defaults, the latency average of a busy host
+// is fed by the attempts of one operation in latencySample, the host's
+// first among them, retries included, whatever their
 // outcome (an answer not sampled moves nothing, however slow); a request
 // with a Report is timed, and so is every attempt when an Observer or a
 // custom Classifier is set.
@@ -55,6 +55,7 @@ func TestLatencySample(t *testing.T) {
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
 			get(t, tr, context.Background())
 			assert.Equal(t, int64(10*ms), h().latency.Load(), "the host's first request is timed")
+			makeBusy(t, tr, "api.test")
 			for range 7 {
 				get(t, tr, context.Background())
 			}
@@ -73,6 +74,7 @@ func TestLatencySample(t *testing.T) {
 			tr := NewTransport(&slowBase{codes: codes, delays: delays}, WithBackoff(nil))
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
 			get(t, tr, context.Background())
+			makeBusy(t, tr, "api.test")
 			get(t, tr, context.Background())
 			assert.Equal(t, int64(10*ms), h().latency.Load(), "op 2's attempts are not sampled")
 			for range 6 {

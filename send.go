@@ -24,7 +24,8 @@ type attempt struct {
 	end  time.Time
 	// timed: took is measured for the host's latency average (see
 	// reservation.timed); an attempt not timed that is not a plain
-	// success is measured all the same, for its end time.
+	// success is measured all the same, for its end time (an unclocked
+	// first attempt, which has no start, gets only its end time).
 	timed bool
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).

@@ -63,8 +63,9 @@ func DefaultRetryTokensConfig() RetryTokensConfig {
 // Call First when an operation's first attempt is sent, Take before each
 // retry (and do not retry if it returns false), Earn after each healthy
 // answer, and Refund when a retry that took a token was then not sent. A
-// Transport does all four for each destination host. The …At forms take
-// the time explicitly, for tests and simulations.
+// Transport does all four for each destination host; to a busy host it
+// records first attempts eight at a time (see Transport). The …At forms
+// take the time explicitly, for tests and simulations.
 //
 // First is one atomic add (as Budget.Deposit); Earn is one atomic load while
 // the bucket is full and a compare-and-swap otherwise; Take sums the
@@ -150,6 +151,12 @@ func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.depositN(now, 1) }
 // firstN records n first attempts at time now, as n calls of FirstAt do.
 func (rt *RetryTokens) firstN(now time.Time, n int64) { rt.firsts.depositN(now, n) }
 
+// firstsAt returns the first attempts recorded in the window at now.
+func (rt *RetryTokens) firstsAt(now time.Time) int64 {
+	firsts, _, _, _ := rt.firsts.sum(rt.firsts.params().epoch(now), nil)
+	return firsts
+}
+
 // Take reports whether a retry may be sent now, and if so takes its token.
 func (rt *RetryTokens) Take() bool { return rt.TakeAt(time.Now()) }
 
@@ -200,7 +207,5 @@ func (rt *RetryTokens) AvailableAt(now time.Time) float64 {
 // capacity is the bucket's size at now, in millitokens.
 func (rt *RetryTokens) capacity(now time.Time) int64 {
 	p := rt.params()
-	e := rt.firsts.params().epoch(now)
-	firsts, _, _, _ := rt.firsts.sum(e, nil)
-	return max(p.minCap, toMilli(p.capRatio*float64(firsts)))
+	return max(p.minCap, toMilli(p.capRatio*float64(rt.firstsAt(now))))
 }

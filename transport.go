@@ -32,16 +32,18 @@ import (
 //
 // So as not to start a retry that cannot finish before the deadline, the
 // gate keeps a moving average of each host's attempt latency. It is fed by
-// the attempts, retries included, of one operation in eight to the host
-// (its first operation among them), picked by count before any outcome;
-// the other operations' attempts that succeed are not timed. Every attempt
-// is timed when its duration is needed (a Report, an Observer, hedging, a
-// custom Classifier) or when the retry tokens are off. The picked
-// operations also record in the host's retry tokens the first attempts
-// sent since the previous one, so that an unkeyed operation that is not
-// picked, with the retry tokens and no Budget, reads no clock before its
-// first attempt is sent, nor after it when it succeeds; the tokens' count
-// of first attempts then lags by at most seven.
+// the attempts, retries included, of every operation to a host that gets
+// fewer than 8 operations per tenth of the retry tokens' window (a second by
+// default), and of one operation in eight, picked by count before any
+// outcome, to a busier host; the other operations' attempts that succeed
+// are not timed. Every attempt is timed when its duration is needed (a
+// Report, an Observer, hedging, a custom Classifier) or when the retry
+// tokens are off. The timed operations also record in the host's retry
+// tokens the first attempts sent since the previous one did, so that an
+// unkeyed operation that is not timed, with the retry tokens and no
+// Budget, reads no clock before its first attempt is sent (unless a pause
+// or a rate limit is to be checked), nor after it when it succeeds; the
+// tokens' count of a busy host's first attempts lags by at most seven.
 //
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
@@ -255,7 +257,8 @@ func (c *call) observe(a *attempt, d Decision) {
 // attempts are not all timed (call.timeAll), through a gate that needs no
 // time to admit a first attempt (retry tokens on, no Budget). Only the
 // operations picked to feed the host's latency average read it then
-// (reservation.clocked), and an attempt that is not a plain success, for
+// (reservation.clocked), those that wait (a server's pause set on the
+// host, a rate limiter), and an attempt that is not a plain success, for
 // its end time. Nothing observes such an operation (no Report, Observer or
 // custom Classifier), so a first attempt that is a plain success ends it
 // with no more than what the host learns: a healthy answer, and its

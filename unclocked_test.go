@@ -31,16 +31,29 @@ func roundTrip(t *testing.T, tr *Transport, req *http.Request) int {
 	return resp.StatusCode
 }
 
+// makeBusy records enough first attempts in the host's retry tokens for it
+// to be busy (busyFirsts per tenth of the window), as if they had just been
+// sent, so that one operation in latencySample is timed from then on.
+func makeBusy(t *testing.T, tr *Transport, host string) {
+	t.Helper()
+	v, ok := tr.hosts.m.Load(host)
+	require.True(t, ok, "no state for %s yet", host)
+	h := v.(*hostState)
+	h.tokens.firstN(tr.cfg.now(), busyFirsts*budgetBuckets)
+	h.busy.Store(true)
+}
+
 func newGet(ctx context.Context, host string) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1/items", nil)
 	return req
 }
 
 // TestUnclockedFirstAttempts: with the defaults, an unkeyed operation to
-// the cached host reads no clock before its first attempt is sent, unless
-// it is the one in latencySample that feeds the latency average (two
-// reads: the start and the end); an answer that is not a plain success
-// reads the clock once, for its end time. A keyed operation, a Report, an
+// the cached host of a busy host reads no clock before its first attempt
+// is sent, unless it is the one in latencySample that feeds the latency
+// average (two reads: the start and the end); an answer that is not a
+// plain success reads the clock once, for its end time. Every operation to
+// a host that is not busy is timed. A keyed operation, a Report, an
 // Observer or a Budget read the clock as before.
 func TestUnclockedFirstAttempts(t *testing.T) {
 	t.Run("one in eight reads the clock", func(t *testing.T) {
@@ -48,21 +61,35 @@ func TestUnclockedFirstAttempts(t *testing.T) {
 		tr := NewTransport(&scripted{codes: []int{200}})
 		countClock(tr, &reads)
 		var got []int64
-		for range 2*latencySample + 1 {
+		for i := range 2*latencySample + 1 {
 			reads.Store(0)
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 			got = append(got, reads.Load())
+			if i == 0 {
+				makeBusy(t, tr, "api.test")
+			}
 		}
 		// The host's first operation finds no cached host: one read to
-		// look it up (its start), one for its end (it is sampled).
+		// look it up (its start), one for its end (it is timed).
 		want := []int64{2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2}
 		assert.Equal(t, want, got)
+	})
+	t.Run("a host that is not busy is timed", func(t *testing.T) {
+		var reads atomic.Int64
+		tr := NewTransport(&scripted{codes: []int{200}})
+		countClock(tr, &reads)
+		for i := range 2 * latencySample {
+			reads.Store(0)
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			assert.Equal(t, int64(2), reads.Load(), "operation %d", i+1)
+		}
 	})
 	t.Run("a failure reads its end", func(t *testing.T) {
 		var reads atomic.Int64
 		tr := NewTransport(&scripted{codes: []int{200, 503}}, WithMaxAttempts(1))
 		countClock(tr, &reads)
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		makeBusy(t, tr, "api.test")
 		reads.Store(0)
 		require.Equal(t, 503, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		assert.Equal(t, int64(1), reads.Load())
@@ -118,23 +145,40 @@ func TestUnclockedFirstAttemptWaitsForAPause(t *testing.T) {
 }
 
 // TestUnclockedFirstAttemptsSizeTheTokens: the operations that read no
-// clock still size the host's retry tokens: each sampled operation records
-// the first attempts since the previous one, its own included, so the
-// count lags by at most latencySample-1.
+// clock still size the host's retry tokens. Until the host is busy every
+// operation is recorded as it is sent; then each timed one records the
+// first attempts since the previous one, its own included, so the count
+// lags by at most latencySample-1. A host whose traffic falls below busy
+// is timed again, operation by operation.
 func TestUnclockedFirstAttemptsSizeTheTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(&scripted{codes: []int{200}})
-		counted := func() int64 {
-			v, _ := tr.hosts.m.Load("api.test")
-			f := &v.(*hostState).tokens.firsts
-			d, _, _, _ := f.sum(f.params().epoch(tr.cfg.now()), nil)
-			return d
-		}
-		for i := 1; i <= 3*latencySample; i++ {
+		h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
+		counted := func() int64 { return h().tokens.firstsAt(tr.cfg.now()) }
+		const busyAt = busyFirsts * budgetBuckets
+		for i := 1; i <= busyAt+3*latencySample; i++ {
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-			want := int64(1 + (i-1)/latencySample*latencySample)
-			require.Equal(t, want, counted(), "after %d operations", i)
+			switch {
+			case i < busyAt:
+				require.Equal(t, int64(i), counted(), "after %d operations", i)
+				require.False(t, h().busy.Load(), "busy after %d operations", i)
+			case i == busyAt:
+				require.Equal(t, int64(i), counted())
+				require.True(t, h().busy.Load(), "not busy after %d operations", i)
+			default:
+				want := int64(i - (i-1)%latencySample) // recorded by the last k ≡ 1 (mod 8)
+				require.Equal(t, want, counted(), "after %d operations", i)
+			}
 		}
+		// A window later, the next timed operation finds the host quiet.
+		time.Sleep(tr.cfg.tokens.window() + time.Second)
+		for range latencySample {
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		}
+		assert.False(t, h().busy.Load())
+		before := counted()
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		assert.Equal(t, before+1, counted(), "a quiet host's operation is recorded as it is sent")
 	})
 }
 
@@ -146,7 +190,8 @@ func TestUnclockedHostIsNotEvicted(t *testing.T) {
 		tr := NewTransport(&scripted{codes: []int{200}})
 		idle := tr.cfg.idleAfter()
 		has := func() bool { _, ok := tr.hosts.m.Load("api.test"); return ok }
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test"))) // sampled: clocked
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test"))) // timed: clocked
+		makeBusy(t, tr, "api.test")
 		// Operations 2–8 read no clock, spread over three windows; a
 		// request to another host (clocked) runs a sweep in each.
 		for range latencySample - 1 {
@@ -156,7 +201,8 @@ func TestUnclockedHostIsNotEvicted(t *testing.T) {
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
 			require.True(t, has(), "a host in use was evicted")
 		}
-		// Idle for two windows: the first sweep ages it, the next evicts.
+		// Idle: a sweep after the window evicts it (at most one window
+		// after the last use the sweep saw, which it stamped).
 		for range 3 {
 			time.Sleep(idle + time.Millisecond)
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
@@ -182,4 +228,35 @@ func TestUnclockedSuccessIsCounted(t *testing.T) {
 	after := h.breaker.Counts()
 	assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
 	assert.Equal(t, before.Requests+4, after.Requests)
+}
+
+// TestUnclockedRequestsSweep: when unclocked requests are all a Transport
+// sends, the idle hosts are still swept, also while a server's pause makes
+// each of them read the clock (a 503's Retry-After holds the host's retries
+// for 30 s; its first attempts go out and read the time of the pause).
+func TestUnclockedRequestsSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code, h := http.StatusOK, http.Header{}
+			if req.URL.Path == "/pause" {
+				code = http.StatusServiceUnavailable
+				h.Set("Retry-After", "30")
+			}
+			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+		})
+		tr := NewTransport(base, WithMaxAttempts(1))
+		idle := tr.cfg.idleAfter()
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
+		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
+		require.Equal(t, 503, roundTrip(t, tr, pause))
+		makeBusy(t, tr, "api.test")
+		for range 3 {
+			time.Sleep(idle/2 + time.Millisecond)
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		}
+		_, ok := tr.hosts.m.Load("other.test")
+		assert.False(t, ok, "an idle host was kept")
+		_, ok = tr.hosts.m.Load("api.test")
+		assert.True(t, ok, "the host in use was evicted")
+	})
 }
