@@ -260,3 +260,36 @@ func TestUnclockedRequestsSweep(t *testing.T) {
 		assert.True(t, ok, "the host in use was evicted")
 	})
 }
+
+// TestExpiredPauseIsCleared: once a server's pause has ended, the next
+// request clears it, and unclocked requests read no clock for it again.
+func TestExpiredPauseIsCleared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int64
+		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code, h := http.StatusOK, http.Header{}
+			if req.URL.Path == "/pause" {
+				code = http.StatusTooManyRequests
+				h.Set("Retry-After", "2")
+			}
+			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+		})
+		tr := NewTransport(base, WithMaxAttempts(1))
+		countClock(tr, &reads)
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		makeBusy(t, tr, "api.test")
+		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
+		require.Equal(t, 429, roundTrip(t, tr, pause))
+		v, _ := tr.hosts.m.Load("api.test")
+		h := v.(*hostState)
+		require.NotZero(t, h.pauseUntil.Load())
+		time.Sleep(3 * time.Second)
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		assert.Zero(t, h.pauseUntil.Load(), "the ended pause is cleared")
+		reads.Store(0)
+		for range latencySample - 4 { // operations 4 to 7: not timed
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		}
+		assert.Zero(t, reads.Load())
+	})
+}
