@@ -10,7 +10,7 @@ const clockRebase = time.Second
 
 // clock is a Transport's source of the current time: one monotonic clock
 // read per call, where time.Now makes two (the wall clock and the
-// monotonic clock; two vDSO reads, about 25 ns each on a VM's kvm-clock:
+// monotonic clock; two vDSO reads, about 25 ns each on a 2-core VM:
 // BenchmarkClock).
 // The wall time it returns is that of the last time.Now, at most
 // clockRebase ago, plus the monotonic time elapsed since; so it follows a
