@@ -230,21 +230,26 @@ func TestUnclockedSuccessIsCounted(t *testing.T) {
 	assert.Equal(t, before.Requests+4, after.Requests)
 }
 
+// pausing answers 200, and code with Retry-After: retryAfter to a request
+// for /pause.
+func pausing(code int, retryAfter string) RoundTripFunc {
+	return func(req *http.Request) (*http.Response, error) {
+		status, h := http.StatusOK, http.Header{}
+		if req.URL.Path == "/pause" {
+			status = code
+			h.Set("Retry-After", retryAfter)
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+	}
+}
+
 // TestUnclockedRequestsSweep: when unclocked requests are all a Transport
 // sends, the idle hosts are still swept, also while a server's pause makes
 // each of them read the clock (a 503's Retry-After holds the host's retries
 // for 30 s; its first attempts go out and read the time of the pause).
 func TestUnclockedRequestsSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			code, h := http.StatusOK, http.Header{}
-			if req.URL.Path == "/pause" {
-				code = http.StatusServiceUnavailable
-				h.Set("Retry-After", "30")
-			}
-			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
-		})
-		tr := NewTransport(base, WithMaxAttempts(1))
+		tr := NewTransport(pausing(http.StatusServiceUnavailable, "30"), WithMaxAttempts(1))
 		idle := tr.cfg.idleAfter()
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
 		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
@@ -266,15 +271,7 @@ func TestUnclockedRequestsSweep(t *testing.T) {
 func TestExpiredPauseIsCleared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var reads atomic.Int64
-		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			code, h := http.StatusOK, http.Header{}
-			if req.URL.Path == "/pause" {
-				code = http.StatusTooManyRequests
-				h.Set("Retry-After", "2")
-			}
-			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
-		})
-		tr := NewTransport(base, WithMaxAttempts(1))
+		tr := NewTransport(pausing(http.StatusTooManyRequests, "2"), WithMaxAttempts(1))
 		countClock(tr, &reads)
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		makeBusy(t, tr, "api.test")
