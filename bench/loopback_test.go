@@ -307,7 +307,10 @@ func BenchmarkLoopback(b *testing.B) {
 //     (net/http's work for a traced request, plus the request copy and
 //     context that carry the trace here);
 //   - unkeyed: resilient sending the POST without a key
-//     (WithKeyMethods()), so no key, no write watch, no request copy.
+//     (WithKeyMethods()), so no key, no write watch, no request copy;
+//   - peer: go-retryablehttp (its StandardClient, the key set by the loop
+//     as for bare), the ratio that BenchmarkLoopback's resilient pair is
+//     to be read against.
 func BenchmarkLoopbackCosts(b *testing.B) {
 	for _, srv := range loopbackServers() {
 		b.Run(srv.name, func(b *testing.B) { loopbackCosts(b, srv.start(b)+"/v1/charges") })
@@ -348,6 +351,12 @@ func loopbackCosts(b *testing.B, url string) {
 		}},
 		{"unkeyed/POST", http.MethodPost, func(base http.RoundTripper) loopClient {
 			return loopClient{name: "unkeyed", hc: Resilient(base, resilientWithoutKeys...)}
+		}},
+		{"peer/GET", http.MethodGet, func(base http.RoundTripper) loopClient {
+			return loopClient{name: "retryablehttp", hc: RetryableHTTP(base)}
+		}},
+		{"peer/POST", http.MethodPost, func(base http.RoundTripper) loopClient {
+			return loopClient{name: "retryablehttp", hc: RetryableHTTP(base), keyed: true}
 		}},
 	}
 	for _, tc := range cases {
