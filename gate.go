@@ -37,7 +37,8 @@ type reservation struct {
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
 	// timed says the attempt's latency is measured for the host's average:
-	// the attempts of one operation in latencySample (see wait), and of
+	// the attempts of every operation to a host that is not busy and of
+	// one operation in latencySample to a busy one (see wait), and of
 	// every operation whose first attempt is not counted (a redirect hop,
 	// an outer retry loop's call) or when the retry tokens are off.
 	timed bool
@@ -53,9 +54,10 @@ type reservation struct {
 	unclocked bool
 }
 
-// latencySample is how many operations to a host make one whose attempts'
-// latencies feed the host's moving average, when nothing else needs their
-// durations (see call.timeAll): the others' successes skip a clock read.
+// latencySample is how many operations to a busy host make one whose
+// attempts' latencies feed the host's moving average, when nothing else
+// needs their durations (see call.timeAll): the others' successes skip a
+// clock read. Every operation to a host that is not busy is timed.
 const latencySample = 8
 
 // health is what an attempt's outcome says about its host.
@@ -187,7 +189,7 @@ func (r *reservation) wait(c *call) error {
 			return ErrPushback
 		}
 	}
-	if h.pauseUntil.Load() != 0 || h.retryPauseUntil.Load() != 0 {
+	if h.pauseUntil.Load() != 0 || (r.retry && h.retryPauseUntil.Load() != 0) {
 		now := c.t.cfg.now()
 		r.stamp(c, now)
 		h.clearPauses(now.UnixNano())
@@ -261,7 +263,9 @@ func (r *reservation) wait(c *call) error {
 // busyFirsts is how many first attempts per tenth of the retry tokens'
 // window make a host busy: a host that gets fewer has every operation
 // timed, so that its latency average follows it however rarely it is
-// called; a busy one has one operation in latencySample timed.
+// called; a busy one has one operation in latencySample timed. Whether a
+// host is busy is decided by its timed operations, so after a busy spell
+// up to latencySample-1 operations go untimed however late they come.
 const busyFirsts = latencySample
 
 // recordFirsts records in h's retry tokens, at now, the first attempts
@@ -302,8 +306,8 @@ func (r *reservation) stamp(c *call, now time.Time) {
 	if r.unclocked {
 		r.unclocked = false
 		ns := now.UnixNano()
+		r.h.used(ns) // first: the sweep then keeps the host
 		c.t.hosts.sweepIfDue(ns)
-		r.h.used(ns)
 	}
 }
 

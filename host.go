@@ -81,8 +81,8 @@ type transition struct{ from, to BreakerState }
 //
 // last caches one entry of the table, so that a Transport that calls one
 // host (the common case) finds its state without hashing the name. It is
-// replaced only when it has not been used for lastReplace (nor by an
-// unclocked request since the last sweep: hostState.touched), so that
+// replaced only when it has not been used for lastReplace (a use by an
+// unclocked request, hostState.touched, counts from when it is seen), so that
 // requests to several hosts at once do not take turns rewriting it; it
 // only ever holds an entry of the table (see remember and sweep).
 type hosts struct {
@@ -154,8 +154,17 @@ func (hs *hosts) sweepIfDue(ns int64) {
 // stores first and checks the table after, so that whichever runs first,
 // the cache never keeps an entry the table no longer has.
 func (hs *hosts) remember(h *hostState, ns int64) {
-	if cur := hs.last.Load(); cur != nil && (ns-cur.lastUsed.Load() < lastReplace || cur.touched.Load()) {
-		return // used lately, or since the last sweep by unclocked requests
+	if cur := hs.last.Load(); cur != nil {
+		if cur.touched.Load() {
+			// Used by unclocked requests since the last sweep: as the
+			// sweep does, take that as a use now.
+			cur.touched.Store(false)
+			cur.lastUsed.Store(max(cur.lastUsed.Load(), ns))
+			return
+		}
+		if ns-cur.lastUsed.Load() < lastReplace {
+			return
+		}
 	}
 	hs.last.Store(h)
 	if v, ok := hs.m.Load(h.name); !ok || v != h {

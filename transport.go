@@ -40,10 +40,12 @@ import (
 // Report, an Observer, hedging, a custom Classifier) or when the retry
 // tokens are off. The timed operations also record in the host's retry
 // tokens the first attempts sent since the previous one did, so that an
-// unkeyed operation that is not timed, with the retry tokens and no
-// Budget, reads no clock before its first attempt is sent (unless a pause
-// or a rate limit is to be checked), nor after it when it succeeds; the
-// tokens' count of a busy host's first attempts lags by at most seven.
+// unkeyed operation to the host the Transport has cached that is not
+// timed, with the retry tokens and no Budget, reads no clock before its
+// first attempt is sent (unless a pause or a rate limit is to be checked),
+// nor after it when it succeeds. The tokens' count of a busy host's first
+// attempts lags by at most seven, and so does the decision that a host is
+// no longer busy: up to seven operations after a busy spell go untimed.
 //
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use

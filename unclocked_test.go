@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 )
 
 // countClock makes tr count its clock reads (cfg.now and cfg.since) in
@@ -243,20 +245,24 @@ func pausing(code int, retryAfter string) RoundTripFunc {
 	}
 }
 
-// TestUnclockedRequestsSweep: when unclocked requests are all a Transport
-// sends, the idle hosts are still swept, also while a server's pause makes
-// each of them read the clock (a 503's Retry-After holds the host's retries
-// for 30 s; its first attempts go out and read the time of the pause).
+// TestUnclockedRequestsSweep: the idle hosts are swept when a request that
+// read no clock for its host makes its first read later, here because a
+// server's pause (a 429's Retry-After) makes it read the time.
 func TestUnclockedRequestsSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(pausing(http.StatusServiceUnavailable, "30"), WithMaxAttempts(1))
-		idle := tr.cfg.idleAfter()
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
-		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
-		require.Equal(t, 503, roundTrip(t, tr, pause))
+		tr := NewTransport(pausing(http.StatusTooManyRequests, "12"), WithMaxAttempts(1))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))   // cached
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test"))) // not cached
+		v, _ := tr.hosts.m.Load("api.test")
+		require.Same(t, v.(*hostState), tr.hosts.last.Load(), "api.test is the cached host")
 		makeBusy(t, tr, "api.test")
-		for range 3 {
-			time.Sleep(idle/2 + time.Millisecond)
+		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
+		require.Equal(t, 429, roundTrip(t, tr, pause))
+		// Neither is timed. The first waits out the pause (12 s); the
+		// second finds the ended pause, reads the clock for it, and the
+		// sweep that is due (other.test has been idle for over 10 s)
+		// runs then.
+		for range 2 {
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		}
 		_, ok := tr.hosts.m.Load("other.test")
@@ -264,6 +270,62 @@ func TestUnclockedRequestsSweep(t *testing.T) {
 		_, ok = tr.hosts.m.Load("api.test")
 		assert.True(t, ok, "the host in use was evicted")
 	})
+}
+
+// TestUnclockedRequestKeepsItsHost: a request that read no clock for its
+// host and waited in the rate limiter past a sweep marks its host used
+// before the sweep its own clock read runs, so that the sweep keeps it
+// (and its limiter, which would otherwise start afresh with a full burst).
+func TestUnclockedRequestKeepsItsHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRateLimit(rate.Every(30*time.Second), 1))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		makeBusy(t, tr, "api.test")
+		v, _ := tr.hosts.m.Load("api.test")
+		var wg sync.WaitGroup
+		wg.Go(func() { // waits 30 s in the limiter
+			assert.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		})
+		time.Sleep(tr.cfg.idleAfter() + time.Second)
+		// A clocked request sweeps: api.test was touched, so it is kept,
+		// its use taken as now.
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test")))
+		wg.Wait() // at 30 s: the next sweep is due when the request reads the clock
+		got, ok := tr.hosts.m.Load("api.test")
+		require.True(t, ok, "the host in use was evicted")
+		assert.Same(t, v, got)
+	})
+}
+
+// TestUnclockedHostKeepsTheCacheOnlyWhileUsed: a cached host that unclocked
+// requests use rarely gives the one-entry cache up to a busier host once it
+// has not been used for lastReplace, its use counted from when it is seen.
+func TestUnclockedHostKeepsTheCacheOnlyWhileUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(pausing(http.StatusOK, ""))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+		makeBusy(t, tr, "rare.test")
+		for i := range 1000 { // 10 s of busy.test at 100 requests a second
+			if i%500 == 0 { // rare.test every 5 s
+				require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+			}
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "busy.test")))
+			time.Sleep(10 * time.Millisecond)
+		}
+		assert.Equal(t, "busy.test", tr.hosts.last.Load().name)
+	})
+}
+
+// TestClearPauses: an ended pause is cleared, a pending one is kept.
+func TestClearPauses(t *testing.T) {
+	var h hostState
+	h.pauseUntil.Store(100)
+	h.retryPauseUntil.Store(200)
+	h.clearPauses(150)
+	assert.Zero(t, h.pauseUntil.Load())
+	assert.Equal(t, int64(200), h.retryPauseUntil.Load())
+	h.clearPauses(200)
+	assert.Zero(t, h.retryPauseUntil.Load())
 }
 
 // TestExpiredPauseIsCleared: once a server's pause has ended, the next
