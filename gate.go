@@ -46,12 +46,9 @@ type reservation struct {
 	// the time wait returned at, which is when the attempt starts. Read
 	// again only after something may have blocked, so that a first attempt
 	// that waits for nothing reads the clock once before it is sent. Zero
-	// for an unclocked first attempt (call.unclocked) that nothing made
-	// read the clock: not timed, it has no start.
+	// for an unclocked first attempt (call.unclocked) until something makes
+	// it read the clock (see stamp): not timed, it has no start.
 	at time.Time
-	// unclocked: the reservation was made without a clock read, and none
-	// has been made for it since (see stamp).
-	unclocked bool
 }
 
 // latencySample is how many operations to a busy host make one whose
@@ -109,13 +106,13 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	// copied, twice the stores.
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
 	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
-	r.budgetAt, r.unclocked = time.Time{}, now.IsZero()
+	r.budgetAt = time.Time{}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would. (An
 		// unclocked first attempt leaves the pause to wait, which reads
 		// the clock when one is set.)
-		if !r.unclocked {
+		if !now.IsZero() {
 			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
 				r.delay = p
 			}
@@ -292,7 +289,7 @@ func (h *hostState) recordFirsts(now time.Time, k int64) {
 // first if the reservation was made without it (an unclocked first attempt,
 // see call.unclocked).
 func (r *reservation) clocked(c *call) time.Time {
-	if r.unclocked {
+	if r.at.IsZero() {
 		r.stamp(c, c.t.cfg.now())
 	}
 	return r.at
@@ -302,9 +299,9 @@ func (r *reservation) clocked(c *call) time.Time {
 // unclocked reservation also marks its host used then, and sweeps the
 // idle hosts if a sweep is due: the reservation's host lookup did neither.
 func (r *reservation) stamp(c *call, now time.Time) {
+	unclocked := r.at.IsZero()
 	r.at = now
-	if r.unclocked {
-		r.unclocked = false
+	if unclocked {
 		ns := now.UnixNano()
 		r.h.used(ns) // first: the sweep then keeps the host
 		c.t.hosts.sweepIfDue(ns)

@@ -107,8 +107,8 @@ const lastReplace = int64(time.Second)
 func (t *Transport) host(name string, now time.Time) *hostState {
 	ns := now.UnixNano()
 	t.hosts.sweepIfDue(ns) // first: a host found below is not then evicted as idle
-	h := t.hosts.last.Load()
-	if h == nil || h.name != name {
+	h := t.hosts.cached(name)
+	if h == nil {
 		if v, ok := t.hosts.m.Load(name); ok {
 			h = v.(*hostState)
 		} else {
@@ -124,14 +124,34 @@ func (t *Transport) host(name string, now time.Time) *hostState {
 // cachedHost returns the named host's state if it is the one hosts.last
 // holds, marked used without a time (see hostState.touched); nil if not.
 func (t *Transport) cachedHost(name string) *hostState {
-	h := t.hosts.last.Load()
-	if h == nil || h.name != name {
+	h := t.hosts.cached(name)
+	if h == nil {
 		return nil
 	}
 	if !h.touched.Load() {
 		h.touched.Store(true)
 	}
 	return h
+}
+
+// cached returns the named host's state if hosts.last holds it, else nil.
+func (hs *hosts) cached(name string) *hostState {
+	if h := hs.last.Load(); h != nil && h.name == name {
+		return h
+	}
+	return nil
+}
+
+// untouch takes h's use by unclocked requests since the last look
+// (hostState.touched), if any, as a use at ns, and reports whether there
+// was one.
+func (h *hostState) untouch(ns int64) bool {
+	if !h.touched.Load() {
+		return false
+	}
+	h.touched.Store(false)
+	h.lastUsed.Store(max(h.lastUsed.Load(), ns))
+	return true
 }
 
 // used marks h used at ns (Unix ns).
@@ -155,15 +175,8 @@ func (hs *hosts) sweepIfDue(ns int64) {
 // the cache never keeps an entry the table no longer has.
 func (hs *hosts) remember(h *hostState, ns int64) {
 	if cur := hs.last.Load(); cur != nil {
-		if cur.touched.Load() {
-			// Used by unclocked requests since the last sweep: as the
-			// sweep does, take that as a use now.
-			cur.touched.Store(false)
-			cur.lastUsed.Store(max(cur.lastUsed.Load(), ns))
-			return
-		}
-		if ns-cur.lastUsed.Load() < lastReplace {
-			return
+		if cur.untouch(ns) || ns-cur.lastUsed.Load() < lastReplace {
+			return // used lately (by unclocked requests: now, as a sweep takes it)
 		}
 	}
 	hs.last.Store(h)
@@ -214,11 +227,8 @@ func (hs *hosts) sweep(now int64) {
 	hs.nextSweep.Store(now + hs.idleAfter)
 	hs.m.Range(func(k, v any) bool {
 		h := v.(*hostState)
-		if h.touched.Load() {
-			// Used since the last sweep by a request that read no clock.
-			h.touched.Store(false)
-			h.lastUsed.Store(max(h.lastUsed.Load(), now))
-			return true
+		if h.untouch(now) {
+			return true // used since the last sweep by unclocked requests
 		}
 		if h.idle(now, hs.idleAfter) && hs.m.CompareAndDelete(k, v) {
 			hs.last.CompareAndSwap(h, nil)

@@ -92,10 +92,10 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 	a.sent, a.timed = true, timed
 	switch {
 	case start.IsZero():
-		// An unclocked first attempt (call.unclocked), never timed: an
-		// answer other than a plain success gets its end time, for what
-		// reads it (a server's pause, Outcome.Now).
-		a.timed = false
+		// An unclocked first attempt (call.unclocked), never timed (a
+		// timed one reads the clock at admission): an answer other than
+		// a plain success gets its end time, for what reads it (a
+		// server's pause, Outcome.Now).
 		if !plainSuccess(resp, err) {
 			a.end = cfg.now()
 		}

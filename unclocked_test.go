@@ -217,19 +217,23 @@ func TestUnclockedHostIsNotEvicted(t *testing.T) {
 // operation early (a plain success) still earns the host's retry tokens
 // back and counts as a success in its breaker.
 func TestUnclockedSuccessIsCounted(t *testing.T) {
-	tr := NewTransport(&scripted{codes: []int{200}}, WithBreaker(BreakerSettings{}))
-	require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-	v, _ := tr.hosts.m.Load("api.test")
-	h := v.(*hostState)
-	h.tokens.deficit.Store(3 * tokenUnit)
-	before := h.breaker.Counts()
-	for range 4 {
+	// In a bubble: the breaker's rolling window moves only with its
+	// virtual time, so its counts cannot age out between the two reads.
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}}, WithBreaker(BreakerSettings{}))
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-	}
-	assert.Equal(t, int64(tokenUnit), h.tokens.deficit.Load(), "four successes earn 4 × 0.5 tokens")
-	after := h.breaker.Counts()
-	assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
-	assert.Equal(t, before.Requests+4, after.Requests)
+		v, _ := tr.hosts.m.Load("api.test")
+		h := v.(*hostState)
+		h.tokens.deficit.Store(3 * tokenUnit)
+		before := h.breaker.Counts()
+		for range 4 {
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		}
+		assert.Equal(t, int64(tokenUnit), h.tokens.deficit.Load(), "four successes earn 4 × 0.5 tokens")
+		after := h.breaker.Counts()
+		assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
+		assert.Equal(t, before.Requests+4, after.Requests)
+	})
 }
 
 // pausing answers 200, and code with Retry-After: retryAfter to a request
