@@ -144,6 +144,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var now time.Time // zero: an unclocked first attempt
 	quiet := c.unclocked()
+	quick := quiet || c.unobserved()
 	if quiet {
 		c.h = t.cachedHost(req.URL.Host)
 	}
@@ -192,17 +193,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			hedges += sent
 		} else {
 			c.send(&a, i, n, res.at, res.timed || c.timeAll())
-			if quiet && i == 0 && plainSuccess(a.resp, a.err) {
-				// The first attempt of an operation that nothing observes
-				// succeeded: the classifier's answer is a success, and only
-				// the host has anything to learn from it (see
-				// call.unclocked).
-				res.release(c, healthOK)
-				if a.timed {
-					c.h.observeLatency(a.took)
-				}
-				c.op.body.close()
-				return a.resp, nil
+			if i == 0 && quick && plainSuccess(a.resp, a.err) {
+				return c.succeeded(&a, &res), nil
 			}
 			d = c.classify(&a)
 			if !a.sent {
@@ -250,6 +242,35 @@ func (c *call) observe(a *attempt, d Decision) {
 	case http.StatusServiceUnavailable:
 		c.h.pause(a.end, d.Delay, false)
 	}
+}
+
+// unobserved reports whether nothing but the host and the key's evidence
+// learns from c's first attempt when it is a plain success: no Report, no
+// Observer, no custom Classifier, no hedging (call.timeAll), and no Store
+// record to finish. Such an attempt ends the call (call.succeeded).
+func (c *call) unobserved() bool {
+	return !c.t.cfg.timeAll && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
+}
+
+// succeeded ends c after its first attempt a, a plain success, when
+// nothing observes c (call.unobserved): it does what classify, observe,
+// note and finish would do for it, without building their Decision,
+// Report or Events. The classifier's answer is a success; the host hears a
+// healthy answer and, if a was timed, its latency; a keyed unsafe
+// request's answer may show that the server dedupes (guardUnsafe records
+// it). The attempt count is kept for the recent attempts of an own key.
+func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
+	res.release(c, healthOK)
+	if a.timed {
+		c.h.observeLatency(a.took)
+	}
+	c.led.attempts++
+	if c.op.key != "" {
+		d := Decision{Action: Success}
+		c.guardUnsafe(a, &d) // never refuses a success
+	}
+	c.op.body.close()
+	return a.resp
 }
 
 // unclocked reports whether c's first attempt may be admitted and sent

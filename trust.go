@@ -175,20 +175,24 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 	return false
 }
 
-// trusted reports whether attempt a of c, an unsafe request, may be re-sent
-// although it may have been applied; it records what a's response shows.
-// The evidence noted before is looked up only when d is a retry: it decides
-// nothing else.
-func (c *call) trusted(a *attempt, d Decision) bool {
-	if c.op.own || c.t.cfg.declaredDeduping(c.req) {
-		return true
+// shows reports whether attempt a's response shows that the server
+// dedupes by c's key, and records it as evidence for a's route unless the
+// application vouches for the server anyway (call.vouched). Evidence is
+// recorded from any answer, a success included.
+func (c *call) shows(a *attempt, d Decision) bool {
+	if a.resp == nil || !showsDedupe(a, c.t.cfg.keyHeader, c.op.key, d) {
+		return false
 	}
-	if a.resp != nil && showsDedupe(a, c.t.cfg.keyHeader, c.op.key, d) {
+	if !c.vouched() {
 		c.h.evidence.note(routeOf(c.req), a.end)
-		return true
 	}
-	return d.Action == Retry && c.h.evidence.has(routeOf(c.req), a.end)
+	return true
 }
+
+// vouched reports whether the application vouches that c's server dedupes
+// by its key: the key is its own, or it declared the server
+// (WithDedupingServer).
+func (c *call) vouched() bool { return c.op.own || c.t.cfg.declaredDeduping(c.req) }
 
 // notApplied reports whether attempt a's failure proves the server did not
 // apply it: the dial failed, nothing was written, or the server said 429.
@@ -201,13 +205,15 @@ func (a *attempt) notApplied() bool {
 
 // guardUnsafe turns a retry of an unsafe request that may have been applied
 // into what a bare client would have returned, unless the server is trusted
-// to dedupe it. It also records any evidence a's response shows.
+// to dedupe it: a's response shows it does, the application vouches for
+// it, or an earlier answer on a's route showed it (the evidence, looked up
+// only for a retry: it decides nothing else). It also records any evidence
+// a's response shows, whatever d is.
 func (c *call) guardUnsafe(a *attempt, d *Decision) (refused bool) {
 	if c.op.key == "" || idempotentMethod(c.req.Method) || !a.sent {
 		return false
 	}
-	trusted := c.trusted(a, *d) // records evidence even on a success
-	if d.Action != Retry || trusted || a.notApplied() {
+	if c.shows(a, *d) || d.Action != Retry || a.notApplied() || c.vouched() || c.h.evidence.has(routeOf(c.req), a.end) {
 		return false
 	}
 	d.Action = Terminal
