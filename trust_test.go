@@ -164,6 +164,47 @@ func TestRetriedWhenTheServerDedupes(t *testing.T) {
 	}
 }
 
+// Evidence shown on a plain success, with nothing observing the call (no
+// Report: the first attempt's success ends it early), counts for the next
+// operation on the route: a server that echoed the key has its lost answer
+// retried; one that did not has the ambiguous failure returned.
+func TestEvidenceFromASuccess(t *testing.T) {
+	tests := []struct {
+		name    string
+		echo    bool
+		retried bool
+	}{
+		{"server echoed the key", true, true},
+		{"server showed nothing", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &keylessAPI{echo: tt.echo, fault: func(n int32) string {
+				if n == 2 {
+					return "drop"
+				}
+				return ""
+			}}
+			srv := httptest.NewServer(api)
+			defer srv.Close()
+			client := resilient.Wrap(srv.Client(), resilient.WithBackoff(nil))
+			resp, err := postTo(t, client, context.Background(), srv.URL+"/v1/repos")
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			resp, err = postTo(t, client, context.Background(), srv.URL+"/v1/repos")
+			assert.Equal(t, int32(2), api.effects.Load(), "one effect per operation")
+			if !tt.retried {
+				assert.ErrorIs(t, err, resilient.ErrUnsafeRetry)
+				assert.Equal(t, int32(2), api.n.Load(), "not re-sent")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusCreated, resp.StatusCode)
+			assert.Equal(t, int32(3), api.n.Load(), "the lost answer re-sent once")
+		})
+	}
+}
+
 // A declaration names a route: another port or path is not covered.
 func TestDeclarationIsScoped(t *testing.T) {
 	api := &keylessAPI{fault: func(int32) string { return "drop" }}
