@@ -40,10 +40,12 @@ import (
 // Report, an Observer, hedging, a custom Classifier) or when the retry
 // tokens are off. The timed operations also record in the host's retry
 // tokens the first attempts sent since the previous one did, so that an
-// unkeyed operation to the host the Transport has cached that is not
-// timed, with the retry tokens and no Budget, reads no clock before its
-// first attempt is sent (unless a pause or a rate limit is to be checked),
-// nor after it when it succeeds. The tokens' count of a busy host's first
+// operation to the host the Transport has cached that is not timed, with
+// the retry tokens and no Budget, reads no clock before its first attempt
+// is sent (unless a pause or a rate limit is to be checked), nor after it
+// when it succeeds, unless its key is the application's own (its attempts
+// are recorded with their time) or the answer shows that the server
+// dedupes by key (noted with its time). The tokens' count of a busy host's first
 // attempts lags by at most seven, and so does the decision that a host is
 // no longer busy: up to seven operations after a busy spell go untimed.
 //
@@ -275,19 +277,20 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 
 // unclocked reports whether c's first attempt may be admitted and sent
 // without reading the clock, when its host's state is at hand
-// (Transport.cachedHost): an unkeyed operation (no key to record, no
-// evidence of a server's dedupe to keep) that is not a redirect hop, whose
-// attempts are not all timed (call.timeAll), through a gate that needs no
-// time to admit a first attempt (retry tokens on, no Budget). Only the
-// operations picked to feed the host's latency average read it then
-// (reservation.clocked), those that wait (a server's pause set on the
-// host, a rate limiter), and an attempt that is not a plain success, for
-// its end time. Nothing observes such an operation (no Report, Observer or
-// custom Classifier), so a first attempt that is a plain success ends it
-// with no more than what the host learns: a healthy answer, and its
-// latency if it was timed.
+// (Transport.cachedHost): an operation that is not a redirect hop and
+// whose key, if any, is not the application's own (an own key's attempts
+// are recorded with their time: Transport.recent), whose attempts are not
+// all timed (call.timeAll), through a gate that needs no time to admit a
+// first attempt (retry tokens on, no Budget). Only the operations picked
+// to feed the host's latency average read it then (reservation.clocked),
+// those that wait (a server's pause set on the host, a rate limiter), an
+// attempt that is not a plain success, for its end time, and a keyed
+// answer that shows the server dedupes, for the evidence's time
+// (call.shows). Nothing observes such an operation (no Report, Observer
+// or custom Classifier), so a first attempt that is a plain success ends
+// it (call.succeeded).
 func (c *call) unclocked() bool {
-	return c.t.cfg.unclocked && c.op.key == "" && !c.op.hop && c.led.rep == nil
+	return c.t.cfg.unclocked && !c.op.own && !c.op.hop && c.led.rep == nil
 }
 
 // timeAll reports whether every attempt of c is timed: when its duration

@@ -184,7 +184,11 @@ func (c *call) shows(a *attempt, d Decision) bool {
 		return false
 	}
 	if !c.vouched() {
-		c.h.evidence.note(routeOf(c.req), a.end)
+		at := a.end
+		if at.IsZero() {
+			at = c.t.cfg.now() // an unclocked success (call.unclocked)
+		}
+		c.h.evidence.note(routeOf(c.req), at)
 	}
 	return true
 }

@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,32 +51,44 @@ func newGet(ctx context.Context, host string) *http.Request {
 	return req
 }
 
-// TestUnclockedFirstAttempts: with the defaults, an unkeyed operation to
-// the cached host of a busy host reads no clock before its first attempt
-// is sent, unless it is the one in latencySample that feeds the latency
-// average (two reads: the start and the end); an answer that is not a
-// plain success reads the clock once, for its end time. Every operation to
-// a host that is not busy is timed. A keyed operation, a Report, an
-// Observer or a Budget read the clock as before.
+// TestUnclockedFirstAttempts: with the defaults, an operation to the
+// cached host of a busy host (unkeyed, or with a key the Transport mints)
+// reads no clock before its first attempt is sent, unless it is the one in
+// latencySample that feeds the latency average (two reads: the start and
+// the end); an answer that is not a plain success reads the clock once,
+// for its end time. Every operation to a host that is not busy is timed.
+// The application's own key, a Report, an Observer or a Budget read the
+// clock as before.
 func TestUnclockedFirstAttempts(t *testing.T) {
-	t.Run("one in eight reads the clock", func(t *testing.T) {
-		var reads atomic.Int64
-		tr := NewTransport(&scripted{codes: []int{200}})
-		countClock(tr, &reads)
-		var got []int64
-		for i := range 2*latencySample + 1 {
-			reads.Store(0)
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-			got = append(got, reads.Load())
-			if i == 0 {
-				makeBusy(t, tr, "api.test")
-			}
-		}
-		// The host's first operation finds no cached host: one read to
-		// look it up (its start), one for its end (it is timed).
-		want := []int64{2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2}
-		assert.Equal(t, want, got)
+	ok := RoundTripFunc(func(req *http.Request) (*http.Response, error) { // shows no dedupe
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 	})
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"GET", func() *http.Request { return newGet(context.Background(), "api.test") }},
+		{"keyed POST", func() *http.Request { return newPost(context.Background(), strings.NewReader(`{}`)) }},
+	} {
+		t.Run(tc.name+": one in eight reads the clock", func(t *testing.T) {
+			var reads atomic.Int64
+			tr := NewTransport(ok)
+			countClock(tr, &reads)
+			var got []int64
+			for i := range 2*latencySample + 1 {
+				reads.Store(0)
+				require.Equal(t, 200, roundTrip(t, tr, tc.req()))
+				got = append(got, reads.Load())
+				if i == 0 {
+					makeBusy(t, tr, "api.test")
+				}
+			}
+			// The host's first operation finds no cached host: one read
+			// to look it up (its start), one for its end (it is timed).
+			want := []int64{2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2}
+			assert.Equal(t, want, got)
+		})
+	}
 	t.Run("a host that is not busy is timed", func(t *testing.T) {
 		var reads atomic.Int64
 		tr := NewTransport(&scripted{codes: []int{200}})
@@ -101,7 +114,9 @@ func TestUnclockedFirstAttempts(t *testing.T) {
 		opts []Option
 		req  func() *http.Request
 	}{
-		{"keyed POST", nil, func() *http.Request { return newPost(context.Background(), nil) }},
+		{"application's key", nil, func() *http.Request {
+			return newPost(ContextWithKey(context.Background(), "order-1"), strings.NewReader(`{}`))
+		}},
 		{"report", nil, func() *http.Request {
 			return newGet(ContextWithReport(context.Background(), &Report{}), "api.test")
 		}},
@@ -113,6 +128,10 @@ func TestUnclockedFirstAttempts(t *testing.T) {
 			var reads atomic.Int64
 			tr := NewTransport(&scripted{codes: []int{200}}, tc.opts...)
 			countClock(tr, &reads)
+			require.Equal(t, 200, roundTrip(t, tr, tc.req()))
+			if v, _ := tr.hosts.m.Load("api.test"); v.(*hostState).tokens != nil {
+				makeBusy(t, tr, "api.test") // else unclocked operations would read no clock
+			}
 			for i := range latencySample {
 				reads.Store(0)
 				require.Equal(t, 200, roundTrip(t, tr, tc.req()))
@@ -354,5 +373,25 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		}
 		assert.Zero(t, reads.Load())
+	})
+}
+
+// TestUnclockedSuccessNotesEvidenceWithItsTime: a keyed answer that shows
+// the server dedupes, to an operation that read no clock, is noted as
+// evidence at the time it came, not at the zero time (already expired).
+func TestUnclockedSuccessNotesEvidenceWithItsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int64
+		tr := NewTransport(&scripted{codes: []int{200}}) // echoes the key
+		countClock(tr, &reads)
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		makeBusy(t, tr, "api.test")
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test"))) // the 1 in 8 timed
+		reads.Store(0)
+		req := newPost(context.Background(), strings.NewReader(`{}`))
+		require.Equal(t, 200, roundTrip(t, tr, req))
+		assert.Equal(t, int64(1), reads.Load(), "one read: the evidence's time")
+		v, _ := tr.hosts.m.Load("api.test")
+		assert.True(t, v.(*hostState).evidence.has(routeOf(req), time.Now()), "evidence noted now")
 	})
 }
