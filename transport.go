@@ -259,17 +259,16 @@ func (c *call) unobserved() bool {
 // note and finish would do for it, without building their Decision,
 // Report or Events. The classifier's answer is a success; the host hears a
 // healthy answer and, if a was timed, its latency; a keyed unsafe
-// request's answer may show that the server dedupes (guardUnsafe records
-// it). The attempt count is kept for the recent attempts of an own key.
+// request's answer may show that the server dedupes (call.shows records
+// it, as guardUnsafe would). The attempt count is kept for the recent attempts of an own key.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(c, healthOK)
 	if a.timed {
 		c.h.observeLatency(a.took)
 	}
 	c.led.attempts++
-	if c.op.key != "" {
-		d := Decision{Action: Success}
-		c.guardUnsafe(a, &d) // never refuses a success
+	if c.op.key != "" && !idempotentMethod(c.req.Method) {
+		c.shows(a, Decision{Action: Success}) // guardUnsafe's evidence, all it does on a success
 	}
 	c.op.body.close()
 	return a.resp
