@@ -95,7 +95,8 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 		// An unclocked first attempt (call.unclocked), never timed (a
 		// timed one reads the clock at admission): an answer other than
 		// a plain success gets its end time, for what reads it (a
-		// server's pause, Outcome.Now).
+		// server's pause, Outcome.Now, the dedupe evidence of a keyed
+		// answer).
 		if !plainSuccess(resp, err) {
 			a.end = cfg.now()
 		}

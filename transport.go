@@ -41,13 +41,14 @@ import (
 // tokens are off. The timed operations also record in the host's retry
 // tokens the first attempts sent since the previous one did, so that an
 // operation to the host the Transport has cached that is not timed, with
-// the retry tokens and no Budget, reads no clock before its first attempt
-// is sent (unless a pause or a rate limit is to be checked), nor after it
-// when it succeeds, unless its key is the application's own (its attempts
-// are recorded with their time) or the answer shows that the server
-// dedupes by key (noted with its time). The tokens' count of a busy host's first
-// attempts lags by at most seven, and so does the decision that a host is
-// no longer busy: up to seven operations after a busy spell go untimed.
+// the retry tokens and no Budget, and whose key, if any, is not the
+// application's own (an own key's attempts are recorded with their time),
+// reads no clock before its first attempt is sent (unless a pause or a
+// rate limit is to be checked), nor after it when it succeeds (unless the
+// answer shows that an undeclared server dedupes by key: the evidence is
+// noted with its time). The tokens' count of a busy host's first attempts
+// lags by at most seven, and so does the decision that a host is no longer
+// busy: up to seven operations after a busy spell go untimed.
 //
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
@@ -246,29 +247,33 @@ func (c *call) observe(a *attempt, d Decision) {
 	}
 }
 
-// unobserved reports whether nothing but the host and the key's evidence
-// learns from c's first attempt when it is a plain success: no Report, no
-// Observer, no custom Classifier, no hedging (call.timeAll), and no Store
-// record to finish. Such an attempt ends the call (call.succeeded).
+// unobserved reports whether nothing but the host, the key's evidence and
+// an own key's attempt count (Transport.recent) learns from c's first
+// attempt when it is a plain success: no Report, no Observer, no custom
+// Classifier, no hedging (call.timeAll), and no Store record to finish.
+// Such an attempt ends the call (call.succeeded).
 func (c *call) unobserved() bool {
 	return !c.t.cfg.timeAll && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
 }
 
 // succeeded ends c after its first attempt a, a plain success, when
 // nothing observes c (call.unobserved): it does what classify, observe,
-// note and finish would do for it, without building their Decision,
-// Report or Events. The classifier's answer is a success; the host hears a
-// healthy answer and, if a was timed, its latency; a keyed unsafe
-// request's answer may show that the server dedupes (call.shows records
-// it, as guardUnsafe would). The attempt count is kept for the recent attempts of an own key.
+// note and finish would do for it that anything reads afterwards, without
+// building their Decision, Report or Events. The classifier's answer is a
+// success; the host hears a healthy answer and, if a was timed, its
+// latency; the answer to a minted key on an unsafe request may show that
+// the server dedupes (call.noteShown records it, as guardUnsafe would; an
+// own key needs no evidence); the attempt is counted, for the recent
+// attempts of an own key. The resends count, which only a Report or an
+// Event would show, is not kept.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(c, healthOK)
 	if a.timed {
 		c.h.observeLatency(a.took)
 	}
 	c.led.attempts++
-	if c.op.key != "" && !idempotentMethod(c.req.Method) {
-		c.shows(a, Decision{Action: Success}) // guardUnsafe's evidence, all it does on a success
+	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) {
+		c.noteShown(a, Decision{Action: Success}) // all guardUnsafe does on a success
 	}
 	c.op.body.close()
 	return a.resp
@@ -285,7 +290,7 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 // those that wait (a server's pause set on the host, a rate limiter), an
 // attempt that is not a plain success, for its end time, and a keyed
 // answer that shows the server dedupes, for the evidence's time
-// (call.shows). Nothing observes such an operation (no Report, Observer
+// (call.noteShown). Nothing observes such an operation (no Report, Observer
 // or custom Classifier), so a first attempt that is a plain success ends
 // it (call.succeeded).
 func (c *call) unclocked() bool {

@@ -175,11 +175,11 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 	return false
 }
 
-// shows reports whether attempt a's response shows that the server
-// dedupes by c's key, and records it as evidence for a's route unless the
-// application vouches for the server anyway (call.vouched). Evidence is
-// recorded from any answer, a success included.
-func (c *call) shows(a *attempt, d Decision) bool {
+// noteShown records, as evidence for a's route, that attempt a's response
+// shows that the server dedupes by c's key, unless the application vouches
+// for the server anyway (call.vouched); it reports whether the response
+// shows it. Evidence is recorded from any answer, a success included.
+func (c *call) noteShown(a *attempt, d Decision) bool {
 	if a.resp == nil || !showsDedupe(a, c.t.cfg.keyHeader, c.op.key, d) {
 		return false
 	}
@@ -217,7 +217,8 @@ func (c *call) guardUnsafe(a *attempt, d *Decision) (refused bool) {
 	if c.op.key == "" || idempotentMethod(c.req.Method) || !a.sent {
 		return false
 	}
-	if c.shows(a, *d) || d.Action != Retry || a.notApplied() || c.vouched() || c.h.evidence.has(routeOf(c.req), a.end) {
+	shown := c.noteShown(a, *d) // recorded whatever d is
+	if shown || d.Action != Retry || a.notApplied() || c.vouched() || c.h.evidence.has(routeOf(c.req), a.end) {
 		return false
 	}
 	d.Action = Terminal
