@@ -389,7 +389,7 @@ func TestUnclockedSuccessNotesEvidenceWithItsTime(t *testing.T) {
 		tr := NewTransport(&scripted{codes: []int{200}}) // echoes the key
 		countClock(tr, &reads)
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test"))) // the host's first: timed
-		makeBusy(t, tr, "api.test") // so that the next operation (the second counted) is not timed
+		makeBusy(t, tr, "api.test")                                                       // so that the next operation (the second counted) is not timed
 		reads.Store(0)
 		req := newPost(context.Background(), strings.NewReader(`{}`))
 		require.Equal(t, 200, roundTrip(t, tr, req))
