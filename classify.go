@@ -167,6 +167,7 @@ const (
 //	other 409 (every unkeyed one)         terminal                                      CONFLICT
 //	400, 401, 403, 404, other 4xx         terminal                                      VALIDATION / AUTH / NOT_FOUND
 //	501, 505, TLS verification            terminal                                      TERMINAL
+//	the client's own limits (see below)   terminal                                      TERMINAL
 //	context canceled                      terminal                                      CANCELED
 //	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
 //
@@ -203,7 +204,15 @@ const (
 // RateLimit) is pushback (Decision.Pushback): the server asks for no retry
 // to the host until then.
 // Malformed hints are ignored. Network errors are recognised by their types
-// and values (errors.Is, errors.AsType), never by matching their text.
+// and values (errors.Is, errors.AsType), never by matching their text. The
+// errors of the client's own limits and configuration (a response header
+// over Transport.MaxResponseHeaderBytes, a scheme no RoundTripper serves,
+// http.ErrSchemeMismatch, TLS verification, a body shorter than its
+// ContentLength) are terminal: the same request fails the same way again.
+// net/http does not type most of them; they are recognised by their text in
+// one place (clientLimitErrors). Any other error after the request may have
+// been sent, malformed responses included, is retried if the request is
+// idempotent or keyed.
 //
 // DefaultClassifier does not allocate, except when it reads a JSON body of a
 // 400, 409 or 422 answer to a keyed request.
@@ -376,8 +385,38 @@ func permanent(err error) bool {
 		return true
 	case isPermanentDial(err):
 		return true
-	case errors.Is(err, ErrInvalidRequest):
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrBodyNotReplayable), errors.Is(err, http.ErrSchemeMismatch):
 		return true
+	}
+	return clientLimit(err)
+}
+
+// clientLimitErrors are the texts of the errors net/http raises for the
+// client's own limits and configuration, which it does not type: the same
+// request fails the same way every time, so they are terminal. This is the
+// one place where an error is recognised by its text.
+var clientLimitErrors = [...]string{
+	"server response headers exceeded",                        // Transport.MaxResponseHeaderBytes (HTTP/1)
+	"response header list larger than advertised limit",       // the same, HTTP/2
+	"request header list larger than peer's advertised limit", // the server's SETTINGS_MAX_HEADER_LIST_SIZE
+	"unsupported protocol scheme",                             // no RoundTripper for the URL's scheme
+	"http: ContentLength=",                                    // a body shorter than Request.ContentLength
+	"http: Request.ContentLength=",                            // ContentLength set with a nil Body
+	"can't write control character in Request.URL",
+	"http: no Host in request URL",
+	"http: Request.RequestURI can't be set in client requests",
+}
+
+// clientLimit reports whether err is one of clientLimitErrors.
+func clientLimit(err error) bool {
+	if is[net.Error](err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return false // a network error (and no text to build)
+	}
+	msg := err.Error()
+	for _, s := range clientLimitErrors {
+		if strings.Contains(msg, s) {
+			return true
+		}
 	}
 	return false
 }

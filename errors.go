@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -131,10 +132,38 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(")")
 	if e.Err != nil && e.Err != e.Reason {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		// The cause, unless it says no more than the reason (a context
+		// error returned by the base transport as the caller's own).
+		if msg := e.Err.Error(); e.Reason == nil || msg != e.Reason.Error() {
+			b.WriteString(": ")
+			b.WriteString(msg)
+		}
 	}
-	return b.String()
+	// One line, whatever the cause's text holds (errors.Join's, a
+	// classifier's own error).
+	return strings.ReplaceAll(b.String(), "\n", "; ")
+}
+
+// Timeout reports whether the request failed because a deadline passed:
+// the context's, http.Client.Timeout's, an attempt timeout's or a network
+// timeout. It is what os.IsTimeout and (*url.Error).Timeout ask, and it
+// answers as they would for the error a bare client returns.
+func (e *Error) Timeout() bool {
+	for _, err := range [...]error{e.Reason, e.Err} {
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return true
+		}
+		if t, ok := errors.AsType[interface {
+			error
+			Timeout() bool
+		}](err); ok && t.Timeout() {
+			return true
+		}
+	}
+	return false
 }
 
 // Unwrap returns Reason and Err, so errors.Is and errors.As see both.

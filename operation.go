@@ -64,6 +64,7 @@ func (c *call) resolve() error {
 		return c.fail(ErrInvalidKey, CategoryClient, err)
 	}
 	if err := op.body.init(c.req, cfg.maxBodyBuffer); err != nil {
+		c.unsent()
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
@@ -122,6 +123,19 @@ func (c *call) identity(alt string) error {
 	return nil
 }
 
+// unsent forgets a key that neither the application nor the Store holds
+// when the call fails before sending it: Error.Key names a key a caller
+// can resolve an operation with, never one that went nowhere.
+func (c *call) unsent() {
+	if c.op.field != "" {
+		return // the caller's header
+	}
+	if _, ok := KeyFromContext(c.ctx); ok {
+		return
+	}
+	c.op.key = ""
+}
+
 // claim gets the operation's key from the Store before anything is sent:
 // the stored key if the operation was claimed before (by this process or one
 // that crashed), else the key chosen by identity, now made durable.
@@ -130,6 +144,7 @@ func (c *call) claim() error {
 	op := &c.op
 	fp, err := op.body.fingerprint(c.req)
 	if err != nil {
+		c.unsent()
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
 	now := cfg.now()
@@ -148,6 +163,7 @@ func (c *call) claim() error {
 	if err != nil {
 		// Nothing is sent without a durable key; the caller can repeat the
 		// operation, which claims it again.
+		c.unsent()
 		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
 	}
 	if claimed {
@@ -157,6 +173,7 @@ func (c *call) claim() error {
 		return c.fail(ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err))
 	}
 	if rec.Fingerprint != fp {
+		op.key = "" // neither key is this request's: the stored one is another's
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
 	}
 	explicit := c.req.Header.Get(cfg.keyHeader) != ""
@@ -164,6 +181,7 @@ func (c *call) claim() error {
 		explicit = true
 	}
 	if explicit && rec.Key != op.key {
+		op.key = ""
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name))
 	}
 	op.key = rec.Key

@@ -353,7 +353,7 @@ func (c *call) classify(a *attempt) Decision {
 		d = Decision{Action: Success, Replayed: c.op.key != "" && a.replayHeaders().replay()}
 	case a.err != nil && c.ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
-		a.err = errors.Join(c.ctx.Err(), a.err)
+		a.err = withCause(c.ctx.Err(), a.err)
 		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
 	default:
 		d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
@@ -374,6 +374,22 @@ func (c *call) classify(a *attempt) Decision {
 	}
 	return d
 }
+
+// withCause returns err, the error of an attempt cut short by the
+// caller's context, so that errors.Is finds ctxErr in it too; its text is
+// err's alone (the context's error is the Reason beside it).
+func withCause(ctxErr, err error) error {
+	if errors.Is(err, ctxErr) {
+		return err
+	}
+	return causeError{ctxErr, err}
+}
+
+// causeError is an attempt's error with the context error that ended it.
+type causeError struct{ ctx, err error }
+
+func (e causeError) Error() string   { return e.err.Error() }
+func (e causeError) Unwrap() []error { return []error{e.err, e.ctx} }
 
 // errResendRefused is the error of an attempt whose connection died after
 // the request was written, when net/http tried to re-send it on its own:
