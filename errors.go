@@ -51,8 +51,9 @@ var (
 	// ErrStore: the Store failed (it is down or returned an error). The request
 	// was not sent without its durable key.
 	ErrStore = errors.New("resilient: store failed")
-	// ErrInvalidRequest: the request cannot be sent at all (nil URL, missing
-	// host, scheme other than http or https).
+	// ErrInvalidRequest: the request cannot be sent at all (nil URL, an
+	// http or https URL without a host, a nil Header, an invalid method or
+	// header field).
 	ErrInvalidRequest = errors.New("resilient: invalid request")
 )
 

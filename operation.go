@@ -270,14 +270,16 @@ type headerScan struct {
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
-// refuse (see checkHeader), and scans its header.
+// refuse (see checkHeader), and scans its header. A scheme other than http
+// and https is left to the base transport, which may serve it
+// (http.Transport.RegisterProtocol) or refuse it (a terminal error).
 func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerScan, error) {
 	switch {
 	case req.URL == nil:
 		return headerScan{}, errors.New("nil URL")
-	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return headerScan{}, fmt.Errorf("unsupported scheme %q", req.URL.Scheme)
-	case req.URL.Host == "":
+	case req.URL.Host == "" && (req.URL.Scheme == "http" || req.URL.Scheme == "https"):
+		// Other schemes are the base transport's to serve or refuse
+		// (http.Transport.RegisterProtocol), as for a bare client.
 		return headerScan{}, errors.New("no host in URL")
 	case req.Header == nil:
 		return headerScan{}, errors.New("nil Header")

@@ -591,7 +591,7 @@ func TestReportRecordsWhatHappened(t *testing.T) {
 
 func TestInvalidRequest(t *testing.T) {
 	s := newStub(reply(200))
-	req, _ := http.NewRequest(http.MethodPost, "ftp://api.test/x", strings.NewReader("{}"))
+	req, _ := http.NewRequest(http.MethodPost, "http:///x", strings.NewReader("{}"))
 	_, err := resilient.NewTransport(s, fast()...).RoundTrip(req)
 	require.ErrorIs(t, err, resilient.ErrInvalidRequest)
 	assert.Empty(t, s.attempts())
