@@ -281,7 +281,7 @@ func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
 		cancel()
 		return
 	}
-	a.resp.Body = &cancelBody{ReadCloser: a.resp.Body, cancel: cancel}
+	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
 }
 
 // settleLosers cancels the copies still in flight once another has won,

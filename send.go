@@ -131,7 +131,7 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 	}
 	if cancel != nil {
 		if resp != nil {
-			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+			resp.Body = cancelOnClose(resp.Body, cancel)
 		} else {
 			cancel()
 		}
@@ -453,6 +453,24 @@ func discard(resp *http.Response) {
 	stop.Stop()
 	resp.Body.Close()
 }
+
+// cancelOnClose returns body, which cancels the attempt's context when the
+// caller closes it. The body of a 101 Switching Protocols answer is the
+// upgraded connection, an io.ReadWriteCloser: it stays one.
+func cancelOnClose(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
+	if rw, ok := body.(io.ReadWriteCloser); ok {
+		return &cancelRWBody{cancelBody{rw, cancel}, rw}
+	}
+	return &cancelBody{body, cancel}
+}
+
+// cancelRWBody is a cancelBody that can be written to.
+type cancelRWBody struct {
+	cancelBody
+	w io.Writer
+}
+
+func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // cancelBody cancels the attempt's context when the caller closes the body.
 type cancelBody struct {
