@@ -39,7 +39,7 @@ func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("connection reset by peer")
 	}
 	h := make(http.Header)
-	if k := req.Header.Get("Idempotency-Key"); k != "" {
+	if k := sentKey(req.Header, DefaultKeyHeader, "idempotency-key"); k != "" {
 		h.Set("Idempotency-Key", k) // the server shows it dedupes by key
 	}
 	for _, kv := range s.headers {

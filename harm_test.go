@@ -61,7 +61,7 @@ func (s *fateServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if fails(op, k, s.p) {
 		code = http.StatusServiceUnavailable
 	}
-	h := http.Header{"Idempotency-Key": {req.Header.Get("Idempotency-Key")}} // it dedupes, and says so
+	h := http.Header{"Idempotency-Key": {wire(req.Header).Get("Idempotency-Key")}} // it dedupes, and says so
 	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 }
 

@@ -51,7 +51,7 @@ func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.mu.Lock()
 	i := min(len(s.sent), len(s.steps)-1)
-	s.sent = append(s.sent, sent{method: req.Method, header: req.Header.Clone(), body: b})
+	s.sent = append(s.sent, sent{method: req.Method, header: wire(req.Header), body: b})
 	st := s.steps[i]
 	s.mu.Unlock()
 	resp, err := st(req)
@@ -63,6 +63,17 @@ func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Request = req
 	}
 	return resp, err
+}
+
+// wire returns h as a server reads it: field names are case-insensitive on
+// the wire, and net/http's server canonicalizes them.
+func wire(h http.Header) http.Header {
+	w := make(http.Header, len(h))
+	for k, vv := range h {
+		ck := http.CanonicalHeaderKey(k)
+		w[ck] = append(w[ck], vv...)
+	}
+	return w
 }
 
 func (s *stub) attempts() []sent {
@@ -93,7 +104,7 @@ func reply(code int, headers ...string) step {
 		if req == nil {
 			req = &http.Request{Header: http.Header{}}
 		}
-		if k := req.Header.Get("Idempotency-Key"); k != "" && h.Get("Idempotency-Key") == "" {
+		if k := wire(req.Header).Get("Idempotency-Key"); k != "" && h.Get("Idempotency-Key") == "" {
 			h.Set("Idempotency-Key", k) // the server shows it dedupes by key, as Stripe's does
 		}
 		body := http.StatusText(code)

@@ -220,3 +220,32 @@ func (s methodSet) has(m string) bool {
 	}
 	return false
 }
+
+// wireKey returns the spelling under which the Transport sends the key
+// header named canonical (see config.keyWire): lower case for the two names
+// net/http takes for a mark of idempotence, canonical otherwise.
+func wireKey(canonical string) string {
+	switch canonical {
+	case "Idempotency-Key", "X-Idempotency-Key":
+		return strings.ToLower(canonical)
+	}
+	return canonical
+}
+
+// sentKey returns the key a request sent by the Transport (or by the
+// caller with its own key) carries under the header named canonical, in
+// whatever spelling: "" if none.
+func sentKey(h http.Header, canonical, wire string) string {
+	if vs := h[wire]; len(vs) > 0 {
+		return vs[0]
+	}
+	if vs := h[canonical]; len(vs) > 0 {
+		return vs[0]
+	}
+	for name, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(name, canonical) {
+			return vs[0]
+		}
+	}
+	return ""
+}

@@ -102,7 +102,7 @@ func (c *call) identity(alt string) error {
 	// request whose Response is the redirect; that response's Request is the
 	// attempt we sent, with the key. Same method, same operation, same key.
 	if prev := c.req.Response; prev != nil && prev.Request != nil && prev.Request.Method == c.req.Method {
-		if k := prev.Request.Header.Get(cfg.keyHeader); k != "" {
+		if k := sentKey(prev.Request.Header, cfg.keyHeader, cfg.keyWire); k != "" {
 			op.key = k
 			return nil
 		}
@@ -176,7 +176,7 @@ func (c *call) claim() error {
 		op.key = "" // neither key is this request's: the stored one is another's
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
 	}
-	explicit := c.req.Header.Get(cfg.keyHeader) != ""
+	explicit := op.field != ""
 	if _, ok := KeyFromContext(c.ctx); ok {
 		explicit = true
 	}

@@ -42,7 +42,16 @@ type config struct {
 	rateLimit        rate.Limit
 	rateBurst        int
 	keyHeader        string
-	attemptHeader    string
+	// keyWire is the spelling keyHeader is sent under when the Transport
+	// adds the key (resolved by NewTransport): net/http re-sends a request
+	// by itself after a reused connection dies once it holds the
+	// canonical Idempotency-Key or X-Idempotency-Key
+	// (Request.isReplayable), a second effect where the first was applied
+	// and the server ignores keys. Under their lower-case spelling, the same
+	// field on the wire (field names are case-insensitive; HTTP/2 sends
+	// them in lower case), it re-sends only what a bare client's would.
+	keyWire       string
+	attemptHeader string
 	keyFunc          func() (string, error) // nil: the Transport's keySource (NewKey's UUIDv7s)
 	keyMethods       methodSet
 	dedupers         []dedupingServer

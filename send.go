@@ -177,7 +177,10 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	// else (the first attempt of a request whose key the caller set in its
 	// header) the attempt shares the caller's header, which nothing writes.
 	if w != nil && c.op.field == "" {
-		areq.Header[cfg.keyHeader] = w.key[:]
+		// Under the spelling net/http does not take for a mark of
+		// idempotence (see config.keyWire): it then re-sends the request
+		// on its own only when a bare client's would be.
+		areq.Header[cfg.keyWire] = w.key[:]
 	}
 	if attempt {
 		areq.Header[cfg.attemptHeader] = attemptValue(n)
@@ -194,16 +197,11 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	}
 	areq.Body = body
 	areq.GetBody = c.op.body.rewind()
-	if w != nil && areq.GetBody != nil && body != http.NoBody && !idempotentMethod(c.req.Method) {
-		// net/http re-sends a request with an Idempotency-Key header by
-		// itself when a reused connection dies: safe when nothing was
-		// written, a second effect otherwise on a server that ignores keys.
-		// It rewinds the body first: refuse the rewind once a write is
-		// seen, and let the Transport decide with what it knows. A request
-		// without a body has nothing to rewind (net/http never calls its
-		// GetBody: http.NoBody is sent again as is), so it gets no guard
-		// and saves the method value's allocation; its re-sends are still
-		// counted by the watch's writes.
+	if w != nil && areq.GetBody != nil && body != http.NoBody {
+		// Count the rewinds net/http makes to re-send the attempt on its
+		// own (nothing written on a reused connection, an HTTP/2 stream
+		// the server refused): Report.Resends. A bodyless request is
+		// re-sent without one; its re-sends are counted by the writes.
 		w.rewind = areq.GetBody
 		areq.GetBody = w.getBody
 	}
@@ -211,14 +209,14 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 }
 
 // writeWatch watches the writes of one keyed attempt: it counts the times
-// net/http wrote the request (its ClientTrace's WroteRequest) and guards the
-// rewind net/http calls before re-sending it on its own (getBody). One
-// allocation holds the trace, the counters and the key header's value.
+// net/http wrote the request (its ClientTrace's WroteRequest) and the
+// rewinds it made to re-send it on its own (getBody). One allocation holds
+// the trace, the counters and the key header's value.
 type writeWatch struct {
 	parent context.Context // the attempt's context without the trace (watchCtx)
 	trace  httptrace.ClientTrace
 	wrote  atomic.Int32 // writes of the request, net/http's re-sends included
-	resent atomic.Int32 // rewinds allowed: re-sends after nothing was written
+	resent atomic.Int32 // rewinds: net/http's re-sends of a request with a body
 	rewind func() (io.ReadCloser, error)
 	key    [1]string // the key header's value
 }
@@ -294,14 +292,12 @@ func (k keyedCtx) Value(key any) any {
 	return nil
 }
 
-// getBody is the attempt's GetBody: the rewind, unless the request was
-// written, in which case the re-send is refused (errResendRefused) and the
-// Transport decides with what it knows.
+// getBody is the attempt's GetBody: the rewind, counted. net/http calls
+// it only to re-send what a bare client's request would be re-sent for: the
+// key is sent under a spelling that does not make the request replayable
+// (config.keyWire).
 func (w *writeWatch) getBody() (io.ReadCloser, error) {
-	if w.wrote.Load() > 0 {
-		return nil, errResendRefused
-	}
-	w.resent.Add(1) // nothing was written: a re-send that costs nothing
+	w.resent.Add(1)
 	return w.rewind()
 }
 
@@ -390,12 +386,6 @@ type causeError struct{ ctx, err error }
 
 func (e causeError) Error() string   { return e.err.Error() }
 func (e causeError) Unwrap() []error { return []error{e.err, e.ctx} }
-
-// errResendRefused is the error of an attempt whose connection died after
-// the request was written, when net/http tried to re-send it on its own:
-// the outcome is unknown, and the Transport, not net/http, decides whether
-// a re-send is safe.
-var errResendRefused = errors.New("resilient: connection lost after the request was written (net/http's own re-send refused)")
 
 // attemptHeaderValues avoids an allocation per attempt for the attempt header.
 var attemptHeaderValues = func() (v [16][]string) {

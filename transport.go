@@ -58,6 +58,18 @@ import (
 // window (10 s by default) with no pause pending and no breaker open, so
 // memory follows the set of active hosts.
 //
+// A key the Transport adds is sent under the header's lower-case spelling
+// ("idempotency-key") when the header is Idempotency-Key or
+// X-Idempotency-Key: net/http re-sends by itself, after a reused
+// connection dies, any request that carries one of them canonically
+// spelled, and a POST re-sent after it was applied is a second effect on a
+// server that ignores keys. The field is the same on the wire (names are
+// case-insensitive; HTTP/2 lower-cases them); a base RoundTripper that
+// reads it should look it up without regard to case. net/http's other
+// re-sends (nothing written on a reused connection, an HTTP/2 stream the
+// server refused or never processed) go ahead, as for a bare client, and
+// are counted (Report.Resends).
+//
 // RoundTrip keeps the RoundTripper contract: it never modifies the caller's
 // request (an attempt that adds to it — the key and attempt headers, a
 // buffered body, an attempt timeout — is sent on a copy; an unkeyed first
@@ -88,6 +100,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	for _, o := range opts {
 		o(&t.cfg)
 	}
+	t.cfg.keyWire = wireKey(t.cfg.keyHeader)
 	if t.cfg.now == nil {
 		t.cfg.now = newClock().now
 	}
