@@ -50,8 +50,8 @@ type config struct {
 	// and the server ignores keys. Under their lower-case spelling, the same
 	// field on the wire (field names are case-insensitive; HTTP/2 sends
 	// them in lower case), it re-sends only what a bare client's would.
-	keyWire       string
-	attemptHeader string
+	keyWire          string
+	attemptHeader    string
 	keyFunc          func() (string, error) // nil: the Transport's keySource (NewKey's UUIDv7s)
 	keyMethods       methodSet
 	dedupers         []dedupingServer

@@ -1,7 +1,6 @@
 package resilient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -404,30 +404,80 @@ func attemptValue(n int) []string {
 
 // drainLimit and drainTimeout bound what discard reads of a response the
 // caller will not see: enough to reuse a keep-alive connection after a
-// short error page, never long enough to hold the retry loop.
+// short error page, never long enough to hold the retry loop. keep drains
+// drainLimit too, in the background.
 const (
 	drainLimit   = 64 << 10
 	drainTimeout = 100 * time.Millisecond
 )
 
-// keep drains (at most drainLimit bytes, for at most drainTimeout) and closes
-// the body of a response that a retry replaces, so that its connection is
-// free during the backoff, and keeps what was read: if the retry is then
-// not sent, the caller still gets that response. It returns nil when the
-// body was too long or too slow to keep (it is closed either way).
+// keep holds the response of an attempt that a retry may replace: its
+// body is drained in the background (at most drainLimit bytes), so that a
+// short error page frees its connection during the backoff, and nothing of
+// it is lost: if the retry is then not sent, the caller reads the whole
+// body, what was drained and then the rest, as a bare client's caller
+// would. If the retry is sent, drop closes it.
 func keep(resp *http.Response) *http.Response {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return resp
 	}
-	stop := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
-	b, err := io.ReadAll(io.LimitReader(resp.Body, drainLimit+1))
-	stopped := stop.Stop()
-	resp.Body.Close()
-	if err != nil || !stopped || len(b) > drainLimit {
-		return nil
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
+	hb := &heldBody{rc: resp.Body, done: make(chan struct{})}
+	go hb.drain()
+	resp.Body = hb
 	return resp
+}
+
+// drop closes the body of a response kept (keep) for a retry that was
+// sent: the caller will not see it.
+func drop(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+}
+
+// heldBody is the body of a kept response: drained up to drainLimit bytes
+// in the background, then read as it was.
+type heldBody struct {
+	rc   io.ReadCloser
+	done chan struct{} // closed when drain returns
+	buf  []byte        // what drain read
+	err  error         // io.EOF once the body ended within buf, the read error, or nil: more to read from rc
+	pos  int           // how much of buf Read returned
+	once sync.Once
+}
+
+func (b *heldBody) drain() {
+	defer close(b.done)
+	buf, err := io.ReadAll(io.LimitReader(b.rc, drainLimit))
+	b.buf = buf
+	switch {
+	case err != nil:
+		b.err = err
+	case len(buf) < drainLimit:
+		b.err = io.EOF
+	}
+}
+
+// Read returns the drained bytes, then the rest of the body. It waits for
+// the drain, which reads no more than the caller would.
+func (b *heldBody) Read(p []byte) (int, error) {
+	<-b.done
+	if b.pos < len(b.buf) {
+		n := copy(p, b.buf[b.pos:])
+		b.pos += n
+		return n, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.rc.Read(p)
+}
+
+// Close closes the body; a drain still reading ends.
+func (b *heldBody) Close() error {
+	err := errors.New("resilient: body already closed")
+	b.once.Do(func() { err = b.rc.Close() })
+	return err
 }
 
 // discard drains (at most drainLimit bytes, for at most drainTimeout) and

@@ -198,6 +198,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			if a.resp != nil && !errors.Is(err, c.ctx.Err()) {
 				return c.finish(&a, d, err) // the retry was not sent: the last answer stands
 			}
+			drop(a.resp)
 			return nil, c.stopped(err)
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
@@ -221,10 +222,14 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			c.note(&a, d, res.delay, false)
 		}
-		if !a.sent && prev.resp != nil {
-			// The retry never left (its body could not be rewound): the
-			// last answer stands, as the caller would have had it.
-			return c.finish(&prev, prevDec, ErrBodyNotReplayable)
+		if prev.resp != nil {
+			if !a.sent {
+				// The retry never left (its body could not be rewound):
+				// the last answer stands, as the caller would have had it.
+				return c.finish(&prev, prevDec, ErrBodyNotReplayable)
+			}
+			drop(prev.resp) // the retry replaced it
+			prev.resp = nil
 		}
 		if d.Action != Retry {
 			return c.finish(&a, d, a.stop)
