@@ -39,9 +39,8 @@ var (
 	ErrInvalidKey = errors.New("resilient: invalid idempotency key")
 	// ErrDelayTooLong: the server asked to wait (Retry-After) longer than the
 	// configured maximum, or longer than the time left before the context's
-	// deadline, or it kept asking (a retry that waited out the host's pause
-	// found it renewed: the host is still shedding), so the Transport
-	// returned instead of sleeping, with the last answer when it had one.
+	// deadline, so the Transport returned instead of sleeping, with the
+	// last answer when it had one. It is decided before any wait.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
 	// ErrPushback: the destination host's server pushed back (see
 	// Decision.Pushback) and the time it asked for has not passed, so the

@@ -186,28 +186,24 @@ func (r *reservation) wait(c *call) error {
 			return ErrPushback
 		}
 	}
-	if h.pauseUntil.Load() != 0 || (r.retry && h.retryPauseUntil.Load() != 0) {
+	if r.first && h.pauseUntil.Load() != 0 {
+		// A retry is not held here: it waited out the pause it knew of
+		// (reserve made its delay cover it), and one set or renewed
+		// meanwhile by another answer does not drop it: a retry that
+		// waited is sent, never slept for and then dropped (one bad
+		// backend behind a load balancer renews the host's pause all
+		// the time). A host that keeps failing runs out of retry tokens,
+		// which refuse retries before any wait.
 		now := c.t.cfg.now()
 		r.stamp(c, now)
 		h.clearPauses(now.UnixNano())
-		if p := h.pausedFor(now, r.retry); p > 0 {
-			switch {
-			case !r.first:
-				// The retry already waited out the pause it knew of (its
-				// delay covered it); a pause that holds it now was set or
-				// renewed meanwhile: the host is still shedding. Waiting
-				// again could last as long as the overload; drop the retry
-				// and leave the host the capacity.
+		if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+			if err := sleep(c.ctx, p); err != nil {
 				r.cancel()
-				return ErrDelayTooLong
-			case c.fits(now, p):
-				if err := sleep(c.ctx, p); err != nil {
-					r.cancel()
-					return err
-				}
-				r.delay += p
-				r.at = c.t.cfg.now()
+				return err
 			}
+			r.delay += p
+			r.at = c.t.cfg.now()
 		}
 	}
 	if h.limiter != nil {

@@ -145,12 +145,13 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 	}
 }
 
-// A pause that begins while a retry sleeps (the host is shedding) drops the
-// retry at send time; what it took is given back, and the caller gets the
-// last answer.
-func TestGateReleasesWhenAPauseBeginsDuringTheBackoff(t *testing.T) {
+// Regression: a pause that begins while a retry sleeps (another answer
+// set it) does not drop the retry once it has waited: it is sent, and its
+// reservation released once. A retry slept for and then dropped made the
+// caller wait for an answer a bare client had at once.
+func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := gateTransport(&scripted{codes: []int{500}})
+		tr := gateTransport(&scripted{codes: []int{500, 201}})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		time.AfterFunc(5*time.Millisecond, func() {
@@ -161,9 +162,10 @@ func TestGateReleasesWhenAPauseBeginsDuringTheBackoff(t *testing.T) {
 		resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}")))
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Equal(t, 500, resp.StatusCode, "the retry was not sent: the last answer stands")
-		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
-		assertReleased(t, tr, 0)
+		assert.Equal(t, 201, resp.StatusCode, "the retry that waited was sent")
+		assert.Len(t, rep.Attempts, 2)
+		assert.Nil(t, rep.Stopped)
+		assertReleased(t, tr, 1)
 	})
 }
 
@@ -207,36 +209,50 @@ func TestHealthOf(t *testing.T) {
 }
 
 // A host that keeps shedding (every answer 503 with Retry-After, renewed by
-// other requests while a retry waits) gets no retries: each waits out the
-// pause it knew of, finds it renewed, and is dropped; the caller gets the
-// 503. First attempts still go out.
+// other requests while retries wait) soon gets no retries, and none is slept
+// for and then dropped: every retry that waits is sent, and once the
+// failures have spent the host's retry tokens a retry is refused before any
+// wait; the caller gets the 503 at once. First attempts still go out.
 func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &scripted{codes: []int{503}, headers: []string{"Retry-After: 1"}}
 		tr := NewTransport(s)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var others sync.WaitGroup
+		var (
+			others  sync.WaitGroup
+			mu      sync.Mutex
+			dropped int // calls that waited and then did not send
+		)
 		others.Go(func() { // other operations, one starting every 100 ms
 			for ctx.Err() == nil {
 				others.Go(func() {
-					if resp, err := tr.RoundTrip(newPost(ctx, strings.NewReader("{}"))); err == nil {
+					rep := new(Report)
+					if resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}"))); err == nil {
 						resp.Body.Close()
+					}
+					if ctx.Err() == nil && len(rep.Attempts) == 1 && rep.Stopped != nil && !errors.Is(rep.Stopped, ErrBudgetExhausted) {
+						mu.Lock()
+						dropped++
+						mu.Unlock()
 					}
 				})
 				time.Sleep(100 * time.Millisecond)
 			}
 		})
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(30 * time.Second) // the failures spend the tokens
 		rep := new(Report)
+		start := time.Now()
 		resp, err := tr.RoundTrip(newPost(ContextWithReport(context.Background(), rep), strings.NewReader("{}")))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Len(t, rep.Attempts, 1, "no retry while the host sheds")
-		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
+		assert.ErrorIs(t, rep.Stopped, ErrBudgetExhausted)
+		assert.Zero(t, time.Since(start), "refused before any wait")
 		cancel()
 		others.Wait()
+		assert.Zero(t, dropped, "no retry was waited for and then dropped")
 	})
 }
 
