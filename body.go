@@ -2,43 +2,63 @@ package resilient
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
 // replayBody produces the request body of each attempt.
 //
-// Three shapes: no body; a body the caller can rewind (GetBody) or that was
-// buffered because it fit in the limit; a body over the limit without
-// GetBody, sent once as a stream (replayable false).
+// Four shapes: no body; a body the caller can rewind (GetBody); a body
+// without GetBody, streamed to the first attempt as the caller produces it
+// and kept, up to the limit, for the attempts after (stream); and, when the
+// operation is claimed in a Store (which needs the body's fingerprint
+// before anything is sent), a body without GetBody read before the first
+// attempt, within the caller's context (buf, with first streaming the rest
+// of a body over the limit, once).
 type replayBody struct {
-	buf        []byte                        // buffered body, when getBody is nil and replayable
-	getBody    func() (io.ReadCloser, error) // the caller's GetBody
-	first      io.ReadCloser                 // body of attempt 0 when it comes from the caller
-	replayable bool
+	buf     []byte                        // a body read before the first attempt
+	getBody func() (io.ReadCloser, error) // the caller's GetBody
+	first   io.ReadCloser                 // body of attempt 0 when it comes from the caller
+	stream  *streamBody                   // a body without GetBody, read as it is sent
+	// over: a body read before the first attempt went over the limit; it
+	// is sent once.
+	over bool
 }
 
-// init prepares req's body for several attempts. It reads at most
-// limit+1 bytes of a body without GetBody. A read error is returned wrapped in
-// ErrBodyNotReplayable and the body is closed: nothing is sent.
-func (rb *replayBody) init(req *http.Request, limit int64) error {
-	rb.buf, rb.getBody, rb.first, rb.replayable = nil, nil, nil, true // a literal would be copied from a template
-	if req.Body == nil || req.Body == http.NoBody {
+// init prepares req's body for several attempts. A body without GetBody is
+// streamed (see streamBody), unless whole says the body is needed before
+// the first attempt: then it reads at most limit+1 bytes of it, and gives
+// up with ctx (closing the body, which ends a read blocked on a pipe). A
+// read error is returned wrapped in ErrBodyNotReplayable and the body is
+// closed: nothing is sent.
+func (rb *replayBody) init(ctx context.Context, req *http.Request, limit int64, whole bool) error {
+	*rb = replayBody{}
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
 		return nil
-	}
-	if req.GetBody != nil {
+	case req.GetBody != nil:
 		rb.getBody = req.GetBody
 		rb.first = req.Body
+		return nil
+	case !whole:
+		rb.stream = newStreamBody(req.Body, req.ContentLength, limit)
 		return nil
 	}
 	var b bytes.Buffer
 	if req.ContentLength > 0 && req.ContentLength <= limit {
 		b.Grow(int(req.ContentLength))
 	}
+	stop := context.AfterFunc(ctx, func() { req.Body.Close() })
 	n, err := io.Copy(&b, io.LimitReader(req.Body, limit+1))
+	if !stop() && err != nil {
+		err = context.Cause(ctx) // the read failed because the caller gave up
+	}
 	if err != nil {
 		req.Body.Close()
 		return fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
@@ -49,7 +69,7 @@ func (rb *replayBody) init(req *http.Request, limit int64) error {
 		return nil
 	}
 	// Over the limit: stream what was read, then the rest, once.
-	rb.replayable = false
+	rb.over = true
 	rb.buf = b.Bytes()
 	rb.first = struct {
 		io.Reader
@@ -59,12 +79,22 @@ func (rb *replayBody) init(req *http.Request, limit int64) error {
 }
 
 // none reports whether the request has no body.
-func (rb *replayBody) none() bool { return rb.first == nil && rb.getBody == nil && rb.buf == nil }
+func (rb *replayBody) none() bool {
+	return rb.first == nil && rb.getBody == nil && rb.buf == nil && rb.stream == nil
+}
+
+// replayable reports whether an attempt after the first can still be sent
+// with the whole body: false once a body over the limit has been sent.
+func (rb *replayBody) replayable() bool {
+	if rb.stream != nil {
+		return rb.stream.replayable()
+	}
+	return !rb.over
+}
 
 // callers reports whether the first attempt carries the request's body as
 // the caller made it: none, or the caller's own with its GetBody (init
-// keeps both as they are). A buffered body is not: the attempt reads the
-// buffer.
+// keeps both as they are). A buffered or streamed body is not.
 func (rb *replayBody) callers() bool { return rb.none() || rb.getBody != nil }
 
 // body returns the body for attempt n (0 for the first). It fails only for a
@@ -73,9 +103,13 @@ func (rb *replayBody) body(n int) (io.ReadCloser, error) {
 	switch {
 	case rb.none():
 		return http.NoBody, nil
+	case rb.stream != nil:
+		return rb.stream.reader()
 	case n == 0 && rb.first != nil:
-		return rb.first, nil
-	case !rb.replayable:
+		f := rb.first
+		rb.first = nil // the base transport owns it now
+		return f, nil
+	case rb.over:
 		return nil, ErrBodyNotReplayable
 	case rb.getBody != nil:
 		r, err := rb.getBody()
@@ -94,7 +128,9 @@ func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
 	switch {
 	case rb.none():
 		return func() (io.ReadCloser, error) { return http.NoBody, nil }
-	case !rb.replayable:
+	case rb.stream != nil:
+		return rb.stream.reader
+	case rb.over:
 		return nil
 	case rb.getBody != nil:
 		return rb.getBody
@@ -103,16 +139,23 @@ func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 }
 
-// close releases the caller's body if no attempt consumed it.
+// close releases the caller's body once the call has ended: at once if no
+// attempt holds it, else when the attempt that does closes it (a response
+// can come before its request's body is sent: full duplex).
 func (rb *replayBody) close() {
+	if rb.stream != nil {
+		rb.stream.end()
+		return
+	}
 	if rb.first != nil {
 		rb.first.Close()
+		rb.first = nil
 	}
 }
 
 // fingerprint is a hex SHA-256 over method, URL and body, identifying the
-// request an operation was claimed with. For a body that is not replayable
-// it covers the buffered prefix only.
+// request an operation was claimed with. For a body over the limit it
+// covers the buffered prefix only.
 func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, req.Method)
@@ -134,4 +177,174 @@ func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
 		h.Write(rb.buf)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// streamBody is a request body without GetBody (an io.Pipe, a streamed
+// upload), read from the caller only as an attempt sends it: the first
+// attempt gets each byte as soon as the caller produces it, as a bare
+// client's request would (nothing is read ahead, so a body the caller
+// writes in answer to the response, full duplex, works). What is read is
+// kept, up to the limit, so that a later attempt (a retry, a hedge,
+// net/http's own re-send) replays it and then reads on from the caller. A
+// body longer than the limit is sent whole once; after that no attempt can
+// be sent with it (replayable is false).
+//
+// Each attempt reads through its own streamReader. One of them at a time
+// reads from the caller's body; the others wait for what it gets. The
+// caller's body is closed once the call has ended and no attempt's reader
+// is open (net/http closes a request body when it is done with it).
+type streamBody struct {
+	src   io.ReadCloser
+	limit int64
+
+	mu      sync.Mutex
+	wake    *sync.Cond // signalled when kept, err, filling or a reader's state changes
+	kept    []byte     // what was read from src, while within limit
+	read    int64      // bytes read from src
+	err     error      // src's end: io.EOF, or its read error
+	filling bool       // a reader is in src.Read
+	open    int        // readers not yet closed
+	ended   bool       // the call has ended
+	closed  bool       // src was closed
+}
+
+// errBodyClosed is what a stream reader returns once closed.
+var errBodyClosed = errors.New("resilient: read on closed request body")
+
+func newStreamBody(src io.ReadCloser, length, limit int64) *streamBody {
+	s := &streamBody{src: src, limit: limit}
+	s.wake = sync.NewCond(&s.mu)
+	if length > 0 && length <= limit {
+		s.kept = make([]byte, 0, length)
+	}
+	return s
+}
+
+// replayable reports whether a new reader can replay the body from its
+// start: no byte read from the caller was left out of kept.
+func (s *streamBody) replayable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.kept)) == s.read
+}
+
+// reader returns a new reader of the body from its start, or
+// ErrBodyNotReplayable once bytes past the limit were sent and not kept.
+func (s *streamBody) reader() (io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int64(len(s.kept)) != s.read {
+		return nil, fmt.Errorf("%w: body over %d bytes already sent", ErrBodyNotReplayable, s.limit)
+	}
+	if s.closed {
+		return nil, fmt.Errorf("%w: body closed", ErrBodyNotReplayable)
+	}
+	s.open++
+	return &streamReader{s: s}, nil
+}
+
+// end records that the call has ended: the caller's body is closed now if
+// no reader is open, else when the last one is closed.
+func (s *streamBody) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	s.closeIfDone()
+}
+
+// closeIfDone closes src once the call has ended and no reader is open. It
+// requires that s.mu is held. Closing may run while a reader is still in
+// src.Read (its attempt closed it): the close ends that read.
+func (s *streamBody) closeIfDone() {
+	if s.ended && s.open == 0 && !s.closed {
+		s.closed = true
+		s.src.Close()
+		s.wake.Broadcast()
+	}
+}
+
+// streamReader is one attempt's reader of a streamBody.
+type streamReader struct {
+	s      *streamBody
+	pos    int64
+	closed bool
+}
+
+func (r *streamReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s := r.s
+	s.mu.Lock()
+	for {
+		switch {
+		case r.closed:
+			s.mu.Unlock()
+			return 0, errBodyClosed
+		case r.pos < int64(len(s.kept)):
+			n := copy(p, s.kept[r.pos:])
+			r.pos += int64(n)
+			s.mu.Unlock()
+			return n, nil
+		case r.pos < s.read:
+			// Bytes past the limit went to another attempt and were
+			// not kept (reader refuses such a reader; a hedge may
+			// still be here).
+			s.mu.Unlock()
+			return 0, fmt.Errorf("%w: body over %d bytes already sent", ErrBodyNotReplayable, s.limit)
+		case s.err != nil:
+			s.mu.Unlock()
+			return 0, s.err
+		case s.closed:
+			s.mu.Unlock()
+			return 0, errBodyClosed
+		case !s.filling:
+			s.filling = true
+			s.mu.Unlock()
+			return r.fill(p)
+		}
+		s.wake.Wait() // another attempt is reading from the caller
+	}
+}
+
+// fill reads from the caller's body into p, for r, and keeps what fits.
+func (r *streamReader) fill(p []byte) (int, error) {
+	s := r.s
+	n, err := s.src.Read(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.filling = false
+	if n > 0 {
+		if int64(len(s.kept)) == s.read && s.read+int64(n) <= s.limit {
+			s.kept = append(s.kept, p[:n]...)
+		}
+		s.read += int64(n)
+		r.pos += int64(n)
+	}
+	if err != nil {
+		if err != io.EOF {
+			// The caller's body failed: every attempt would fail the
+			// same way.
+			err = fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+		}
+		s.err = err
+	}
+	s.wake.Broadcast()
+	return n, err
+}
+
+// Close closes the attempt's reader; the caller's body is closed if the
+// call has ended and no other attempt reads it.
+func (r *streamReader) Close() error {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	s.open--
+	s.closeIfDone()
+	s.wake.Broadcast()
+	return nil
 }

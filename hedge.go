@@ -94,7 +94,7 @@ func hedgeMethod(m string) bool {
 // attempt, having sent hedges so far, or 0 if it is not to be hedged.
 func (c *call) hedgeDelay(hedges int) time.Duration {
 	hg := c.t.cfg.hedge
-	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable || !hedgeMethod(c.req.Method) {
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
 		return 0
 	}
 	if hg.quantile > 0 && c.h.lat != nil {
@@ -190,9 +190,6 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		}()
 	}
 	launch(*res, i, n, false, res.delay)
-	if i == 0 {
-		c.op.body.first = nil // the first copy's base transport owns it now
-	}
 	defer wg.Wait()
 	timer := time.NewTimer(delay)
 	defer timer.Stop()

@@ -46,8 +46,14 @@ func newStub(steps ...step) *stub { return &stub{steps: steps} }
 func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
 	var b []byte
 	if req.Body != nil {
-		b, _ = io.ReadAll(req.Body)
+		var err error
+		b, err = io.ReadAll(req.Body)
 		req.Body.Close()
+		if err != nil {
+			// As net/http: the request is abandoned, and the server
+			// never gets a whole one.
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	i := min(len(s.sent), len(s.steps)-1)

@@ -36,7 +36,7 @@ func (l *ledger) start(c *call, rep *Report) {
 func (l *ledger) resolved(op *operation) {
 	if l.rep != nil {
 		l.rep.Key = op.key
-		l.rep.SingleAttempt = !op.body.replayable
+		l.rep.SingleAttempt = !op.body.replayable()
 	}
 }
 
@@ -115,6 +115,7 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 		c.record((d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous))
 	}
 	if l.rep != nil {
+		l.rep.SingleAttempt = !c.op.body.replayable() // a streamed body may have gone over the limit
 		l.rep.Stopped = stop
 		l.rep.Replayed = a.resp != nil && d.Replayed
 		l.rep.Unknown = l.ambiguous

@@ -63,7 +63,10 @@ func (c *call) resolve() error {
 		op.key = "" // never echo an invalid key
 		return c.fail(ErrInvalidKey, CategoryClient, err)
 	}
-	if err := op.body.init(c.req, cfg.maxBodyBuffer); err != nil {
+	// A claim fingerprints the body before anything is sent: a body
+	// without GetBody is then read first; otherwise it is streamed.
+	claims := op.name != "" && cfg.store != nil && !op.hop
+	if err := op.body.init(c.ctx, c.req, cfg.maxBodyBuffer, claims); err != nil {
 		c.unsent()
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
@@ -71,7 +74,7 @@ func (c *call) resolve() error {
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
-	if op.name != "" && cfg.store != nil && !op.hop {
+	if claims {
 		if err := c.claim(); err != nil {
 			op.body.close()
 			return err

@@ -192,9 +192,6 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 		}
 		return nil, nil, nil, err
 	}
-	if i == 0 {
-		c.op.body.first = nil // the base transport owns it now
-	}
 	areq.Body = body
 	areq.GetBody = c.op.body.rewind()
 	if w != nil && areq.GetBody != nil && body != http.NoBody {

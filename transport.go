@@ -329,7 +329,7 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 	switch {
 	case c.led.attempts >= cfg.maxAttempts:
 		return 0, ErrRetriesExhausted
-	case !c.op.body.replayable:
+	case !c.op.body.replayable():
 		return 0, ErrBodyNotReplayable
 	case d.Delay > cfg.retryAfterMax:
 		return 0, ErrDelayTooLong
