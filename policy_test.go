@@ -3,8 +3,8 @@ package resilient
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
