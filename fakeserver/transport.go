@@ -51,9 +51,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if sr.Host == "" {
 		sr.Host = req.URL.Host
 	}
-	if sr.Header == nil {
-		sr.Header = make(http.Header)
-	}
+	// The handler reads the header as a server parses it off the wire:
+	// field names canonicalized (a client may send any spelling, and
+	// resilient sends its key as "idempotency-key").
+	sr.Header = wireHeader(req.Header)
 	rec := &recorder{header: make(http.Header), status: http.StatusOK}
 	aborted := rec.serve(t.s.handler, sr)
 	closeBody()
@@ -188,3 +189,15 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 }
 
 func (b *bodyReader) Close() error { return nil }
+
+// wireHeader returns a copy of h with its field names canonicalized, as
+// net/http's server reads them; fields that differ only in case are merged,
+// in order.
+func wireHeader(h http.Header) http.Header {
+	w := make(http.Header, len(h))
+	for k, vv := range h {
+		ck := http.CanonicalHeaderKey(k)
+		w[ck] = append(w[ck], vv...)
+	}
+	return w
+}
