@@ -15,12 +15,20 @@
 // Each attempt's outcome is classified (DefaultClassifier) as success,
 // retryable or terminal, honouring Retry-After and other server hints. Retries
 // wait with jittered exponential backoff (FullJitter by default), never less
-// than the server asked and never past the context's deadline. Three
-// mechanisms keep retries from becoming a storm when a host degrades: a
-// rolling-window retry budget per host (20 % of first attempts plus 10 per
-// second), a circuit breaker per host (github.com/sony/gobreaker/v2), and an
-// optional rate limit per host (golang.org/x/time/rate); a 429 or 503 with
-// Retry-After pauses every request to that host.
+// than the server asked and never past the context's deadline. A POST or
+// PATCH that may have been applied is re-sent only where the server is known
+// to dedupe by key (the application says so with WithDedupingServer or its
+// own key, or the server showed it); otherwise its outcome is returned as a
+// bare client would return it (ErrUnsafeRetry).
+//
+// Retries are held to each host's retry tokens by default: a retry takes a
+// token, a healthy answer earns half of one back, so retries fade as
+// failures grow and stop when everything fails, while first attempts are
+// never refused or delayed by them (RetryTokensConfig). A 503 with
+// Retry-After holds back the host's retries for that long, a 429 with
+// Retry-After its first attempts too, when the wait fits their deadline. A
+// rolling-window budget, a circuit breaker (github.com/sony/gobreaker/v2)
+// and a rate limit (golang.org/x/time/rate) per host are opt-in.
 //
 // Most callers want NewClient or Wrap:
 //

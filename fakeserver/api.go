@@ -54,11 +54,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			abortConn(w, abortGone)
 		}
 		defer c.release()
-		s.stats.admitted.Add(1)
 		if !s.sleep(ctx, c.hold()) {
 			abortConn(w, abortGone)
 		}
 	}
+	s.stats.admitted.Add(1) // past the capacity model, if any: the API works on it
 
 	collection, id, ok := parseAPIPath(r.URL.Path)
 	if !ok {

@@ -41,9 +41,11 @@ type Stats struct {
 	BadRequests int64 `json:"bad_requests"`
 	// CapacityRejections counts requests shed with 503 by the capacity model.
 	CapacityRejections int64 `json:"capacity_rejections"`
-	// Admitted counts requests that got a slot of the capacity model (0
-	// without one): with CapacityRejections and Capacity.ShedCost, the work
-	// the server did.
+	// Admitted counts the API requests that reached the API: every one
+	// that was not shed by the capacity model (with one, those that got a
+	// slot). With CapacityRejections and Capacity.ShedCost, the work the
+	// server did. Requests answered by the pushback middleware or an
+	// admin endpoint are not counted.
 	Admitted int64 `json:"admitted"`
 	// PushbackRefused counts requests the pushback middleware answered in
 	// place of the API (WithPushback): retries over the budget, and
