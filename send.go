@@ -359,7 +359,9 @@ func (c *call) classify(a *attempt) Decision {
 	// A write that got no answer of its own (an error after a write, or an
 	// answer to a re-send net/http made after the first write's connection
 	// died) may have been applied, whatever the last error says.
-	if (a.err != nil && a.wroteAny) || (a.resp != nil && d.Action != Success && a.rewritten) {
+	// A request cut short by its own body (the caller's reader failed)
+	// never reached the server whole.
+	if (a.err != nil && a.wroteAny && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && d.Action != Success && a.rewritten) {
 		d.Ambiguous = true
 	}
 	if c.guardUnsafe(a, &d) {

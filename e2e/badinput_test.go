@@ -86,9 +86,12 @@ func (c *closeCounter) Close() error {
 	return nil
 }
 
-// TestBodiesThatFail: a body that fails on read sends nothing and says so; a
-// GetBody that fails on the retry after a lost response stops the operation
-// with the outcome unknown (the first attempt committed).
+// TestBodiesThatFail: a body that fails on read is streamed as a bare
+// client's is, so the server sees the request begin and never end: nothing
+// is applied, the call fails once with the body's error and says the
+// outcome is known; a GetBody that fails on the retry after a lost response
+// stops the operation with the outcome unknown (the first attempt
+// committed).
 func TestBodiesThatFail(t *testing.T) {
 	t.Run("read error", func(t *testing.T) {
 		srv, url := startAPI(t, fakeserver.Scenario{}, nil)
@@ -105,11 +108,12 @@ func TestBodiesThatFail(t *testing.T) {
 		require.ErrorIs(t, err, resilient.ErrBodyNotReplayable)
 		var re *resilient.Error
 		require.ErrorAs(t, err, &re)
-		assert.Zero(t, re.Attempts)
-		assert.False(t, re.Unknown)
+		assert.LessOrEqual(t, re.Attempts, 1, "not retried: the body fails the same way every time")
+		assert.False(t, re.Unknown, "the server never got the whole request")
 		assert.Contains(t, err.Error(), "disk gone")
 		assert.Positive(t, body.closed.Load(), "the request body is closed")
-		assert.Zero(t, srv.Stats().Requests)
+		assert.LessOrEqual(t, srv.Stats().Requests, int64(1), "what a bare client sends")
+		assert.Empty(t, srv.Ledger(), "nothing applied")
 	})
 	t.Run("GetBody fails on the retry", func(t *testing.T) {
 		srv, url := startAPI(t, fakeserver.Scenario{}, nil)
