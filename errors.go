@@ -39,8 +39,11 @@ var (
 	ErrInvalidKey = errors.New("resilient: invalid idempotency key")
 	// ErrDelayTooLong: the server asked to wait (Retry-After) longer than the
 	// configured maximum, or longer than the time left before the context's
-	// deadline, so the Transport returned instead of sleeping, with the
-	// last answer when it had one. It is decided before any wait.
+	// deadline, or other answers from the host asked for the same pause
+	// within that delay (the host is shedding: a retry would wait out a
+	// pause it keeps renewing), so the Transport returned instead of
+	// sleeping, with the last answer when it had one. It is decided before
+	// any wait: a retry that waited is sent.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
 	// ErrPushback: the destination host's server pushed back (see
 	// Decision.Pushback) and the time it asked for has not passed, so the

@@ -129,6 +129,9 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	if h.pushedBack(now) {
 		return ErrPushback
 	}
+	if h.shedding(now) {
+		return ErrDelayTooLong
+	}
 	r.delay = max(backoff, h.pausedFor(now, true))
 	if !c.fits(now, r.delay+c.expectedLatency(h)) {
 		return ErrDelayTooLong

@@ -26,6 +26,10 @@ type hostState struct {
 	// be back, and a single attempt is what a bare client would send).
 	pauseUntil      atomic.Int64
 	retryPauseUntil atomic.Int64
+	// renewed: the latest answer that asked for a pause (a 429 or 503
+	// with a delay) came while a pause was still on. While that pause
+	// lasts, the host is shedding (see shedding).
+	renewed atomic.Bool
 	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
 	// no retry is sent to the host before then.
 	pushbackUntil atomic.Int64
@@ -272,13 +276,24 @@ func (h *hostState) pause(now time.Time, d time.Duration, all bool) {
 	if all {
 		p = &h.pauseUntil
 	}
+	ns := now.UnixNano()
 	until := now.Add(d).UnixNano()
-	for {
-		cur := p.Load()
-		if cur >= until || p.CompareAndSwap(cur, until) {
-			return
-		}
+	cur := p.Load()
+	h.renewed.Store(cur > ns)
+	for cur < until && !p.CompareAndSwap(cur, until) {
+		cur = p.Load()
 	}
+}
+
+// shedding reports whether the host is shedding at now: a server-directed
+// pause is on, and it was renewed by an answer that came while it was
+// already on. A retry would then wait out a pause the host keeps renewing,
+// only to add load to a host that sheds it: the gate refuses it before any
+// wait, and the caller has the last answer at once, as from a bare client.
+// A pause set once (one bad backend's 503 on a quiet host) is waited out,
+// and the retry sent.
+func (h *hostState) shedding(now time.Time) bool {
+	return h.renewed.Load() && h.pausedFor(now, true) > 0
 }
 
 // clearPauses zeroes the pauses that ended at ns (Unix ns) or before, so
