@@ -1,6 +1,6 @@
 package e2e
 
-// Paired compatibility tests over a raw HTTP/2 server (issue 23, case 2):
+// Paired compatibility tests over a raw HTTP/2 server (issue 23, #23.3):
 // a stream the server refuses (RST_STREAM REFUSED_STREAM) or leaves above
 // a GOAWAY's last stream id was not processed, and net/http re-sends it by
 // itself. Bare and wrapped, the keyed POST must succeed with one effect.
@@ -168,7 +168,7 @@ func sidesH2(t *testing.T, f func(t *testing.T, wrap bool)) {
 	}
 }
 
-// (23.2) A keyed POST whose stream was refused, or left above a GOAWAY's
+// (#23.3) A keyed POST whose stream was refused, or left above a GOAWAY's
 // last stream id, is re-sent by net/http and succeeds with one effect,
 // wrapped as bare.
 func TestCompatHTTP2NotProcessedIsResent(t *testing.T) {
@@ -197,7 +197,7 @@ func TestCompatHTTP2NotProcessedIsResent(t *testing.T) {
 	}
 }
 
-// (23.2, the other side) A stream the server may have processed (applied,
+// (#23.3, the other side) A stream the server may have processed (applied,
 // then reset with INTERNAL_ERROR) is not re-sent: bare and wrapped make one
 // effect and return an error.
 func TestCompatHTTP2MaybeProcessedIsNotResent(t *testing.T) {
