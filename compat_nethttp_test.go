@@ -231,7 +231,7 @@ func TestCompatClientTimeoutBoundsTheBody(t *testing.T) {
 			hang(r, release)
 		})
 		base := newBase(t)
-		base.Timeout = 300 * time.Millisecond
+		base.Timeout = 400 * time.Millisecond
 		c := sideClient(base, wrap)
 		resp, err := c.Get(srv.URL)
 		require.NoError(t, err)
