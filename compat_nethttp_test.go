@@ -233,10 +233,9 @@ func TestCompatClientTimeoutBoundsTheBody(t *testing.T) {
 		base := newBase(t)
 		base.Timeout = 400 * time.Millisecond
 		c := sideClient(base, wrap)
-		resp, err := c.Get(srv.URL)
-		require.NoError(t, err)
+		resp := compatGet(t, c, http.MethodGet, srv.URL)
 		defer resp.Body.Close()
-		_, err = io.ReadAll(resp.Body)
+		_, err := io.ReadAll(resp.Body)
 		require.Error(t, err)
 		assert.True(t, os.IsTimeout(err), "os.IsTimeout(%v)", err)
 	})
@@ -260,8 +259,7 @@ func TestCompatCloseIdleConnections(t *testing.T) {
 		srv.Start()
 		t.Cleanup(srv.Close)
 		c := sideClient(newBase(t), wrap)
-		resp, err := c.Get(srv.URL)
-		require.NoError(t, err)
+		resp := compatGet(t, c, http.MethodGet, srv.URL)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		c.CloseIdleConnections()
@@ -309,8 +307,7 @@ func TestCompatHead(t *testing.T) {
 			}
 		})
 		c := sideClient(newBase(t), wrap)
-		resp, err := c.Head(srv.URL)
-		require.NoError(t, err)
+		resp := compatGet(t, c, http.MethodHead, srv.URL)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -388,4 +385,16 @@ func TestCompatCancelMidBody(t *testing.T) {
 		})
 		assert.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+// compatGet sends a GET or HEAD with a 5 s deadline.
+func compatGet(t *testing.T, c *http.Client, method, url string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	require.NoError(t, err)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	return resp
 }
