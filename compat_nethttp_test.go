@@ -7,6 +7,7 @@ package resilient_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -397,4 +398,138 @@ func compatGet(t *testing.T, c *http.Client, method, url string) *http.Response 
 	resp, err := c.Do(req)
 	require.NoError(t, err)
 	return resp
+}
+
+// A gzip answer is decompressed transparently (the transport asked for it).
+func TestCompatTransparentGzip(t *testing.T) {
+	bothSides(t, func(t *testing.T, wrap bool) {
+		srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+				io.WriteString(w, "not asked")
+				return
+			}
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, "hello")
+			zw.Close()
+		})
+		resp := compatGet(t, sideClient(newBase(t), wrap), http.MethodGet, srv.URL)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, "hello", string(b))
+		assert.True(t, resp.Uncompressed)
+	})
+}
+
+// CheckRedirect returning http.ErrUseLastResponse gives the caller the 3xx
+// itself; the redirect is not followed.
+func TestCompatUseLastResponse(t *testing.T) {
+	bothSides(t, func(t *testing.T, wrap bool) {
+		var followed atomic.Int32
+		srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/end" {
+				followed.Add(1)
+				return
+			}
+			http.Redirect(w, r, "/end", http.StatusFound)
+		})
+		base := newBase(t)
+		base.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp := compatGet(t, sideClient(base, wrap), http.MethodGet, srv.URL+"/start")
+		resp.Body.Close()
+		assert.Equal(t, http.StatusFound, resp.StatusCode)
+		assert.Equal(t, "/end", resp.Header.Get("Location"))
+		assert.Zero(t, followed.Load())
+	})
+}
+
+// The caller's request is not modified (its header gets no key or attempt
+// field; Host and URL stay), also across a retry, and its Host override
+// reaches the server.
+func TestCompatRequestNotModified(t *testing.T) {
+	for _, method := range []string{http.MethodPut, http.MethodPost} {
+		t.Run(method, func(t *testing.T) {
+			bothSides(t, func(t *testing.T, wrap bool) {
+				var n atomic.Int32
+				var host atomic.Value
+				srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+					host.Store(r.Host)
+					io.Copy(io.Discard, r.Body)
+					if n.Add(1) == 1 {
+						w.WriteHeader(http.StatusServiceUnavailable)
+					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/x?y=1", strings.NewReader("{}"))
+				require.NoError(t, err)
+				req.Header.Set("X-Caller", "1")
+				req.Host = "example.test"
+				header, u := req.Header.Clone(), req.URL.String()
+				resp, err := sideClient(newBase(t), wrap).Do(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, header, req.Header)
+				assert.Equal(t, u, req.URL.String())
+				assert.Equal(t, "example.test", req.Host)
+				assert.Equal(t, "example.test", host.Load())
+			})
+		})
+	}
+}
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	n *atomic.Int32
+}
+
+func (c closeCounter) Close() error { c.n.Add(1); return nil }
+
+// The request body is closed on every path: an answer, a connection
+// refused, a context cancelled before the call. A cancelled call sends
+// nothing.
+func TestCompatRequestBodyClosed(t *testing.T) {
+	var n atomic.Int32
+	srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		io.Copy(io.Discard, r.Body)
+	})
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refused.Close() // its port now refuses connections
+	for _, tc := range []struct {
+		name     string
+		url      string
+		cancel   bool
+		wantSent int32
+	}{
+		{"answered", srv.URL, false, 1},
+		{"connection refused", refused.URL, false, 0},
+		{"cancelled before", srv.URL, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bothSides(t, func(t *testing.T, wrap bool) {
+				n.Store(0)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if tc.cancel {
+					cancel()
+				}
+				var closed atomic.Int32
+				req, err := http.NewRequestWithContext(ctx, http.MethodPut, tc.url, closeCounter{strings.NewReader("{}"), &closed})
+				require.NoError(t, err)
+				resp, err := sideClient(newBase(t), wrap).Do(req)
+				if resp != nil {
+					resp.Body.Close()
+				}
+				assert.Equal(t, tc.wantSent == 1, err == nil, "error: %v", err)
+				require.Eventually(t, func() bool { return closed.Load() > 0 }, 5*time.Second, time.Millisecond, "the body was closed")
+				assert.Equal(t, tc.wantSent, n.Load(), "requests the server got")
+				if tc.cancel {
+					assert.ErrorIs(t, err, context.Canceled)
+				}
+			})
+		})
+	}
 }

@@ -161,45 +161,63 @@ func TestCompatSlowStreamedBodyReturnsByTheDeadline(t *testing.T) {
 	})
 }
 
-// (#23.2) Full duplex: the server answers before reading the whole body and
-// the client writes the rest only after reading that answer.
+// (#23.2) Full duplex, over HTTP/1.1 and HTTP/2: the server answers before
+// reading the whole body and the client writes the rest only after reading
+// that answer.
 func TestCompatFullDuplex(t *testing.T) {
-	bothSides(t, func(t *testing.T, wrap bool) {
-		srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
-			rc := http.NewResponseController(w)
-			if err := rc.EnableFullDuplex(); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			w.WriteHeader(http.StatusOK)
-			io.WriteString(w, "ready\n")
-			rc.Flush()
-			line, _ := bufio.NewReader(r.Body).ReadString('\n')
-			io.WriteString(w, "echo "+line)
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("HTTP/%d", map[bool]int{false: 1, true: 2}[h2]), func(t *testing.T) {
+			bothSides(t, func(t *testing.T, wrap bool) {
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					rc := http.NewResponseController(w)
+					if err := rc.EnableFullDuplex(); err != nil {
+						http.Error(w, err.Error(), http.StatusInternalServerError)
+						return
+					}
+					w.WriteHeader(http.StatusOK)
+					io.WriteString(w, "ready\n")
+					rc.Flush()
+					line, _ := bufio.NewReader(r.Body).ReadString('\n')
+					fmt.Fprintf(w, "echo %d %s", r.ProtoMajor, line)
+				}))
+				base := newBase(t)
+				if h2 {
+					srv.EnableHTTP2 = true
+					srv.StartTLS()
+					base = srv.Client()
+				} else {
+					srv.Start()
+				}
+				t.Cleanup(srv.Close)
+				c := sideClient(base, wrap)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				pr, pw := io.Pipe()
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+				require.NoError(t, err)
+				var resp *http.Response
+				within(t, 2*time.Second, func() { pw.CloseWithError(errors.New("test: no answer before the body ended")) }, func() {
+					resp, err = c.Do(req)
+				})
+				require.NoError(t, err, "the answer comes before the body ends")
+				defer resp.Body.Close()
+				br := bufio.NewReader(resp.Body)
+				first, err := br.ReadString('\n')
+				require.NoError(t, err)
+				assert.Equal(t, "ready\n", first)
+				_, err = io.WriteString(pw, "ping\n")
+				require.NoError(t, err)
+				pw.Close()
+				rest, err := io.ReadAll(br)
+				require.NoError(t, err)
+				want := "echo 1 ping\n"
+				if h2 {
+					want = "echo 2 ping\n"
+				}
+				assert.Equal(t, want, string(rest))
+			})
 		})
-		c := sideClient(newBase(t), wrap)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		pr, pw := io.Pipe()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
-		require.NoError(t, err)
-		var resp *http.Response
-		within(t, 3*time.Second, func() { pw.CloseWithError(errors.New("test: no answer before the body ended")) }, func() {
-			resp, err = c.Do(req)
-		})
-		require.NoError(t, err, "the answer comes before the body ends")
-		defer resp.Body.Close()
-		br := bufio.NewReader(resp.Body)
-		first, err := br.ReadString('\n')
-		require.NoError(t, err)
-		assert.Equal(t, "ready\n", first)
-		_, err = io.WriteString(pw, "ping\n")
-		require.NoError(t, err)
-		pw.Close()
-		rest, err := io.ReadAll(br)
-		require.NoError(t, err)
-		assert.Equal(t, "echo ping\n", string(rest))
-	})
+	}
 }
 
 // (#23.1) A body without GetBody that a failed first attempt read to the end
