@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"maps"
@@ -124,6 +125,9 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 	if resp != nil && resp.Body == nil {
 		resp.Body = http.NoBody // as http.Client would; callers and discard read it
 	}
+	if err != nil {
+		err = sendError(areq, err, w)
+	}
 	if w != nil {
 		wrote := w.wrote.Load()
 		a.traced, a.wroteAny, a.rewritten = true, wrote >= 1, wrote >= 2
@@ -138,6 +142,29 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 	}
 	a.resp, a.err = resp, err
 }
+
+// sendError returns the error of an attempt as a bare client's caller would
+// see it: http.Client turns an HTTPS request answered in plain HTTP into
+// http.ErrSchemeMismatch, and only when the transport's error is exactly a
+// tls.RecordHeaderError; and a write that failed on the client's own limit
+// says so, whatever error net/http returned for the attempt.
+func sendError(req *http.Request, err error, w *writeWatch) error {
+	if rh, ok := errors.AsType[tls.RecordHeaderError](err); ok && string(rh.RecordHeader[:]) == "HTTP/" && req.URL.Scheme == "https" {
+		return wrapped{http.ErrSchemeMismatch, err}
+	}
+	if w != nil {
+		if limit := w.limit.Load(); limit != nil && !errors.Is(err, *limit) {
+			return wrapped{*limit, err}
+		}
+	}
+	return err
+}
+
+// wrapped is an error said as another: first's text, and both in its tree.
+type wrapped struct{ first, err error }
+
+func (e wrapped) Error() string   { return e.first.Error() }
+func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 
 // attemptRequest returns attempt n's copy of the caller's request (the
 // i-th of this call): its context (the attempt timeout's, and the write
@@ -214,11 +241,20 @@ type writeWatch struct {
 	trace  httptrace.ClientTrace
 	wrote  atomic.Int32 // writes of the request, net/http's re-sends included
 	resent atomic.Int32 // rewinds: net/http's re-sends of a request with a body
+	// limit is the error of a write that failed on the client's own limit
+	// (a body shorter than its ContentLength): net/http may return another
+	// error for the attempt (the connection it then closed).
+	limit  atomic.Pointer[error]
 	rewind func() (io.ReadCloser, error)
 	key    [1]string // the key header's value
 }
 
-func (w *writeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Add(1) }
+func (w *writeWatch) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err != nil && clientLimit(info.Err) {
+		w.limit.CompareAndSwap(nil, &info.Err)
+	}
+	w.wrote.Add(1)
+}
 
 // context returns parent carrying w's trace. When parent carries no trace
 // of the caller's to compose with, that is w itself (watchCtx), which
@@ -377,14 +413,8 @@ func withCause(ctxErr, err error) error {
 	if errors.Is(err, ctxErr) {
 		return err
 	}
-	return causeError{ctxErr, err}
+	return wrapped{err, ctxErr}
 }
-
-// causeError is an attempt's error with the context error that ended it.
-type causeError struct{ ctx, err error }
-
-func (e causeError) Error() string   { return e.err.Error() }
-func (e causeError) Unwrap() []error { return []error{e.err, e.ctx} }
 
 // attemptHeaderValues avoids an allocation per attempt for the attempt header.
 var attemptHeaderValues = func() (v [16][]string) {
