@@ -26,7 +26,10 @@ import (
 // back, so retries fade as the failure rate grows and stop when everything
 // fails. A 503 with Retry-After holds back the host's retries for that long,
 // a 429 with Retry-After its first attempts too (when the wait fits their
-// deadline). A Budget, a circuit breaker and a rate limit are opt-in
+// deadline); while the host renews such a pause (an answer asks for one
+// while one is on: it is shedding), retries are refused before any wait,
+// and the caller has the last answer at once. A retry that has waited is
+// always sent. A Budget, a circuit breaker and a rate limit are opt-in
 // (WithBudgetConfig, WithBreaker, WithRateLimit). Only outcomes that say the
 // host is unhealthy (5xx, timeouts, resets) count against it.
 //
