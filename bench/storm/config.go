@@ -52,6 +52,9 @@ type Config struct {
 	Capacity Capacity
 	// Strategies names the strategies to run, in order (see Strategies).
 	Strategies []string
+	// Own are strategies of the user's own (see ReadPolicies), found by
+	// name in Strategies before the built-in ones.
+	Own []Strategy
 	// Seed seeds the arrival schedule and the server's random draws.
 	Seed uint64
 	// Sequential runs the strategies of a scenario one after the other
@@ -139,8 +142,8 @@ func (c Capacity) PerSecond() float64 {
 // flags: 25 clients × 10 operations/s (250 operations/s) against a server
 // that serves 400 requests/s; a 12 s outage scenario with a 3 s outage from
 // 3 s and a 1 % background failure rate; steady scenarios of 3 s at p = 0,
-// 0.1, 0.3, 0.5 and 1; every strategy; 0.2 % lost responses; operations
-// bounded by 3 s.
+// 0.1, 0.3, 0.5 and 1; an overload scenario at twice the server's
+// capacity; every strategy; 0.2 % lost responses; operations bounded by 3 s.
 func DefaultConfig() Config {
 	return Config{
 		Clients:        25,
@@ -151,6 +154,7 @@ func DefaultConfig() Config {
 		OutageP:        0.01,
 		SteadyDuration: 3 * time.Second,
 		Ps:             []float64{0, 0.1, 0.3, 0.5, 1},
+		Overload:       []float64{2},
 		Lost:           0.002,
 		OpTimeout:      3 * time.Second,
 		Capacity: Capacity{
@@ -206,7 +210,7 @@ func (c Config) Validate() error {
 		return errors.New("storm: no strategy")
 	}
 	for _, name := range c.Strategies {
-		if _, ok := lookupStrategy(name); !ok {
+		if _, ok := c.lookup(name); !ok {
 			return fmt.Errorf("storm: unknown strategy %q (known: %v)", name, StrategyNames())
 		}
 	}
@@ -339,4 +343,7 @@ const (
 	ScenarioOutage   = "outage"
 	ScenarioSteady   = "steady"
 	ScenarioOverload = "overload"
+	// ScenarioTarget is a -target's own behaviour under a steady load, for
+	// a server without the fakeserver's admin API (no fault injected).
+	ScenarioTarget = "target"
 )
