@@ -11,7 +11,8 @@ import (
 
 // Config describes a storm benchmark: the load, the server, the scenarios
 // and the strategies. DefaultConfig returns the values the command starts
-// from; the zero Config is not valid.
+// from (it adds an overload scenario and runs fewer strategies); the zero
+// Config is not valid.
 //
 // Every strategy of a scenario gets a fresh server and exactly the same load:
 // the same arrival times, assigned to the same clients, derived from Seed.
@@ -138,12 +139,13 @@ func (c Capacity) PerSecond() float64 {
 	return float64(c.MaxConcurrent) / c.ServiceTime.Seconds()
 }
 
-// DefaultConfig returns the configuration of `go run ./cmd/storm` with no
-// flags: 25 clients × 10 operations/s (250 operations/s) against a server
-// that serves 400 requests/s; a 12 s outage scenario with a 3 s outage from
+// DefaultConfig returns the storm's base configuration: 25 clients × 10
+// operations/s (250 operations/s) against a server that serves 400
+// requests/s; a 12 s outage scenario with a 3 s outage from
 // 3 s and a 1 % background failure rate; steady scenarios of 3 s at p = 0,
-// 0.1, 0.3, 0.5 and 1; an overload scenario at twice the server's
-// capacity; every strategy; 0.2 % lost responses; operations bounded by 3 s.
+// 0.1, 0.3, 0.5 and 1; every strategy; 0.2 % lost responses; operations
+// bounded by 3 s. (The command adds an overload scenario at twice the
+// server's capacity and runs CommandStrategies.)
 func DefaultConfig() Config {
 	return Config{
 		Clients:        25,
@@ -154,7 +156,6 @@ func DefaultConfig() Config {
 		OutageP:        0.01,
 		SteadyDuration: 3 * time.Second,
 		Ps:             []float64{0, 0.1, 0.3, 0.5, 1},
-		Overload:       []float64{2},
 		Lost:           0.002,
 		OpTimeout:      3 * time.Second,
 		Capacity: Capacity{

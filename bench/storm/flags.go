@@ -61,14 +61,18 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.DurationVar(&c.Capacity.ServiceTime, "service-time", c.Capacity.ServiceTime, "time each request holds a server slot")
 	fs.IntVar(&c.Capacity.Queue, "queue", c.Capacity.Queue, "requests that may wait for a slot")
 	fs.DurationVar(&c.Capacity.QueueTimeout, "queue-timeout", c.Capacity.QueueTimeout, "longest wait for a slot before a 503")
-	fs.Func("strategies", fmt.Sprintf("comma-separated strategies (default all: %s)", strings.Join(c.Strategies, ",")), func(s string) error {
+	fs.Func("strategies", fmt.Sprintf("comma-separated strategies, or all (%s); default %s",
+		strings.Join(StrategyNames(), ","), strings.Join(c.Strategies, ",")), func(s string) error {
 		c.Strategies = splitList(s)
+		if len(c.Strategies) == 1 && c.Strategies[0] == "all" {
+			c.Strategies = StrategyNames()
+		}
 		return nil
 	})
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the arrival schedule and the server's draws")
 	fs.BoolVar(&c.Sequential, "sequential", c.Sequential, "run the strategies of a scenario one after the other, not side by side")
 	fs.BoolVar(&c.Virtual, "virtual", c.Virtual, "simulated time against the in-process server: -engine virtual")
-	fs.Func("engine", "virtual (simulated time: exact, immune to machine load) or sockets (loopback, real time)", func(s string) error {
+	fs.Func("engine", "virtual (simulated time, immune to machine load; the default) or sockets (loopback, real time)", func(s string) error {
 		switch s {
 		case EngineVirtual:
 			c.Virtual = true

@@ -24,6 +24,10 @@ const (
 // (Summary.Own) follow them.
 var headlineStrategies = []string{"none", "retryablehttp", "failsafe", "resilient"}
 
+// HeadlineStrategies returns the strategies the headline shows before the
+// user's own: none, the peers, resilient's defaults.
+func HeadlineStrategies() []string { return slices.Clone(headlineStrategies) }
+
 // headlineTail are the tail strategies the headline shows.
 var headlineTail = []string{"none", "resilient", "resilient-hedge-p95"}
 
@@ -54,8 +58,8 @@ func (s Summary) engineText() []string {
 	switch s.Engine {
 	case EngineVirtual:
 		return []string{
-			"engine: virtual — simulated time (testing/synctest): exact, immune to machine load; the real clients against the",
-			"  fakeserver in-process. It leaves out net/http's connection pool, its own re-sends and the network (-engine sockets).",
+			"engine: virtual — simulated time (testing/synctest), immune to machine load; the real clients against the fakeserver",
+			"  in-process. It leaves out net/http's connection pool, its own re-sends and the network (-engine sockets: loopback).",
 		}
 	case EngineSockets:
 		return []string{
@@ -102,15 +106,26 @@ func WriteHeadline(w io.Writer, s Summary) error {
 	lines = append(lines, s.Notes...)
 
 	blocks := s.blocks()
-	shown := 0
-	for _, b := range blocks {
-		// A blank line before each block, and room for the last line.
-		if len(lines)+1+len(b)+1 > HeadlineLines {
-			break
+	// A blank line before each block, unless more blocks fit without.
+	// Room is kept for the last line.
+	preamble := lines
+	fit := func(gap int) (out []string, shown int) {
+		out = slices.Clone(preamble)
+		for _, b := range blocks {
+			if len(out)+gap+len(b)+1 > HeadlineLines {
+				break
+			}
+			if gap > 0 {
+				out = append(out, "")
+			}
+			out = append(out, b...)
+			shown++
 		}
-		lines = append(lines, "")
-		lines = append(lines, b...)
-		shown++
+		return out, shown
+	}
+	lines, shown := fit(1)
+	if tight, more := fit(0); more > shown {
+		lines, shown = tight, more
 	}
 	if shown < len(blocks) {
 		lines = append(lines, fmt.Sprintf("(%d more scenarios in -out DIR or -format markdown)", len(blocks)-shown))
@@ -310,7 +325,7 @@ func sentence(rows []Result) string {
 	if len(harmful) > 0 {
 		harmText = strings.Join(harmful, ", ") + " did harm."
 		if valid[0].Scenario == ScenarioOverload {
-			harmText = strings.Join(harmful, ", ") + " did harm (here: goodput during the load below none's)."
+			harmText = strings.Join(harmful, ", ") + " did harm: less goodput than none during the load (here harm counts swaps)."
 		}
 	}
 	best := slices.MaxFunc(valid, func(a, b Result) int { return cmpF(a.SuccessRate, b.SuccessRate) })

@@ -104,7 +104,8 @@ func (s Summary) method() string {
 	switch s.Engine {
 	case EngineVirtual:
 		engine = "in virtual time: each run is a testing/synctest bubble whose clock moves only when every goroutine " +
-			"in it is blocked, so the results do not depend on the machine's load and a rerun gives the same numbers. " +
+			"in it is blocked, so no operation starts late and the results do not depend on the machine's load (jitter " +
+			"is random and goroutines waking at one instant run in any order, so a rerun differs by a few tenths of a point). " +
 			"The clients are the real code (resilient's Transport, go-retryablehttp, failsafe-go); the server is the " +
 			"fakeserver package called in-process, without sockets: net/http's connection pool, its own silent re-sends " +
 			"and the network are left out (-engine sockets puts them back, at the price of results a busy machine can disturb)."
@@ -166,7 +167,7 @@ var htmlPage = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>storm: what retries do to a struggling server</title>
 <style>
 body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222;background:#fff}
-pre{background:#f4f4f4;padding:1em;overflow-x:auto;font-size:13px}
+pre{background:#f4f4f4;padding:1em;white-space:pre-wrap;font-size:13px}
 table{border-collapse:collapse;font-size:12px;margin:1em 0}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#e8eef7}td:nth-child(-n+3){text-align:left}

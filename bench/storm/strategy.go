@@ -171,6 +171,14 @@ func Strategies() []Strategy {
 	return append([]Strategy(nil), strategies...)
 }
 
+// CommandStrategies returns the strategies the command runs by default:
+// none, the hand-written loop with and without a key, the peers and
+// resilient's defaults — what the headline compares, and the duplicates a
+// loop without a key makes. -strategies all runs every strategy.
+func CommandStrategies() []string {
+	return []string{"none", "naive", "naive-nokey", "retryablehttp", "failsafe", "resilient"}
+}
+
 // StrategyNames returns the names of the known strategies, in table order.
 func StrategyNames() []string {
 	names := make([]string, len(strategies))

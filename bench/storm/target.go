@@ -47,9 +47,12 @@ type TargetConfig struct {
 	Rate     float64
 	Duration time.Duration
 	// Concurrency bounds the operations in flight and the connections to
-	// the target (default 16).
+	// the target (default 32: what 20 operations/s that each last the
+	// whole OpTimeout need). An operation that waits for a slot starts
+	// late, and counts as such (Result.LateOps).
 	Concurrency int
-	// OpTimeout bounds each operation, retries included (default 1 s).
+	// OpTimeout bounds each operation, retries included (default 1.5 s:
+	// time for go-retryablehttp's first retry, after 1 s).
 	OpTimeout time.Duration
 	// MaxRate, MaxConcurrency and MaxTime are the caps (defaults 100
 	// operations per second, 64, 60 s): a plan that offers more, or could
@@ -68,7 +71,7 @@ type TargetConfig struct {
 
 // DefaultTargetConfig returns the defaults of TargetConfig.
 func DefaultTargetConfig() TargetConfig {
-	return TargetConfig{Method: http.MethodGet, Rate: 20, Duration: 2 * time.Second, Concurrency: 16, OpTimeout: time.Second,
+	return TargetConfig{Method: http.MethodGet, Rate: 20, Duration: 2 * time.Second, Concurrency: 32, OpTimeout: 1500 * time.Millisecond,
 		MaxRate: 100, MaxConcurrency: 64, MaxTime: 60 * time.Second, Burst: 4}
 }
 
@@ -330,6 +333,11 @@ func (p *TargetPlan) Run(ctx context.Context) (Summary, error) {
 	if !p.admin {
 		s.Notes = append(s.Notes, "load counts the requests the clients sent; duplicates and harm are not countable without the fakeserver's ledger.")
 	}
+	if len(p.runs) > 0 {
+		n := len(p.runParams(p.runs[0]).arrivals)
+		s.Notes = append(s.Notes, fmt.Sprintf("%d operations per run: one operation is %.1f points; late starts include waits for a -target-concurrency slot.",
+			n, 100/float64(max(n, 1))))
+	}
 	for _, st := range p.cfg.Own {
 		s.Own = append(s.Own, st.Name)
 	}
@@ -516,6 +524,11 @@ func (p *TargetPlan) runTail(ctx context.Context, st TailStrategy, prog *progres
 	if p.admin {
 		run := tailRun{cfg: p.cfg, tc: tc}
 		if err := p.adminCall(ctx, http.MethodPut, "/_fake/scenario", run.tailScenario(), nil); err != nil {
+			return TailResult{}, err
+		}
+		// Forget the earlier runs: each operation's k-th request meets
+		// the same latency in every run.
+		if err := p.adminCall(ctx, http.MethodPost, "/_fake/reset", nil, nil); err != nil {
 			return TailResult{}, err
 		}
 		loc, err := createItem(ctx, tr, p.origin)

@@ -16,10 +16,12 @@
 //	go run ./cmd/storm -target http://127.0.0.1:8080   # storm a server you run (see -h: caps)
 //	go run ./cmd/storm -reproduce brooker2015,brooker2022 -out results
 //
-// By default it runs in virtual time (testing/synctest): exact and immune
-// to the machine's load, it runs the real clients against the fakeserver
-// in-process, without net/http's connection pool, its own re-sends or the
-// network. Stdout gets the headline (at most 40 lines), -format markdown
+// With no flag it runs the scenarios of storm.DefaultConfig and an
+// overload scenario at twice the server's capacity, with the strategies of
+// storm.CommandStrategies (-strategies all: every one), in virtual time
+// (testing/synctest): immune to the machine's load, it runs the real
+// clients against the fakeserver in-process, without net/http's
+// connection pool, its own re-sends or the network. Stdout gets the headline (at most 40 lines), -format markdown
 // every table, -format json the results. -h lists the flags; a progress
 // bar goes to stderr.
 //
@@ -52,6 +54,8 @@ import (
 func main() {
 	cfg := storm.DefaultConfig()
 	cfg.Virtual = true
+	cfg.Strategies = storm.CommandStrategies()
+	cfg.Overload = []float64{2}
 	out := storm.Output{Format: "headline"}
 	tgt := storm.DefaultTargetConfig()
 	fs := flag.NewFlagSet("storm", flag.ExitOnError)
@@ -64,6 +68,13 @@ func main() {
 		fail(err)
 	}
 	cfg.Progress = os.Stderr
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if tgt.URL != "" && !set["strategies"] {
+		// Against a real server, runs are sequential: the headline's
+		// strategies only, so that the defaults fit in -max-time.
+		cfg.Strategies = storm.HeadlineStrategies()
+	}
 	if *policy != "" {
 		own, tail, err := storm.ReadPolicyFile(*policy)
 		if err != nil {
