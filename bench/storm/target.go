@@ -431,7 +431,7 @@ func (p *TargetPlan) runOne(ctx context.Context, idx int, r targetRun, prog *pro
 	op := func(ctx context.Context, i int) (bool, time.Duration) {
 		method, body := p.tc.Method, p.tc.Body
 		if p.admin {
-			method, body = http.MethodPost, `{"op":`+strconv.Itoa(i)+`,"amount":1000,"currency":"usd"}`
+			method, body = http.MethodPost, `{"op":`+strconv.Itoa(i)+`,"run":`+strconv.Itoa(idx)+`,"amount":1000,"currency":"usd"}`
 		}
 		var rd io.Reader
 		if method == http.MethodPost {
@@ -469,14 +469,22 @@ func (p *TargetPlan) runOne(ctx context.Context, idx int, r targetRun, prog *pro
 	var st fakeserver.Stats
 	var dups int
 	if p.admin {
-		var ledger []fakeserver.Entry
-		if err := p.adminCall(ctx, http.MethodGet, "/_fake/stats", nil, &st); err != nil {
-			return Result{}, err
+		// Requests the clients gave up on may still be queued at the
+		// server: let them finish (up to 2 s) so that they count in this
+		// run, not the next.
+		for wait := 0; ; wait++ {
+			if err := p.adminCall(ctx, http.MethodGet, "/_fake/stats", nil, &st); err != nil {
+				return Result{}, err
+			}
+			if st.InFlight == 0 || wait == 20 || !sleep(ctx, 100*time.Millisecond) {
+				break
+			}
 		}
+		var ledger []fakeserver.Entry
 		if err := p.adminCall(ctx, http.MethodGet, "/_fake/ledger", nil, &ledger); err != nil {
 			return Result{}, err
 		}
-		dups = duplicates(ledger)
+		dups = runDuplicates(ledger, idx)
 	} else {
 		for _, n := range pr.load.values() {
 			st.Requests += int64(n)
@@ -648,4 +656,26 @@ func tailResult(name, scale string, d driven, gets int64, maxDisturbed float64) 
 	res.Disturbed = res.Overran || res.LateOps > 0
 	res.Invalid = res.Overran || float64(res.LateOps) > maxDisturbed*float64(res.Ops)
 	return res
+}
+
+// runDuplicates counts the effects beyond the first per operation of run
+// idx in a ledger that may also hold effects of earlier runs (requests they
+// gave up on that the server executed later).
+func runDuplicates(ledger []fakeserver.Entry, idx int) int {
+	seen := map[int64]int{}
+	dup := 0
+	for _, e := range ledger {
+		var obj struct {
+			Op  int64 `json:"op"`
+			Run *int  `json:"run"`
+		}
+		if json.Unmarshal(e.Object, &obj) != nil || obj.Run == nil || *obj.Run != idx {
+			continue
+		}
+		seen[obj.Op]++
+		if seen[obj.Op] > 1 {
+			dup++
+		}
+	}
+	return dup
 }

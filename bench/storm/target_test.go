@@ -252,3 +252,13 @@ func TestWriteHTMLIsSelfContained(t *testing.T) {
 	assert.Contains(t, js.String(), `"disturbed":false`)
 	assert.Contains(t, js.String(), `"invalid":false`)
 }
+
+func TestRunDuplicatesCountsOnlyItsRun(t *testing.T) {
+	entry := func(op, run int) fakeserver.Entry {
+		b, _ := json.Marshal(map[string]int{"op": op, "run": run})
+		return fakeserver.Entry{Object: b}
+	}
+	ledger := []fakeserver.Entry{entry(1, 0), entry(1, 1), entry(2, 1), entry(2, 1), entry(3, 1), entry(3, 0), {Object: []byte(`{"op":3}`)}}
+	assert.Equal(t, 1, runDuplicates(ledger, 1))
+	assert.Equal(t, 0, runDuplicates(ledger, 0))
+}
