@@ -262,3 +262,32 @@ func TestRunDuplicatesCountsOnlyItsRun(t *testing.T) {
 	assert.Equal(t, 1, runDuplicates(ledger, 1))
 	assert.Equal(t, 0, runDuplicates(ledger, 0))
 }
+
+// TestHeadlineFitsTheFirstScreen gives the headline more scenarios and
+// strategies than fit: it stays within HeadlineLines, shows what it can
+// and says how many scenarios it left out.
+func TestHeadlineFitsTheFirstScreen(t *testing.T) {
+	names := append(HeadlineStrategies(), "own1", "own2", "own3")
+	var res []Result
+	for i, p := range []float64{0, 0.1, 0.3, 0.5, 0.7, 0.9, 1} {
+		for _, n := range names {
+			harm := i
+			res = append(res, Result{Strategy: n, Scenario: ScenarioSteady, Scale: ScalePerClient, P: p, Ops: 100,
+				SuccessRate: 1 - p, Amplification: 1 + p, Harm: &harm, P99Ms: 30})
+		}
+	}
+	res = append(res, Result{Strategy: "none", Scenario: ScenarioOutage, Scale: ScalePerClient, Ops: 100, Invalid: true, Disturbed: true, LateOps: 50})
+	tail := []TailResult{{Strategy: "none", Scenario: ScenarioTail, Scale: ScalePerClient, Ops: 10, P99Ms: 200, Load: 1}}
+	for _, own := range [][]string{nil, {"own1"}, {"own1", "own2", "own3"}} {
+		var b bytes.Buffer
+		require.NoError(t, WriteHeadline(&b, Summary{Engine: EngineVirtual, Config: DefaultConfig(), Results: res, Tail: tail, Own: own}))
+		out := b.String()
+		assert.LessOrEqual(t, strings.Count(out, "\n"), HeadlineLines, out)
+		assert.Contains(t, out, "more scenarios in -out DIR")
+		assert.Contains(t, out, "1 disturbed, 1 invalid")
+		assert.Contains(t, out, "steady, 10 % of requests fail") // the lowest p above 0 comes first after the outage
+		for _, n := range own {
+			assert.Contains(t, out, "  "+n+" ")
+		}
+	}
+}
