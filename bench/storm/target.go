@@ -86,6 +86,9 @@ type TargetPlan struct {
 	tail    []TailStrategy
 	skipped []string
 	nonce   string
+	// adminClient calls the admin API; its idle connections are closed
+	// when PlanTarget fails and when Run returns.
+	adminClient *http.Client
 }
 
 // targetRun is one strategy in one scenario of a TargetPlan.
@@ -142,8 +145,10 @@ func PlanTarget(ctx context.Context, tc TargetConfig, cfg Config) (*TargetPlan, 
 			return nil, err
 		}
 	}
-	p := &TargetPlan{tc: tc, origin: u.Scheme + "://" + u.Host, nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	p := &TargetPlan{tc: tc, origin: u.Scheme + "://" + u.Host, nonce: strconv.FormatInt(time.Now().UnixNano(), 36),
+		adminClient: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	p.admin = p.probeAdmin(ctx)
+	p.adminClient.CloseIdleConnections()
 
 	c := cfg
 	c.Virtual = false
@@ -307,7 +312,7 @@ func (p *TargetPlan) adminCall(ctx context.Context, method, path string, body an
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.adminClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -326,6 +331,7 @@ func (p *TargetPlan) adminCall(ctx context.Context, method, path string, body an
 // When ctx is done it stops: the run under way is dropped, the summary
 // holds the runs that finished and a note, and the error is ctx's.
 func (p *TargetPlan) Run(ctx context.Context) (Summary, error) {
+	defer p.adminClient.CloseIdleConnections()
 	s := Summary{Engine: EngineTarget, Config: p.cfg, Target: p.tc.URL}
 	for _, sk := range p.skipped {
 		s.Notes = append(s.Notes, "skipped: "+sk+".")
