@@ -173,7 +173,7 @@ func (s Summary) blocks() [][]string {
 			}
 		}
 		switch {
-		case c.kind == ScenarioOutage:
+		case c.kind == ScenarioOutage || c.kind == ScenarioTarget:
 			return 0
 		case c.kind == ScenarioSteady && c.p == lowestAbove0(steadyPs):
 			return 1
@@ -238,9 +238,6 @@ func (s Summary) block(results []Result) []string {
 		if r.Duplicates > 0 {
 			flags = append(flags, strconv.Itoa(r.Duplicates)+" duplicate effects")
 		}
-		if r.NoLedger && r.Keyed {
-			flags = append(flags, "duplicates not countable")
-		}
 		if r.Invalid {
 			flags = append(flags, "INVALID: "+disturbance(r))
 		} else if r.Disturbed {
@@ -283,6 +280,9 @@ func scenarioTitle(r Result, cfg Config) string {
 	case ScenarioOutage:
 		return fmt.Sprintf("outage %v–%v of %v, p=%s", cfg.OutageStart, cfg.OutageEnd, time2(r.DurationS), fmtG(r.P))
 	case ScenarioOverload:
+		if r.NoLedger { // a -target without the admin API: its capacity is unknown
+			return fmt.Sprintf("burst: %s× the offered rate", fmtG(r.Factor))
+		}
 		return fmt.Sprintf("overload: offered %s× the server's capacity", fmtG(r.Factor))
 	case ScenarioTarget:
 		return "the target as it is (its own failures)"
@@ -322,6 +322,9 @@ func sentence(rows []Result) string {
 		}
 	}
 	harmText := "none of these does harm."
+	if valid[0].NoLedger {
+		harmText = "harm is not countable here."
+	}
 	if len(harmful) > 0 {
 		harmText = strings.Join(harmful, ", ") + " did harm."
 		if valid[0].Scenario == ScenarioOverload {
@@ -340,8 +343,13 @@ func sentence(rows []Result) string {
 		return fmt.Sprintf("best success %s (%s); most load %s (%.2f); %s", pct(best, best.SuccessRate), best.Strategy,
 			most.Strategy, headlineLoad(most), harmText)
 	}
-	return fmt.Sprintf("resilient %s vs none's %s at %.2f× load; most load: %s (%.2f); %s",
-		pct(*res, res.SuccessRate), pct(*none, none.SuccessRate), headlineLoad(*res), most.Strategy, headlineLoad(most), harmText)
+	least := slices.MinFunc(valid, func(a, b Result) int { return cmpF(headlineLoad(a), headlineLoad(b)) })
+	mostText := fmt.Sprintf("most load: %s (%.2f)", most.Strategy, headlineLoad(most))
+	if headlineLoad(most)-headlineLoad(least) < 0.005 {
+		mostText = "every strategy the same load"
+	}
+	return fmt.Sprintf("resilient %s vs none's %s at %.2f× load; %s; %s",
+		pct(*res, res.SuccessRate), pct(*none, none.SuccessRate), headlineLoad(*res), mostText, harmText)
 }
 
 func cmpF(a, b float64) int {

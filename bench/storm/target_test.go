@@ -187,6 +187,12 @@ func TestTargetPlainServer(t *testing.T) {
 	}
 	assert.Len(t, s.Tail, 3)
 	assert.Contains(t, strings.Join(s.Notes, "\n"), "skipped: injected failures, outage and lost responses")
+	var b bytes.Buffer
+	require.NoError(t, WriteHeadline(&b, s))
+	assert.Contains(t, b.String(), "burst: 4× the offered rate")
+	assert.Contains(t, b.String(), "duplicates and harm are not countable")
+	assert.Contains(t, b.String(), "harm is not countable here")
+	assert.LessOrEqual(t, strings.Count(b.String(), "\n"), HeadlineLines)
 	// The clients' count is the server's, but for net/http's own re-sends
 	// (which the clients do not see) and cancelled hedges that never
 	// arrived.
