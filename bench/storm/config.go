@@ -11,7 +11,8 @@ import (
 
 // Config describes a storm benchmark: the load, the server, the scenarios
 // and the strategies. DefaultConfig returns the values the command starts
-// from; the zero Config is not valid.
+// from (it adds an overload scenario and runs fewer strategies); the zero
+// Config is not valid.
 //
 // Every strategy of a scenario gets a fresh server and exactly the same load:
 // the same arrival times, assigned to the same clients, derived from Seed.
@@ -52,6 +53,9 @@ type Config struct {
 	Capacity Capacity
 	// Strategies names the strategies to run, in order (see Strategies).
 	Strategies []string
+	// Own are strategies of the user's own (see ReadPolicies), found by
+	// name in Strategies before the built-in ones.
+	Own []Strategy
 	// Seed seeds the arrival schedule and the server's random draws.
 	Seed uint64
 	// Sequential runs the strategies of a scenario one after the other
@@ -135,12 +139,13 @@ func (c Capacity) PerSecond() float64 {
 	return float64(c.MaxConcurrent) / c.ServiceTime.Seconds()
 }
 
-// DefaultConfig returns the configuration of `go run ./cmd/storm` with no
-// flags: 25 clients × 10 operations/s (250 operations/s) against a server
-// that serves 400 requests/s; a 12 s outage scenario with a 3 s outage from
+// DefaultConfig returns the storm's base configuration: 25 clients × 10
+// operations/s (250 operations/s) against a server that serves 400
+// requests/s; a 12 s outage scenario with a 3 s outage from
 // 3 s and a 1 % background failure rate; steady scenarios of 3 s at p = 0,
 // 0.1, 0.3, 0.5 and 1; every strategy; 0.2 % lost responses; operations
-// bounded by 3 s.
+// bounded by 3 s. (The command adds an overload scenario at twice the
+// server's capacity and runs CommandStrategies.)
 func DefaultConfig() Config {
 	return Config{
 		Clients:        25,
@@ -206,7 +211,7 @@ func (c Config) Validate() error {
 		return errors.New("storm: no strategy")
 	}
 	for _, name := range c.Strategies {
-		if _, ok := lookupStrategy(name); !ok {
+		if _, ok := c.lookup(name); !ok {
 			return fmt.Errorf("storm: unknown strategy %q (known: %v)", name, StrategyNames())
 		}
 	}
@@ -339,4 +344,7 @@ const (
 	ScenarioOutage   = "outage"
 	ScenarioSteady   = "steady"
 	ScenarioOverload = "overload"
+	// ScenarioTarget is a -target's own behaviour under a steady load, for
+	// a server without the fakeserver's admin API (no fault injected).
+	ScenarioTarget = "target"
 )

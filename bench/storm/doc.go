@@ -14,6 +14,11 @@
 // seconds. SimulateOCC and RetryModel reproduce two published results
 // (Brooker 2015 and 2022) with the SDK's own Backoff types and Transport.
 //
+// PlanTarget and TargetPlan.Run storm a server the user runs, within caps
+// (the command's -target); ReadPolicies turns a team's own resilient
+// options into strategies (-policy FILE). WriteHeadline writes the first
+// screen of a run (Summary), WriteHTML a self-contained report.
+//
 // Every load is bounded: a schedule fixed in advance (at most 10 million
 // operations per run), a deadline per operation and one per run.
 // The command is bench/cmd/storm.

@@ -11,7 +11,8 @@ import (
 
 // Output says what the command prints and writes.
 type Output struct {
-	// Format is "markdown" (default) or "json".
+	// Format is "headline" (the first screen, WriteHeadline; the
+	// command's default), "markdown" (every table) or "json".
 	Format string
 	// Dir, if not empty, receives the plots (PNG and SVG) and the results
 	// (storm.md and storm.json, with the series).
@@ -60,13 +61,28 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.DurationVar(&c.Capacity.ServiceTime, "service-time", c.Capacity.ServiceTime, "time each request holds a server slot")
 	fs.IntVar(&c.Capacity.Queue, "queue", c.Capacity.Queue, "requests that may wait for a slot")
 	fs.DurationVar(&c.Capacity.QueueTimeout, "queue-timeout", c.Capacity.QueueTimeout, "longest wait for a slot before a 503")
-	fs.Func("strategies", fmt.Sprintf("comma-separated strategies (default all: %s)", strings.Join(c.Strategies, ",")), func(s string) error {
+	fs.Func("strategies", fmt.Sprintf("comma-separated strategies, or all (%s); default %s",
+		strings.Join(StrategyNames(), ","), strings.Join(c.Strategies, ",")), func(s string) error {
 		c.Strategies = splitList(s)
+		if len(c.Strategies) == 1 && c.Strategies[0] == "all" {
+			c.Strategies = StrategyNames()
+		}
 		return nil
 	})
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the arrival schedule and the server's draws")
 	fs.BoolVar(&c.Sequential, "sequential", c.Sequential, "run the strategies of a scenario one after the other, not side by side")
-	fs.BoolVar(&c.Virtual, "virtual", c.Virtual, "simulated time against the in-process server (testing/synctest)")
+	fs.BoolVar(&c.Virtual, "virtual", c.Virtual, "simulated time against the in-process server: -engine virtual")
+	fs.Func("engine", "virtual (simulated time, immune to machine load; the default) or sockets (loopback, real time)", func(s string) error {
+		switch s {
+		case EngineVirtual:
+			c.Virtual = true
+		case EngineSockets:
+			c.Virtual = false
+		default:
+			return fmt.Errorf("want %s or %s", EngineVirtual, EngineSockets)
+		}
+		return nil
+	})
 	fs.DurationVar(&c.Bin, "bin", c.Bin, "width of the time bins of the series")
 	fs.StringVar(&c.Fates, "fates", c.Fates, "how the server draws failures: operation (hash of operation and attempt: the same fates for every strategy) or stream (one random stream)")
 	fs.Func("scales", fmt.Sprintf("per-client (a Transport per client), shared (one Transport for all clients) or both (default %s)", strings.Join(c.Scales, ",")), func(s string) error {
@@ -98,8 +114,8 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.Float64Var(&c.MaxDisturbed, "max-disturbed", c.MaxDisturbed, "share of a run's operations that may start late before the run is invalid")
 	registerTailFlags(fs, c)
 	fs.BoolVar(&c.Pushback, "pushback", c.Pushback, "every strategy's server mounts the pushback middleware (resilient-pushback's always does)")
-	fs.StringVar(&o.Format, "format", o.Format, "output: markdown or json")
-	fs.StringVar(&o.Dir, "out", o.Dir, "directory for the plots (PNG and SVG) and the results (storm.md, storm.json); none if empty")
+	fs.StringVar(&o.Format, "format", o.Format, "stdout: headline (the first screen), markdown (every table) or json")
+	fs.StringVar(&o.Dir, "out", o.Dir, "directory for index.html (the report), the plots (PNG and SVG) and the results (headline.txt, storm.md, storm.json, tail.md, tail.json); none if empty")
 	fs.BoolVar(&o.Series, "series", o.Series, "include the per-bin series in the JSON")
 	fs.Func("reproduce", "comma-separated published figures to reproduce in simulated time instead of the storm: brooker2015, brooker2022", func(s string) error {
 		o.Reproduce = splitList(s)
@@ -114,8 +130,8 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 
 // Validate reports the first problem of o, or nil.
 func (o Output) Validate() error {
-	if o.Format != "markdown" && o.Format != "json" {
-		return fmt.Errorf("storm: format %q: want markdown or json", o.Format)
+	if o.Format != "headline" && o.Format != "markdown" && o.Format != "json" {
+		return fmt.Errorf("storm: format %q: want headline, markdown or json", o.Format)
 	}
 	return nil
 }
@@ -148,4 +164,21 @@ func joinFloats(fs []float64) string {
 		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return strings.Join(s, ",")
+}
+
+// RegisterTargetFlags defines on fs the flags of a -target run, with t's
+// values as defaults.
+func RegisterTargetFlags(fs *flag.FlagSet, t *TargetConfig) {
+	fs.StringVar(&t.URL, "target", t.URL, "storm a server you run instead of the modelled one: the fakeserver binary's base URL, or the URL each operation calls")
+	fs.StringVar(&t.Method, "target-method", t.Method, "method of each operation on a target without the fakeserver admin API: GET or POST")
+	fs.StringVar(&t.Body, "target-body", t.Body, "JSON body of each POST on a target without the fakeserver admin API")
+	fs.Float64Var(&t.Rate, "target-rate", t.Rate, "operations per second offered to the target")
+	fs.DurationVar(&t.Duration, "target-duration", t.Duration, "length of each run's load against the target")
+	fs.IntVar(&t.Concurrency, "target-concurrency", t.Concurrency, "most operations in flight (and connections) to the target")
+	fs.DurationVar(&t.OpTimeout, "target-op-timeout", t.OpTimeout, "deadline of each operation against the target, retries included")
+	fs.Float64Var(&t.Burst, "target-burst", t.Burst, "offered load of the burst scenario (target without admin API), as a multiple of -target-rate")
+	fs.Float64Var(&t.MaxRate, "max-rate", t.MaxRate, "cap on the operations per second offered to the target")
+	fs.IntVar(&t.MaxConcurrency, "max-concurrency", t.MaxConcurrency, "cap on -target-concurrency")
+	fs.DurationVar(&t.MaxTime, "max-time", t.MaxTime, "cap on the longest a -target run may last")
+	fs.BoolVar(&t.IOwnThisTarget, "i-own-this-target", t.IOwnThisTarget, "allow a -target that is not on a loopback address")
 }

@@ -86,6 +86,11 @@ type Result struct {
 	// Duplicates is the number of effects beyond the first per operation,
 	// from the server's ledger.
 	Duplicates int `json:"duplicates"`
+	// NoLedger reports a server that cannot tell its effects (a -target
+	// without the fakeserver's admin API): Duplicates is 0 because it was
+	// not counted, and Harm and VsNone are null, since runs against a
+	// real server one after the other do not meet the same fates.
+	NoLedger bool `json:"no_ledger,omitempty"`
 	// P50Ms and P99Ms are percentiles of the operations' latency in
 	// milliseconds: the time until the caller got its final answer, success
 	// or failure, retries and waits included.
@@ -265,7 +270,7 @@ func Compare(results []Result) []Result {
 			continue
 		}
 		r.NoneGoodputPerS = n.GoodputPerS
-		if r.Invalid || n.Invalid || len(r.ok) != len(n.ok) {
+		if r.Invalid || n.Invalid || r.NoLedger || len(r.ok) != len(n.ok) {
 			continue
 		}
 		vs := 100 * (r.SuccessRate - n.SuccessRate)

@@ -28,6 +28,10 @@ type Strategy struct {
 	// once per client, so that per-client state (budgets, breakers) is not
 	// shared between clients.
 	NewClient func(base http.RoundTripper) *http.Client
+	// MaxAttempts is the most requests one operation sends, for the
+	// dry-run line of a -target run; 0 means the built-in strategies' own
+	// (see attemptsOf).
+	MaxAttempts int
 	// ServerOptions are added to the options of the fake server of the
 	// strategy's runs (after the scenario), for strategies that need the
 	// server's help, such as the pushback middleware.
@@ -167,6 +171,14 @@ func Strategies() []Strategy {
 	return append([]Strategy(nil), strategies...)
 }
 
+// CommandStrategies returns the strategies the command runs by default:
+// none, the hand-written loop with and without a key, the peers and
+// resilient's defaults — what the headline compares, and the duplicates a
+// loop without a key makes. -strategies all runs every strategy.
+func CommandStrategies() []string {
+	return []string{"none", "naive", "naive-nokey", "retryablehttp", "failsafe", "resilient"}
+}
+
 // StrategyNames returns the names of the known strategies, in table order.
 func StrategyNames() []string {
 	names := make([]string, len(strategies))
@@ -185,12 +197,22 @@ func lookupStrategy(name string) (Strategy, bool) {
 	return Strategy{}, false
 }
 
+// lookup finds a strategy by name among c.Own, then the built-in ones.
+func (c Config) lookup(name string) (Strategy, bool) {
+	for _, s := range c.Own {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return lookupStrategy(name)
+}
+
 // strategies returns the strategies c names; unknown names are skipped
 // (Validate reports them).
 func (c Config) strategies() []Strategy {
 	var out []Strategy
 	for _, name := range c.Strategies {
-		if st, ok := lookupStrategy(name); ok {
+		if st, ok := c.lookup(name); ok {
 			out = append(out, st)
 		}
 	}

@@ -55,6 +55,9 @@ type TailConfig struct {
 	// Strategies names the tail strategies to run (TailStrategyNames,
 	// default all).
 	Strategies []string
+	// Own are tail strategies of the user's own (see ReadPolicies), run
+	// after Strategies.
+	Own []TailStrategy
 }
 
 // DefaultTailConfig returns the defaults of TailConfig.
@@ -143,6 +146,15 @@ type TailResult struct {
 	P99Gain float64 `json:"p99_gain"`
 	// Overran reports that the run outlasted its bound and was stopped.
 	Overran bool `json:"overran"`
+	// LateOps is the number of operations the load generator started more
+	// than LateThreshold late, or never started.
+	LateOps int `json:"late_ops"`
+	// Disturbed and Invalid mean what they mean on Result: the machine, not
+	// the strategy, shaped part of the run (LateOps or Overran); beyond
+	// Config.MaxDisturbed of the operations late, or overran, its numbers
+	// are not to be read.
+	Disturbed bool `json:"disturbed"`
+	Invalid   bool `json:"invalid"`
 }
 
 // TailOnly reports whether c asks for no scenario but the tail one.
@@ -173,6 +185,9 @@ func tailPlan(cfg Config) []tailRun {
 					out = append(out, tailRun{cfg: cfg, tc: tc, scale: scale, st: st, arrivals: arrivals, virtual: cfg.Virtual})
 				}
 			}
+		}
+		for _, st := range tc.Own {
+			out = append(out, tailRun{cfg: cfg, tc: tc, scale: scale, st: st, arrivals: arrivals, virtual: cfg.Virtual})
 		}
 	}
 	return out
@@ -246,7 +261,7 @@ func (r tailRun) run(ctx context.Context) TailResult {
 	loc, err := createItem(ctx, base, url)
 	res := TailResult{Strategy: r.st.Name, Scenario: ScenarioTail, Scale: r.scale, Ops: len(r.arrivals)}
 	if err != nil {
-		res.Overran = true
+		res.Overran, res.Disturbed, res.Invalid = true, true, true
 		return res
 	}
 	gets.Store(0)
@@ -265,15 +280,23 @@ func (r tailRun) run(ctx context.Context) TailResult {
 	ok := make([]bool, len(r.arrivals))
 	var wg sync.WaitGroup
 	start := time.Now()
+	started := 0
 	for i, a := range r.arrivals {
 		if d := time.Until(start.Add(a.at)); d > 0 && !sleep(ctx, d) {
 			break
 		}
+		if time.Since(start)-a.at > LateThreshold {
+			res.LateOps++
+		}
+		started++
 		c := clients[a.client%n]
 		wg.Go(func() { lat[i], ok[i] = r.get(ctx, c, url+loc, i) })
 	}
 	wg.Wait()
 	res.Overran = ctx.Err() != nil
+	res.LateOps += len(r.arrivals) - started
+	res.Disturbed = res.Overran || res.LateOps > 0
+	res.Invalid = res.Overran || float64(res.LateOps) > r.cfg.MaxDisturbed*float64(res.Ops)
 	res.ServerRequests = gets.Load()
 	res.Load = float64(res.ServerRequests) / float64(res.Ops)
 	good := 0

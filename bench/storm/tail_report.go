@@ -56,8 +56,12 @@ func WriteTailMarkdown(w io.Writer, tc TailConfig, res []TailResult) error {
 			if r.Scale != scale {
 				continue
 			}
-			if r.Overran {
-				fmt.Fprintf(&b, "| %s | %d | **invalid** (overran) | | | | | | |\n", r.Strategy, r.Ops)
+			if r.Invalid {
+				why := "overran"
+				if !r.Overran {
+					why = fmt.Sprintf("%d operations started more than %v late", r.LateOps, LateThreshold)
+				}
+				fmt.Fprintf(&b, "| %s | %d | **invalid** (%s) | | | | | | |\n", r.Strategy, r.Ops, why)
 				continue
 			}
 			gain := ""
@@ -92,7 +96,7 @@ func PlotTail(dir string, res []TailResult) ([]string, error) {
 	for _, scale := range scales {
 		var rows []TailResult
 		for _, r := range res {
-			if r.Scale == scale && !r.Overran {
+			if r.Scale == scale && !r.Invalid {
 				rows = append(rows, r)
 			}
 		}

@@ -1,22 +1,32 @@
 // Command storm runs the retry-storm benchmark: many clients send keyed POSTs
-// to the fake server (fakeserver), which has a capacity limit, through an
-// outage and at a range of independent failure rates, once per retry
-// strategy, and reports what each strategy did to the server and to its
-// callers: a Markdown table (or JSON) on stdout, plots with -out. Then the
-// tail scenario (-no-tail skips it, -tail-only runs it alone): GETs against
-// a server with a slow tail of latency, without and with hedging, its
-// p50/p99/p99.9 and load.
+// to a server with a capacity limit, through an outage, at a range of
+// independent failure rates and beyond its capacity, once per retry strategy
+// (none, a hand-written loop, go-retryablehttp, failsafe-go, resilient's
+// defaults and variants, published retry controls, and the user's own
+// policies from -policy FILE), then the tail scenario (GETs with a slow tail
+// of latency, without and with hedging), and reports what each strategy did
+// to the server and to its callers.
 //
 // Usage, from bench/ (its own Go module):
 //
-//	go run ./cmd/storm [flags]                 # real sockets on 127.0.0.1, < 1 min
-//	go run ./cmd/storm -virtual [flags]        # simulated time, in-process server
+//	go run ./cmd/storm                        # virtual time, the first screen, < 1 min anywhere
+//	go run ./cmd/storm -out DIR               # + index.html, every table (storm.md), JSON and plots
+//	go run ./cmd/storm -engine sockets        # loopback sockets, real time
+//	go run ./cmd/storm -policy ours.json      # your own resilient options beside the defaults
+//	go run ./cmd/storm -target http://127.0.0.1:8080   # storm a server you run (see -h: caps)
 //	go run ./cmd/storm -reproduce brooker2015,brooker2022 -out results
 //
-// -h lists the flags. A progress bar goes to stderr.
+// With no flag it runs the scenarios of storm.DefaultConfig and an
+// overload scenario at twice the server's capacity, with the strategies of
+// storm.CommandStrategies (-strategies all: every one), in virtual time
+// (testing/synctest): immune to the machine's load, it runs the real
+// clients against the fakeserver in-process, without net/http's
+// connection pool, its own re-sends or the network. Stdout gets the headline (at most 40 lines), -format markdown
+// every table, -format json the results. -h lists the flags; a progress
+// bar goes to stderr.
 //
-// Simulated time needs testing/synctest, which needs a *testing.T: with
-// -virtual or -reproduce, the command runs its work as the single test of
+// Simulated time needs testing/synctest, which needs a *testing.T: in
+// virtual runs the command runs its work as the single test of
 // testing.Main, with os.Args emptied so that the testing package parses no
 // flag of ours, and stdout handed to the test: what testing.Main prints
 // itself ("PASS") goes to stderr.
@@ -26,6 +36,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,16 +53,75 @@ import (
 
 func main() {
 	cfg := storm.DefaultConfig()
-	out := storm.Output{Format: "markdown"}
+	cfg.Virtual = true
+	cfg.Strategies = storm.CommandStrategies()
+	cfg.Overload = []float64{2}
+	out := storm.Output{Format: "headline"}
+	tgt := storm.DefaultTargetConfig()
 	fs := flag.NewFlagSet("storm", flag.ExitOnError)
 	storm.RegisterFlags(fs, &cfg, &out)
+	storm.RegisterTargetFlags(fs, &tgt)
+	policy := fs.String("policy", "", "JSON `file` of your own resilient options to storm beside the defaults (see bench/README.md)")
+	dryRun := fs.Bool("dry-run", false, "with -target: print what the run would send, and stop")
 	fs.Parse(os.Args[1:])
 	if err := out.Validate(); err != nil {
 		fail(err)
 	}
 	cfg.Progress = os.Stderr
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if tgt.URL != "" && !set["strategies"] {
+		// Against a real server, runs are sequential: the headline's
+		// strategies only, so that the defaults fit in -max-time.
+		cfg.Strategies = storm.HeadlineStrategies()
+	}
+	if *policy != "" {
+		own, tail, err := storm.ReadPolicyFile(*policy)
+		if err != nil {
+			fail(err)
+		}
+		cfg.Own, cfg.Tail.Own = own, tail
+		for _, s := range own {
+			if !slices.Contains(cfg.Strategies, s.Name) {
+				cfg.Strategies = append(cfg.Strategies, s.Name)
+			}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		fail(err)
+	}
+	own := func(s *storm.Summary) {
+		for _, st := range cfg.Own {
+			s.Own = append(s.Own, st.Name)
+		}
+	}
 
 	stdout := os.Stdout
+	if tgt.URL != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		plan, err := storm.PlanTarget(ctx, tgt, cfg)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Fprintln(os.Stderr, plan.DryRun())
+		if *dryRun {
+			return
+		}
+		sum, err := plan.Run(ctx)
+		if rerr := report(stdout, out, sum); rerr != nil {
+			fail(rerr)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "storm: interrupted:", err, "(the report above is partial)")
+			os.Exit(130)
+		}
+		return
+	}
+	if *dryRun {
+		fail(errors.New("-dry-run needs -target"))
+	}
+
 	if cfg.Virtual || len(out.Reproduce) > 0 {
 		// Virtual runs are parallel subtests; each bubble idles while the
 		// runtime hands its goroutines between threads, so more bubbles
@@ -60,7 +130,21 @@ func main() {
 		os.Stdout = os.Stderr
 		testing.Main(func(string, string) (bool, error) { return true, nil },
 			[]testing.InternalTest{{Name: "TestStorm", F: func(t *testing.T) {
-				if err := virtual(t, stdout, cfg, out); err != nil {
+				if len(out.Reproduce) > 0 {
+					if err := reproduce(t, stdout, cfg, out); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				sum := storm.Summary{Engine: storm.EngineVirtual, Config: cfg}
+				own(&sum)
+				if !cfg.TailOnly() {
+					sum.Results = storm.RunVirtual(t, cfg)
+				}
+				if !cfg.NoTail {
+					sum.Tail = storm.RunTailVirtual(t, cfg)
+				}
+				if err := report(stdout, out, sum); err != nil {
 					t.Fatal(err)
 				}
 			}}}, nil, nil)
@@ -69,41 +153,33 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	sum := storm.Summary{Engine: storm.EngineSockets, Config: cfg}
+	own(&sum)
+	var err error
 	if !cfg.TailOnly() {
-		res, err := storm.Run(ctx, cfg)
-		if rerr := report(stdout, cfg, out, res); rerr != nil {
-			fail(rerr)
-		}
-		if err != nil {
-			// Interrupted: what finished is printed above.
-			fail(err)
-		}
+		sum.Results, err = storm.Run(ctx, cfg)
 	}
-	if !cfg.NoTail {
-		if err := reportTail(stdout, cfg, out, storm.RunTail(ctx, cfg)); err != nil {
-			fail(err)
-		}
+	if err == nil && !cfg.NoTail {
+		sum.Tail = storm.RunTail(ctx, cfg)
+	}
+	if err != nil {
+		sum.Notes = append(sum.Notes, fmt.Sprintf("INTERRUPTED (%v): a partial report.", err))
+	}
+	if rerr := report(stdout, out, sum); rerr != nil {
+		fail(rerr)
+	}
+	if err != nil {
+		fail(err)
 	}
 }
 
-// virtual runs the storm, or the published figures, in simulated time.
-func virtual(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) error {
-	if len(out.Reproduce) == 0 {
-		if !cfg.TailOnly() {
-			if err := report(w, cfg, out, storm.RunVirtual(t, cfg)); err != nil {
-				return err
-			}
-		}
-		if cfg.NoTail {
-			return nil
-		}
-		return reportTail(w, cfg, out, storm.RunTailVirtual(t, cfg))
-	}
+// reproduce runs the published figures in simulated time.
+func reproduce(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) error {
 	figures := map[string]any{}
 	if slices.Contains(out.Reproduce, storm.FigureBrooker2015) {
 		res := storm.SimulateOCC(storm.DefaultOCCConfig())
 		figures[storm.FigureBrooker2015] = res
-		if out.Format == "markdown" {
+		if out.Format != "json" {
 			fmt.Fprintf(w, "## %s: Exponential Backoff and Jitter (simulated, resilient's Backoff types)\n\n", storm.FigureBrooker2015)
 			if err := storm.WriteOCCMarkdown(w, res); err != nil {
 				return err
@@ -122,7 +198,7 @@ func virtual(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) erro
 		c.Seed, c.Progress = cfg.Seed, cfg.Progress
 		res := storm.RetryModel(t, c)
 		figures[storm.FigureBrooker2022] = res
-		if out.Format == "markdown" {
+		if out.Format != "json" {
 			fmt.Fprintf(w, "## %s: Fixing retries with token buckets and circuit breakers (virtual time, resilient's Transport)\n\n", storm.FigureBrooker2022)
 			if err := storm.WriteRetryModelMarkdown(w, res); err != nil {
 				return err
@@ -144,15 +220,20 @@ func virtual(t *testing.T, w io.Writer, cfg storm.Config, out storm.Output) erro
 	return nil
 }
 
-// report prints the results; with -out it also writes them (storm.md,
-// storm.json with the series) and the plots into that directory. Disturbed
-// and invalid runs are marked in the results themselves, not on stderr.
-func report(w io.Writer, cfg storm.Config, out storm.Output, res []storm.Result) error {
+// report prints the summary on w in out.Format; with -out it also writes
+// into that directory the headline (headline.txt), every table (storm.md,
+// tail.md), the results with their series (storm.json, tail.json), the
+// plots, and index.html, which holds them all. Disturbed and invalid
+// results are marked in the results themselves.
+func report(w io.Writer, out storm.Output, sum storm.Summary) error {
 	var err error
-	if out.Format == "json" {
-		err = storm.WriteJSON(w, res, out.Series)
-	} else {
-		err = storm.WriteMarkdown(w, res)
+	switch out.Format {
+	case "json":
+		err = writeJSON(w, sum, out.Series)
+	case "markdown":
+		err = writeMarkdown(w, sum)
+	default:
+		err = storm.WriteHeadline(w, sum)
 	}
 	if err != nil || out.Dir == "" {
 		return err
@@ -160,64 +241,85 @@ func report(w io.Writer, cfg storm.Config, out storm.Output, res []storm.Result)
 	if err := os.MkdirAll(out.Dir, 0o755); err != nil {
 		return err
 	}
-	var md, js bytes.Buffer
-	if err := storm.WriteMarkdown(&md, res); err != nil {
+	var head, md, js, tmd, tjs bytes.Buffer
+	files := map[string]*bytes.Buffer{"headline.txt": &head, "storm.md": &md, "storm.json": &js, "tail.md": &tmd, "tail.json": &tjs}
+	if err := storm.WriteHeadline(&head, sum); err != nil {
 		return err
 	}
-	if err := storm.WriteJSON(&js, res, true); err != nil {
+	if err := storm.WriteMarkdown(&md, sum.Results); err != nil {
 		return err
 	}
-	files := []string{filepath.Join(out.Dir, "storm.md"), filepath.Join(out.Dir, "storm.json")}
-	for i, b := range [][]byte{md.Bytes(), js.Bytes()} {
-		if err := os.WriteFile(files[i], b, 0o644); err != nil {
+	if err := storm.WriteJSON(&js, sum.Results, true); err != nil {
+		return err
+	}
+	if err := storm.WriteTailMarkdown(&tmd, sum.Config.Tail, sum.Tail); err != nil {
+		return err
+	}
+	if err := storm.WriteTailJSON(&tjs, sum.Tail); err != nil {
+		return err
+	}
+	var written []string
+	for _, name := range []string{"headline.txt", "storm.md", "storm.json", "tail.md", "tail.json"} {
+		f := filepath.Join(out.Dir, name)
+		if err := os.WriteFile(f, files[name].Bytes(), 0o644); err != nil {
 			return err
 		}
+		written = append(written, f)
 	}
-	plots, err := storm.WritePlots(out.Dir, cfg, res)
+	plots, err := storm.WritePlots(out.Dir, sum.Config, sum.Results)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "wrote", append(files, plots...))
+	if len(sum.Tail) > 0 {
+		tp, err := storm.PlotTail(out.Dir, sum.Tail)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, tp...)
+	}
+	html, err := storm.WriteHTML(out.Dir, sum, plots)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "wrote", append(append(written, plots...), html))
 	return nil
+}
+
+// writeMarkdown writes every table of sum.
+func writeMarkdown(w io.Writer, sum storm.Summary) error {
+	if err := storm.WriteMarkdown(w, sum.Results); err != nil {
+		return err
+	}
+	if len(sum.Tail) == 0 {
+		return nil
+	}
+	return storm.WriteTailMarkdown(w, sum.Config.Tail, sum.Tail)
+}
+
+// writeJSON writes sum as one JSON object: the engine, the notes, the
+// storm's results and the tail's, each with its disturbed and invalid
+// fields.
+func writeJSON(w io.Writer, sum storm.Summary, series bool) error {
+	var res bytes.Buffer
+	if err := storm.WriteJSON(&res, sum.Results, series); err != nil {
+		return err
+	}
+	tail := sum.Tail
+	if tail == nil {
+		tail = []storm.TailResult{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Engine  string             `json:"engine"`
+		Target  string             `json:"target,omitempty"`
+		Notes   []string           `json:"notes,omitempty"`
+		Results json.RawMessage    `json:"results"`
+		Tail    []storm.TailResult `json:"tail"`
+	}{sum.Engine, sum.Target, sum.Notes, res.Bytes(), tail})
 }
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "storm:", err)
 	os.Exit(1)
-}
-
-// reportTail prints the tail scenario's table after the others (in JSON
-// mode stdout keeps the storm's results only); with -out it also writes
-// tail.md, tail.json and the plot into that directory.
-func reportTail(w io.Writer, cfg storm.Config, out storm.Output, res []storm.TailResult) error {
-	if out.Format != "json" {
-		if err := storm.WriteTailMarkdown(w, cfg.Tail, res); err != nil {
-			return err
-		}
-	}
-	if out.Dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(out.Dir, 0o755); err != nil {
-		return err
-	}
-	var md, js bytes.Buffer
-	if err := storm.WriteTailMarkdown(&md, cfg.Tail, res); err != nil {
-		return err
-	}
-	if err := storm.WriteTailJSON(&js, res); err != nil {
-		return err
-	}
-	files := []string{filepath.Join(out.Dir, "tail.md"), filepath.Join(out.Dir, "tail.json")}
-	for i, b := range [][]byte{md.Bytes(), js.Bytes()} {
-		if err := os.WriteFile(files[i], b, 0o644); err != nil {
-			return err
-		}
-	}
-	plots, err := storm.PlotTail(out.Dir, res)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(os.Stderr, "wrote", append(files, plots...))
-	return nil
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -17,7 +23,7 @@ func TestCommand(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	tiny := []string{"-clients", "3", "-rate", "10", "-duration", "1s", "-outage", "300ms-600ms", "-steady", "300ms",
+	tiny := []string{"-clients", "3", "-rate", "10", "-duration", "1s", "-outage", "300ms-600ms", "-steady", "300ms", "-overload", "",
 		"-p", "0,1", "-op-timeout", "1s", "-strategies", "none,resilient", "-tail-duration", "300ms"}
 	run := func(args ...string) (stdout, stderr string) {
 		t.Helper()
@@ -30,22 +36,46 @@ func TestCommand(t *testing.T) {
 		return o.String(), e.String()
 	}
 
-	for _, mode := range [][]string{nil, {"-virtual"}} {
+	for _, mode := range [][]string{{"-engine", "sockets"}, nil} {
 		stdout, stderr := run(append(mode, "-format", "json", "-out", t.TempDir())...)
-		var res []map[string]any
+		var res struct {
+			Engine  string           `json:"engine"`
+			Results []map[string]any `json:"results"`
+			Tail    []map[string]any `json:"tail"`
+		}
 		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 			t.Fatalf("%v: stdout is not JSON: %v\n%s", mode, err, stdout)
 		}
-		if len(res) != 6 {
-			t.Errorf("%v: %d results, want 3 scenarios × 2 strategies", mode, len(res))
+		if len(res.Results) != 6 || len(res.Tail) != 4 {
+			t.Errorf("%v: %d results, want 3 scenarios × 2 strategies; %d tail results, want 4", mode, len(res.Results), len(res.Tail))
 		}
-		if !strings.Contains(stderr, "storm [") || !strings.Contains(stderr, "load.png") || !strings.Contains(stderr, "storm.md") ||
-			!strings.Contains(stderr, "tail.md") || !strings.Contains(stderr, "tail.png") {
-			t.Errorf("%v: no progress bar or plot on stderr:\n%s", mode, stderr)
+		for _, r := range append(res.Results, res.Tail...) {
+			if _, ok := r["disturbed"].(bool); !ok {
+				t.Errorf("%v: a result without its disturbed field: %v", mode, r)
+			}
+			if _, ok := r["invalid"].(bool); !ok {
+				t.Errorf("%v: a result without its invalid field: %v", mode, r)
+			}
+		}
+		if want := map[bool]string{true: "sockets", false: "virtual"}[mode != nil]; res.Engine != want {
+			t.Errorf("%v: engine %q, want %q", mode, res.Engine, want)
+		}
+		for _, f := range []string{"storm [", "load.png", "storm.md", "tail.md", "tail.png", "index.html", "headline.txt"} {
+			if !strings.Contains(stderr, f) {
+				t.Errorf("%v: no %q on stderr:\n%s", mode, f, stderr)
+			}
 		}
 	}
 
-	stdout, _ := run("-virtual", "-scales", "both")
+	// The default output is the headline: at most 40 lines, the engine,
+	// no result disturbed in virtual time.
+	head, _ := run()
+	if n := strings.Count(head, "\n"); n > 40 || !strings.Contains(head, "engine: virtual") ||
+		!strings.Contains(head, "0 disturbed, 0 invalid") || !strings.Contains(head, "  → ") {
+		t.Errorf("headline (%d lines):\n%s", n, head)
+	}
+
+	stdout, _ := run("-format", "markdown", "-scales", "both")
 	if !strings.HasPrefix(stdout, "#### steady, a Transport per client") || !strings.Contains(stdout, "#### outage, one Transport shared") ||
 		!strings.Contains(stdout, "| resilient-hedge-p95 |") || strings.Contains(stdout, "PASS") {
 		t.Errorf("virtual Markdown output:\n%s", stdout)
@@ -53,5 +83,119 @@ func TestCommand(t *testing.T) {
 
 	if err := exec.Command(bin, "-format", "yaml").Run(); err == nil {
 		t.Error("-format yaml accepted")
+	}
+}
+
+// TestTargetCommand runs the command against the fakeserver binary, built
+// and started here, and against a plain httptest server; and checks that it
+// refuses more than its caps, a target off loopback, and stops on SIGINT
+// with a partial report.
+func TestTargetCommand(t *testing.T) {
+	dir := t.TempDir()
+	bin, fake := filepath.Join(dir, "storm"), filepath.Join(dir, "fakeserver")
+	for _, b := range [][2]string{{bin, "."}, {fake, "github.com/resilienthttp/resilient/fakeserver/cmd/fakeserver"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+	small := []string{"-strategies", "none,resilient", "-target-duration", "500ms", "-target-op-timeout", "500ms", "-format", "json"}
+	type report struct {
+		Engine  string           `json:"engine"`
+		Notes   []string         `json:"notes"`
+		Results []map[string]any `json:"results"`
+		Tail    []map[string]any `json:"tail"`
+	}
+	storm := func(args ...string) (report, string, error) {
+		var o, e bytes.Buffer
+		cmd := exec.Command(bin, append(small, args...)...)
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var r report
+		if err == nil {
+			if jerr := json.Unmarshal(o.Bytes(), &r); jerr != nil {
+				t.Fatalf("storm %v: stdout is not JSON: %v\n%s", args, jerr, o.String())
+			}
+		}
+		return r, e.String(), err
+	}
+
+	// The fakeserver binary: every scenario, through its admin API.
+	srv := exec.Command(fake, "-addr", "127.0.0.1:0")
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on ") {
+		t.Fatalf("fakeserver: %q, %v", line, err)
+	}
+	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	r, stderr, err := storm("-target", url)
+	if err != nil {
+		t.Fatalf("storm -target fakeserver: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "fakeserver admin API") || !strings.Contains(stderr, "at most") || r.Engine != "target" ||
+		len(r.Results) != 6 || len(r.Tail) != 3 {
+		t.Errorf("storm -target fakeserver: %d results, %d tail, engine %q, stderr:\n%s", len(r.Results), len(r.Tail), r.Engine, stderr)
+	}
+	for _, res := range r.Results {
+		if res["no_ledger"] == true || res["duplicates"].(float64) != 0 {
+			t.Errorf("fakeserver result without ledger or with duplicates: %v", res)
+		}
+	}
+
+	// A plain server: the scenarios without injection, and what was skipped.
+	var n atomic.Int64
+	var interrupt atomic.Pointer[os.Process]
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if p := interrupt.Load(); n.Add(1) == 15 && p != nil {
+			p.Signal(os.Interrupt)
+		}
+	}))
+	defer plain.Close()
+	r, stderr, err = storm("-target", plain.URL+"/ping")
+	if err != nil {
+		t.Fatalf("storm -target plain: %v\n%s", err, stderr)
+	}
+	if len(r.Results) != 4 || len(r.Tail) != 3 || !strings.Contains(strings.Join(r.Notes, " "), "skipped") {
+		t.Errorf("storm -target plain: %d results, %d tail, notes %q", len(r.Results), len(r.Tail), r.Notes)
+	}
+
+	// The caps, and loopback.
+	for _, args := range [][]string{
+		{"-target", plain.URL, "-target-rate", "1000"},
+		{"-target", plain.URL, "-target-concurrency", "500"},
+		{"-target", plain.URL, "-target-duration", "1m"},
+		{"-target", "http://10.1.2.3:9/"},
+	} {
+		if _, stderr, err := storm(args...); err == nil || !strings.Contains(stderr, "storm: ") {
+			t.Errorf("storm %v: accepted (%v)\n%s", args, err, stderr)
+		}
+	}
+
+	// SIGINT in the second run: a partial report, exit status 130.
+	n.Store(0)
+	var o, e bytes.Buffer
+	target := exec.Command(bin, append(small, "-target", plain.URL)...)
+	target.Stdout, target.Stderr = &o, &e
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	interrupt.Store(target.Process)
+	err = target.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("interrupted storm: %v\n%s", err, e.String())
+	}
+	var partial report
+	if err := json.Unmarshal(o.Bytes(), &partial); err != nil {
+		t.Fatalf("interrupted storm: stdout is not JSON: %v\n%s", err, o.String())
+	}
+	if len(partial.Results) != 1 || !strings.Contains(strings.Join(partial.Notes, " "), "INTERRUPTED") {
+		t.Errorf("interrupted storm: %d results, notes %q", len(partial.Results), partial.Notes)
 	}
 }
