@@ -107,7 +107,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
 	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
 	r.budgetAt = time.Time{}
-	if r.first {
+	if r.first && !(r.retry && c.single()) {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would. (An
 		// unclocked first attempt leaves the pause to wait, which reads
@@ -120,7 +120,8 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:
 		// it spends a token when there is one, so that the retries inside
 		// it are held to the budget; it is never refused, as a bare
-		// client's call would not be.
+		// client's call would not be. (An outer loop's retry that the gate
+		// governs, outerloop.go, is admitted below as any retry.)
 		if r.retry && h.tokens != nil && h.tokens.TakeAt(now) {
 			r.token = true
 		}

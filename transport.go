@@ -76,6 +76,9 @@ type Transport struct {
 	hosts  hosts
 	recent recentKeys
 	keys   keySource
+	// pending: the recent calls of outer retry loops that send no call id
+	// (outerloop.go); touched by marked requests only.
+	pending pendingCalls
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -123,6 +126,9 @@ type call struct {
 	// unsampled: the operation was not picked to feed the host's latency
 	// average, so its attempts are not timed for it (reservation.timed).
 	unsampled bool
+	// outer: what an outer retry loop's call needs (outerloop.go); nil
+	// for a request without marks.
+	outer *outerCall
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -167,13 +173,17 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		base = t.recent.attempts(c.op.key, now)
 		defer func() { t.recent.record(c.op.key, base+c.led.attempts, t.cfg.now()) }()
 	}
+	if c.outer != nil || base > 0 || t.cfg.outer == outerAlways {
+		base = c.outerStart(base) // an outer retry loop's call: outerloop.go
+		defer c.outerDone(&a)
+	}
 	for i := 0; ; i++ {
 		n := base + i
 		if i > 0 {
 			now = t.cfg.now()
 		}
 		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
-			return c.finish(&a, d, err) // a retry refused before any wait
+			return c.refuse(&a, d, err, false) // a retry refused before any wait
 		}
 		if i > 0 {
 			c.retrying(n, &a, d, res.delay)
@@ -185,7 +195,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			if a.resp != nil && !errors.Is(err, c.ctx.Err()) {
 				return c.finish(&a, d, err) // the retry was not sent: the last answer stands
 			}
-			return nil, c.stopped(err)
+			return c.refuse(&a, d, err, true)
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
@@ -294,7 +304,7 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 // or custom Classifier), so a first attempt that is a plain success ends
 // it (call.succeeded).
 func (c *call) unclocked() bool {
-	return c.t.cfg.unclocked && !c.op.own && !c.op.hop && c.led.rep == nil
+	return c.t.cfg.unclocked && !c.op.own && !c.op.hop && c.led.rep == nil && c.outer == nil
 }
 
 // timeAll reports whether every attempt of c is timed: when its duration
@@ -309,8 +319,8 @@ func (c *call) timeAll() bool { return c.t.cfg.timeAll || c.led.rep != nil }
 func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
-	case c.led.attempts >= cfg.maxAttempts:
-		return 0, ErrRetriesExhausted
+	case c.led.attempts >= cfg.maxAttempts, c.single():
+		return 0, ErrRetriesExhausted // a single attempt's: the outer loop retries
 	case !c.op.body.replayable:
 		return 0, ErrBodyNotReplayable
 	case d.Delay > cfg.retryAfterMax:

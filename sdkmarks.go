@@ -1,0 +1,157 @@
+package resilient
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// An SDK that retries on its own marks its requests so that its servers can
+// tell a retry from a first attempt; some also send an id per logical call.
+// The Transport reads these marks to act as one retry loop with the SDK
+// (see WithOuterRetries):
+//
+//	header                   sent by                                what it says                         refused retry gets
+//	X-Stainless-Retry-Count  Stainless SDKs (openai-go,             retries before this request (0, 1…)  503, X-Should-Retry: false
+//	                         anthropic-sdk-go, …)
+//	Amz-Sdk-Request          aws-sdk-go-v2 (every service)          attempt=N; max=M (N from 1)          *Error (not retried)
+//	Amz-Sdk-Invocation-Id    aws-sdk-go-v2                          the call's id, the same on retries   (the key)
+//	X-Goog-Api-Client        cloud.google.com/go/storage            gccl-invocation-id/ID                *Error (not retried)
+//	                                                                gccl-attempt-count/N (N from 1)
+//	(the application's key)  stripe-go, a hand-written loop         a key seen within a minute: a retry  503, Stripe-Should-Retry: false
+//
+// "Refused retry gets" is what RoundTrip returns when the host's gate
+// refuses a retry the SDK drives: the answer the SDK does not retry. An
+// SDK without a do-not-retry header (AWS, Google) gets an *Error, which
+// neither retries (it is no connection error, no timeout, no HTTP status);
+// a repeated key of the application's gets a response only with
+// WithRefusalResponses. A request with none of the marks is treated as any
+// other.
+
+// mark is what a request's marks say of its SDK's retry loop.
+type mark struct {
+	// count is the number of attempts the SDK sent before this one for the
+	// same call: 0 for its first attempt.
+	count int
+	// max is the most attempts the SDK sends for the call (AWS's max=M);
+	// 0 when it does not say.
+	max int
+	// id is the SDK's own id of the call, the same on each of its
+	// attempts; "" when it sends none.
+	id string
+	// respond: a refused retry is answered with a refusal response
+	// carrying the do-not-retry hints, which this SDK honours.
+	respond bool
+}
+
+// markFields are the canonical names of the header fields that carry
+// marks, indexed by length for checkHeader's one look per field: a header
+// field whose name is not as long as one of them costs a table load.
+var markFields = func() (t [32]string) {
+	for _, f := range [...]string{"X-Stainless-Retry-Count", "Amz-Sdk-Request", "Amz-Sdk-Invocation-Id", "X-Goog-Api-Client"} {
+		t[len(f)] = f
+	}
+	return t
+}()
+
+// markField reports whether a header field name spells, in any case, one
+// of the fields that carry marks.
+func markField(name string) bool {
+	return len(name) < len(markFields) && markFields[len(name)] != "" && strings.EqualFold(name, markFields[len(name)])
+}
+
+// readMark reads the marks of h, whose fields checkHeader found to include
+// one (a field spelt otherwise than canonically is looked up by its
+// spelling). ok is false when none of them is a valid mark.
+func readMark(h http.Header) (m mark, ok bool) {
+	if v, found := fieldValue(h, "X-Stainless-Retry-Count"); found {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err == nil && n >= 0 {
+			return mark{count: n, respond: true}, true
+		}
+	}
+	if v, found := fieldValue(h, "Amz-Sdk-Request"); found {
+		if n, max, valid := parseAmzRequest(v); valid {
+			m, ok = mark{count: n - 1, max: max}, true
+		}
+	}
+	if v, found := fieldValue(h, "Amz-Sdk-Invocation-Id"); found && ok {
+		m.id = strings.TrimSpace(v)
+	}
+	if ok {
+		return m, true
+	}
+	if v, found := fieldValue(h, "X-Goog-Api-Client"); found {
+		return parseGoogClient(v)
+	}
+	return mark{}, false
+}
+
+// fieldValue returns the first value of the field name (canonical), or of
+// any spelling of it.
+func fieldValue(h http.Header, name string) (string, bool) {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0], true
+	}
+	for k, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(k, name) {
+			return vs[0], true
+		}
+	}
+	return "", false
+}
+
+// parseAmzRequest parses "attempt=N; max=M" (M optional, other parameters
+// ignored). N is at least 1.
+func parseAmzRequest(v string) (attempt, max int, ok bool) {
+	for v != "" {
+		var p string
+		p, v, _ = strings.Cut(v, ";")
+		k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if err != nil {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "attempt":
+			attempt, ok = n, n >= 1
+		case "max":
+			max = n
+		}
+	}
+	return attempt, max, ok
+}
+
+// parseGoogClient reads Google's invocation id and attempt count out of an
+// X-Goog-Api-Client value ("gl-go/1.22 gccl/1.40 gccl-invocation-id/ID
+// gccl-attempt-count/N"). A value without an invocation id is no mark.
+func parseGoogClient(v string) (mark, bool) {
+	var m mark
+	count := 1
+	for _, tok := range strings.Fields(v) {
+		name, val, _ := strings.Cut(tok, "/")
+		switch name {
+		case "gccl-invocation-id":
+			m.id = val
+		case "gccl-attempt-count":
+			if n, err := strconv.Atoi(val); err == nil && n >= 1 {
+				count = n
+			}
+		}
+	}
+	if m.id == "" {
+		return mark{}, false
+	}
+	m.count = count - 1
+	return m, true
+}
+
+// willRetry reports whether the mark shows that its SDK retries the call
+// on its own: it sent attempts before this one, or it says it may send
+// more. A mark that says neither (a Stainless first attempt, a Google one)
+// is taken to: such an SDK retries unless configured not to, and one that
+// does not retry sends no more than the Transport then sends (one attempt
+// per call). Only AWS says it will not (max=1).
+func (m mark) willRetry() bool {
+	return m.count > 0 || m.max != 1
+}
