@@ -107,12 +107,15 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
 	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
 	r.budgetAt = time.Time{}
-	if r.first && !(r.retry && c.single()) {
+	if r.first && r.retry && c.single() {
+		return h.reserveOuterRetry(r, c, now) // outerloop.go
+	}
+	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would. (An
 		// unclocked first attempt leaves the pause to wait, which reads
 		// the clock when one is set.)
-		if !now.IsZero() {
+		if !now.IsZero() && !c.single() { // an outer loop waits as it chooses
 			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
 				r.delay = p
 			}
@@ -187,7 +190,7 @@ func (r *reservation) wait(c *call) error {
 			return ErrPushback
 		}
 	}
-	if h.pauseUntil.Load() != 0 || (r.retry && h.retryPauseUntil.Load() != 0) {
+	if (h.pauseUntil.Load() != 0 || (r.retry && h.retryPauseUntil.Load() != 0)) && !c.single() {
 		now := c.t.cfg.now()
 		r.stamp(c, now)
 		h.clearPauses(now.UnixNano())

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // An outer retry loop — an SDK that retries on its own (openai-go,
@@ -19,12 +21,15 @@ import (
 //     over a bare client. The attempts on the wire are the loop's, never
 //     more.
 //   - The gate governs. A call that is the loop's retry (its mark counts
-//     attempts before it) is admitted as a retry: it waits out a pause the
-//     server set (so that no retry goes out before the server said), and
-//     it is refused — nothing is sent — when the server pushed back, the
-//     breaker is open, the host's retry tokens are spent, or the
-//     deadline leaves no room. The refusal is an answer the loop does not
-//     retry (see the marks' table).
+//     attempts before it) is admitted as a retry: it is refused — nothing
+//     is sent — when the server pushed back, the breaker is open, the
+//     host's retry tokens are spent, or the deadline leaves no room for
+//     the host's usual latency (reserveOuterRetry). The refusal is an
+//     answer the loop does not retry (see the marks' table). The loop
+//     chooses when to send: the Transport adds no wait of its own, not
+//     even a server's pause (a Stainless SDK waits Retry-After itself; an
+//     AWS SDK waits its backoff and X-Amz-Retry-After, and ignores
+//     Retry-After, alone as over the Transport).
 //   - One key per logical call. The SDK's own call id, when it sends one
 //     (AWS, Google), is the key. Otherwise a retry takes the key of the one
 //     pending call it continues: same method, URL and body, whose last
@@ -102,6 +107,9 @@ func (c *call) resolveOuter() {
 	if c.op.own || c.op.key == "" {
 		return // the application's key, or a request that takes none
 	}
+	if m.count < 0 {
+		return // no count: nothing to match a retry by
+	}
 	if m.id != "" && ValidateKey(m.id) == nil {
 		c.op.key = m.id
 		return
@@ -129,7 +137,7 @@ func (c *call) outerStart(base int) int {
 		o = &outerCall{}
 		c.outer = o
 	}
-	if o.marked {
+	if o.marked && o.mark.count >= 0 {
 		base = o.mark.count
 	}
 	switch mode {
@@ -146,6 +154,22 @@ func (c *call) outerStart(base int) int {
 
 // single reports whether c sends one attempt, an outer loop retrying.
 func (c *call) single() bool { return c.outer != nil && c.outer.single }
+
+// reserveOuterRetry admits into r, at now, the attempt of c, an outer
+// loop's retry, or refuses it: the gate's policies for a retry but the
+// waits (the loop waited as it chose).
+func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) error {
+	if h.pushedBack(now) {
+		return ErrPushback
+	}
+	if !c.fits(now, c.expectedLatency(h)) {
+		return ErrDelayTooLong
+	}
+	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+		return ErrCircuitOpen
+	}
+	return r.spend(now)
+}
 
 
 // refuse ends c when the gate refused to send its attempt (i: the attempt

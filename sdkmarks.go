@@ -18,20 +18,22 @@ import (
 //	Amz-Sdk-Invocation-Id    aws-sdk-go-v2                          the call's id, the same on retries   (the key)
 //	X-Goog-Api-Client        cloud.google.com/go/storage            gccl-invocation-id/ID                *Error (not retried)
 //	                                                                gccl-attempt-count/N (N from 1)
-//	(the application's key)  stripe-go, a hand-written loop         a key seen within a minute: a retry  503, Stripe-Should-Retry: false
+//	X-Stripe-Client-User-Agent  stripe-go                          its client; its own Idempotency-Key  503, Stripe-Should-Retry: false
+//	                                                                seen within a minute: a retry        and a Stripe error body
 //
 // "Refused retry gets" is what RoundTrip returns when the host's gate
 // refuses a retry the SDK drives: the answer the SDK does not retry. An
 // SDK without a do-not-retry header (AWS, Google) gets an *Error, which
-// neither retries (it is no connection error, no timeout, no HTTP status);
-// a repeated key of the application's gets a response only with
-// WithRefusalResponses. A request with none of the marks is treated as any
-// other.
+// neither retries (it is no connection error, no timeout, no HTTP status).
+// A request with none of the marks is treated as any other, unless
+// WithOuterRetries says otherwise (a refused retry then gets a response
+// only with WithRefusalResponses).
 
 // mark is what a request's marks say of its SDK's retry loop.
 type mark struct {
 	// count is the number of attempts the SDK sent before this one for the
-	// same call: 0 for its first attempt.
+	// same call: 0 for its first attempt; -1 when the SDK does not say
+	// (stripe-go: the attempts sent under its key, recent.go, count).
 	count int
 	// max is the most attempts the SDK sends for the call (AWS's max=M);
 	// 0 when it does not say.
@@ -48,7 +50,7 @@ type mark struct {
 // marks, indexed by length for checkHeader's one look per field: a header
 // field whose name is not as long as one of them costs a table load.
 var markFields = func() (t [32]string) {
-	for _, f := range [...]string{"X-Stainless-Retry-Count", "Amz-Sdk-Request", "Amz-Sdk-Invocation-Id", "X-Goog-Api-Client"} {
+	for _, f := range [...]string{"X-Stainless-Retry-Count", "Amz-Sdk-Request", "Amz-Sdk-Invocation-Id", "X-Goog-Api-Client", "X-Stripe-Client-User-Agent"} {
 		t[len(f)] = f
 	}
 	return t
@@ -82,7 +84,12 @@ func readMark(h http.Header) (m mark, ok bool) {
 		return m, true
 	}
 	if v, found := fieldValue(h, "X-Goog-Api-Client"); found {
-		return parseGoogClient(v)
+		if m, ok := parseGoogClient(v); ok {
+			return m, true
+		}
+	}
+	if _, found := fieldValue(h, "X-Stripe-Client-User-Agent"); found {
+		return mark{count: -1, respond: true}, true
 	}
 	return mark{}, false
 }
@@ -148,10 +155,11 @@ func parseGoogClient(v string) (mark, bool) {
 
 // willRetry reports whether the mark shows that its SDK retries the call
 // on its own: it sent attempts before this one, or it says it may send
-// more. A mark that says neither (a Stainless first attempt, a Google one)
-// is taken to: such an SDK retries unless configured not to, and one that
-// does not retry sends no more than the Transport then sends (one attempt
-// per call). Only AWS says it will not (max=1).
+// more. A mark that says neither (a Stainless first attempt, a Google one,
+// stripe-go's) is taken to: such an SDK retries unless configured not to,
+// and one that does not retry sends no more than the Transport then sends
+// (one attempt per call): the SDK alone's. Only AWS says it will not
+// (max=1).
 func (m mark) willRetry() bool {
 	return m.count > 0 || m.max != 1
 }
