@@ -270,6 +270,7 @@ func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) s
 	}
 	if p.n >= maxPendingCalls {
 		p.evict(ns)
+		s = p.calls[fp] // evict may have dropped it
 	}
 	if s == nil {
 		s = &pendingSet{}
@@ -301,13 +302,12 @@ func (p *pendingCalls) forget(fp, key string) {
 	}
 }
 
-// evict makes room: it drops the sets idle past the window, then, if none
-// was, the set idle longest.
+// evict makes room: it drops the sets idle past the window, and, if none
+// was, those idle longest: the set idle longest and every set that was
+// last used within a quarter of its idle time after it (so that a full
+// table does not scan all sets on every new call).
 func (p *pendingCalls) evict(ns int64) {
-	var (
-		oldest   string
-		oldestAt int64
-	)
+	oldest := ns
 	dropped := false
 	for fp, s := range p.calls {
 		if ns-s.last > int64(pendingWindow) {
@@ -315,12 +315,16 @@ func (p *pendingCalls) evict(ns int64) {
 			dropped = true
 			continue
 		}
-		if oldest == "" || s.last < oldestAt {
-			oldest, oldestAt = fp, s.last
-		}
+		oldest = min(oldest, s.last)
 	}
-	if !dropped && oldest != "" {
-		p.drop(oldest, p.calls[oldest])
+	if dropped {
+		return
+	}
+	cut := oldest + (ns-oldest)/4
+	for fp, s := range p.calls {
+		if s.last <= cut {
+			p.drop(fp, s)
+		}
 	}
 }
 
