@@ -171,11 +171,12 @@ func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) er
 	return r.spend(now)
 }
 
-
-// refuse ends c when the gate refused to send its attempt (i: the attempt
-// of this call, a the previous one): with a's response or an *Error, or,
-// for an outer loop's retry whose SDK honours a do-not-retry answer, a
-// refusal response (see WithRefusalResponses) that it does not retry.
+// refuse ends c when the gate refused to send its next attempt (waited:
+// after waiting for it), as the loop does without outer loops: with the
+// previous attempt a's response or an *Error. For an outer loop's retry
+// whose SDK honours a do-not-retry answer (the marks' table), the *Error
+// becomes a refusal response (see WithRefusalResponses) the SDK does not
+// retry.
 func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
 	var (
 		resp *http.Response

@@ -11,23 +11,27 @@ import (
 // The Transport reads these marks to act as one retry loop with the SDK
 // (see WithOuterRetries):
 //
-//	header                   sent by                                what it says                         refused retry gets
-//	X-Stainless-Retry-Count  Stainless SDKs (openai-go,             retries before this request (0, 1…)  503, X-Should-Retry: false
-//	                         anthropic-sdk-go, …)
-//	Amz-Sdk-Request          aws-sdk-go-v2 (every service)          attempt=N; max=M (N from 1)          *Error (not retried)
-//	Amz-Sdk-Invocation-Id    aws-sdk-go-v2                          the call's id, the same on retries   (the key)
-//	X-Goog-Api-Client        cloud.google.com/go/storage            gccl-invocation-id/ID                *Error (not retried)
-//	                                                                gccl-attempt-count/N (N from 1)
-//	X-Stripe-Client-User-Agent  stripe-go                          its client; its own Idempotency-Key  503, Stripe-Should-Retry: false
-//	                                                                seen within a minute: a retry        and a Stripe error body
+//	header                      sent by                       what it says                       a refused retry gets
+//	X-Stainless-Retry-Count     Stainless SDKs (openai-go,    attempts before this one (0, 1…)   503, X-Should-Retry: false:
+//	                            anthropic-sdk-go, …)                                             not retried
+//	Amz-Sdk-Request             aws-sdk-go-v2 (any service)   attempt=N; max=M (N from 1)        *Error: retried by the SDK
+//	Amz-Sdk-Invocation-Id       aws-sdk-go-v2                 the call's id (the key)            as a connection error
+//	X-Goog-Api-Client           cloud.google.com/go/storage   gccl-invocation-id/ID (the key)    *Error
+//	                                                          gccl-attempt-count/N (N from 1)
+//	X-Stripe-Client-User-Agent  stripe-go                     its client; a retry repeats its    503, Stripe-Should-Retry:
+//	                                                          Idempotency-Key (recent.go)        false, Stripe error body:
+//	                                                                                             not retried
 //
-// "Refused retry gets" is what RoundTrip returns when the host's gate
-// refuses a retry the SDK drives: the answer the SDK does not retry. An
-// SDK without a do-not-retry header (AWS, Google) gets an *Error, which
-// neither retries (it is no connection error, no timeout, no HTTP status).
-// A request with none of the marks is treated as any other, unless
-// WithOuterRetries says otherwise (a refused retry then gets a response
-// only with WithRefusalResponses).
+// "A refused retry gets" is what RoundTrip returns when the host's gate
+// refuses a retry the SDK drives; nothing is sent. Where the SDK has an
+// answer it does not retry, that is the answer (WithRefusalResponses'
+// response). AWS SDKs have none: each of their retries is refused in turn
+// (nothing reaches the wire) while they sleep their backoff, as they
+// would alone, until the gate admits one or their attempts run out. (That
+// Google storage does not retry the *Error is read from its ShouldRetry,
+// not tested here.) A request with none of the marks is
+// treated as any other, unless WithOuterRetries says otherwise (a refused
+// retry then gets a response only with WithRefusalResponses).
 
 // mark is what a request's marks say of its SDK's retry loop.
 type mark struct {

@@ -60,4 +60,3 @@ func TestMarkField(t *testing.T) {
 		assert.True(t, markField(name), name)
 	}
 }
-

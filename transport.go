@@ -50,6 +50,12 @@ import (
 // lags by at most seven, and so does the decision that a host is no longer
 // busy: up to seven operations after a busy spell go untimed.
 //
+// A request from an SDK that retries on its own (its marks say so, or
+// WithOuterRetries) gets one attempt per RoundTrip: the SDK drives, the
+// Transport keys its calls (one key per SDK call), numbers their attempts
+// as the SDK does, and admits the SDK's retries through the gate, which may
+// refuse them. See WithOuterRetries.
+//
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
 // by multiple goroutines and should be reused: its per-host state only works

@@ -33,6 +33,19 @@ var openaiGo = client{"openai-go v3.98.0", func(ctx context.Context, hc *http.Cl
 	return err
 }}
 
+// openaiOwnKey: openai-go with the application's own Idempotency-Key, the
+// same on each of the SDK's attempts.
+var openaiOwnKey = client{"openai-go, the application's key", func(ctx context.Context, hc *http.Client, base string) error {
+	n, _ := ctx.Value(callID{}).(int)
+	c := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("sk-test"), option.WithHTTPClient(hc),
+		option.WithHeader("Idempotency-Key", fmt.Sprintf("order-%d", n)))
+	_, err := c.Completions.New(ctx, openai.CompletionNewParams{
+		Model:  openai.CompletionNewParamsModelGPT3_5TurboInstruct,
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Say this is a test")},
+	})
+	return err
+}}
+
 // dynamoDB: aws-sdk-go-v2's DynamoDB client (amz-sdk-request and
 // amz-sdk-invocation-id, 4 attempts).
 var dynamoDB = client{"aws-sdk-go-v2 DynamoDB v1.74.0", func(ctx context.Context, hc *http.Client, base string) error {
@@ -93,14 +106,24 @@ var plainLoop = client{"hand-written loop (no marks)", func(ctx context.Context,
 	return errors.Join(errors.New("attempts used up"), last)
 }}
 
-// recommended is the setup the README recommends for each client.
-var recommended = map[string]setup{
+// recommended is the setup the README recommends for each client: its
+// options of resilient.NewClient (or resilient.Wrap).
+var recommended = map[string]recommendation{
 	// A Stainless SDK's marks say it retries; the option says it anyway.
-	openaiGo.name: wrapped("resilient.NewClient(WithOuterRetries(true))", resilient.WithOuterRetries(true)),
-	// AWS says max=4 on each request; the option says it anyway.
-	dynamoDB.name: wrapped("resilient.NewClient(WithOuterRetries(true))", resilient.WithOuterRetries(true)),
-	// stripe-go sends no retry count: the option is needed, and a refused
-	// retry answered so that stripe-go does not retry it.
-	stripeGo.name:  wrapped("Wrap(WithOuterRetries(true), WithRefusalResponses())", resilient.WithOuterRetries(true), resilient.WithRefusalResponses()),
-	plainLoop.name: wrapped("resilient.NewClient(WithOuterRetries(true))", resilient.WithOuterRetries(true)),
+	openaiGo.name:     {"NewClient(WithOuterRetries(true))", []resilient.Option{resilient.WithOuterRetries(true)}},
+	openaiOwnKey.name: {"NewClient(WithOuterRetries(true))", []resilient.Option{resilient.WithOuterRetries(true)}},
+	// AWS says max=4 on each request; the option says it anyway. No
+	// WithRefusalResponses: AWS retries a 503, not an *Error.
+	dynamoDB.name: {"NewClient(WithOuterRetries(true))", []resilient.Option{resilient.WithOuterRetries(true)}},
+	// stripe-go retries a refusal *Error, not a 503 with a Stripe error
+	// body.
+	stripeGo.name:  {"NewClient(WithOuterRetries(true), WithRefusalResponses())", []resilient.Option{resilient.WithOuterRetries(true), resilient.WithRefusalResponses()}},
+	plainLoop.name: {"NewClient(WithOuterRetries(true))", []resilient.Option{resilient.WithOuterRetries(true)}},
 }
+
+type recommendation struct {
+	name string
+	opts []resilient.Option
+}
+
+func (r recommendation) setup() setup { return wrapped(r.name, r.opts...) }

@@ -11,7 +11,7 @@ import (
 )
 
 // clients are the rows' clients, in the README's order.
-var clients = []client{openaiGo, dynamoDB, stripeGo, plainLoop}
+var clients = []client{openaiGo, openaiOwnKey, dynamoDB, stripeGo, plainLoop}
 
 // TestSDKMatrix runs every client and scenario alone, over
 // resilient.NewClient() (no option: the marks decide) and over the
@@ -22,7 +22,7 @@ var clients = []client{openaiGo, dynamoDB, stripeGo, plainLoop}
 func TestSDKMatrix(t *testing.T) {
 	var rows []string
 	for _, c := range clients {
-		rec := recommended[c.name]
+		rec := recommended[c.name].setup()
 		for _, sc := range scenarios {
 			t.Run(c.name+"/"+sc.name, func(t *testing.T) {
 				a := run(t, c, alone, sc)
@@ -38,6 +38,15 @@ func TestSDKMatrix(t *testing.T) {
 				assert.False(t, r.sharedKey, "a key sent by two calls")
 				assert.False(t, d.sharedKey, "a key sent by two calls (NewClient())")
 				if c.name != plainLoop.name && sc.calls <= 1 {
+					// Retry-Attempt counts as the SDK does: absent on its
+					// first attempt, then 1, 2, …
+					for i, v := range r.attempt {
+						want := ""
+						if i > 0 {
+							want = fmt.Sprint(i)
+						}
+						assert.Equal(t, want, v, "Retry-Attempt of the SDK's attempt %d", i)
+					}
 					// One key per call. (Two identical calls at once, or
 					// a loop without marks, may get a key per attempt: a
 					// retry that cannot be told apart gets a new key.)
