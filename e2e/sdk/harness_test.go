@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -105,7 +106,9 @@ func always(status int, retryAfter time.Duration, headers map[string]string) []f
 // scenarios are the rows of the matrix (issue 24).
 var scenarios = []scenario{
 	{name: "always 429, Retry-After: 1", script: always(429, time.Second, nil)},
+	{name: "always 429, Retry-After-Ms: 200", script: always(429, 0, map[string]string{"Retry-After-Ms": "200"})},
 	{name: "always 500", script: always(500, 0, nil)},
+	{name: "always 503, X-Amz-Retry-After: 1500", script: always(503, 0, map[string]string{"X-Amz-Retry-After": "1500"})},
 	{name: "always 503, Retry-After: 1", script: always(503, time.Second, nil)},
 	{name: "500 twice, then 201", script: []fakeserver.Fault{{Kind: fakeserver.FaultStatus, Status: 500, Count: 2}}},
 	{name: "response lost once, server dedupes", script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}}},
@@ -145,6 +148,22 @@ type result struct {
 	effects   int      // effects the server applied
 	ok        int      // calls that returned no error
 	took      time.Duration
+	// inTransport is the (virtual) time spent in the client's Transport:
+	// its own waits, the server answering at once.
+	inTransport time.Duration
+}
+
+// timedRT adds up the time spent in RoundTrip.
+type timedRT struct {
+	next  http.RoundTripper
+	total atomic.Int64
+}
+
+func (t *timedRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	t.total.Add(int64(time.Since(start)))
+	return resp, err
 }
 
 // run runs sc with c over st in a fresh server, in a synctest bubble.
@@ -156,6 +175,8 @@ func run(t *testing.T, c client, st setup, sc scenario) result {
 		defer srv.Close()
 		w := &wire{next: srv.Transport()}
 		hc := st.make(w)
+		tt := &timedRT{next: hc.Transport}
+		hc.Transport = tt
 		calls := max(sc.calls, 1)
 		errs := make([]error, calls)
 		start := time.Now()
@@ -169,6 +190,7 @@ func run(t *testing.T, c client, st setup, sc scenario) result {
 		}
 		wg.Wait()
 		res.took = time.Since(start)
+		res.inTransport = time.Duration(tt.total.Load())
 		for _, err := range errs {
 			if err == nil {
 				res.ok++
