@@ -195,9 +195,15 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 	return resp, err
 }
 
-// outerDone ends c's part in pendingCalls: a call answered with a success
-// is not retried, so its key is no longer one a retry may continue.
-func (c *call) outerDone(a *attempt) {
+// ended records, when c ends after attempt a, what later calls read: the
+// attempts sent under a key of the application's (own, recent.go, after
+// base earlier ones), and the end of c's part in pendingCalls: a call
+// answered with a success is not retried, so its key is no longer one a
+// retry may continue.
+func (c *call) ended(a *attempt, base int, own bool) {
+	if own {
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
+	}
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)
 	}

@@ -175,13 +175,17 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		base         int // attempts sent under the key by earlier calls
 		hedges       int // hedges sent so far
 	)
-	if c.op.own && !c.op.hop {
+	own := c.op.own && !c.op.hop
+	if own {
 		base = t.recent.attempts(c.op.key, now)
-		defer func() { t.recent.record(c.op.key, base+c.led.attempts, t.cfg.now()) }()
 	}
 	if c.outer != nil || base > 0 || t.cfg.outer == outerAlways {
 		base = c.outerStart(base) // an outer retry loop's call: outerloop.go
-		defer c.outerDone(&a)
+	}
+	if own || c.outer != nil {
+		// One defer: a second would cost every call the runtime's
+		// deferreturn (too many returns for open-coded defers).
+		defer c.ended(&a, base, own)
 	}
 	for i := 0; ; i++ {
 		n := base + i
