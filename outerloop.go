@@ -61,7 +61,8 @@ const (
 // seen within a minute is a retry, admitted by the host's gate as one
 // (it may be refused: see WithRefusalResponses). Use it with an SDK that
 // sends its own idempotency key but no retry count (stripe-go with
-// MaxNetworkRetries above 0) and with a hand-written loop.
+// MaxNetworkRetries above 0: its first attempt says nothing of its
+// retries) and with a hand-written loop.
 //
 // With false, the Transport retries within each call as it does for any
 // request; an SDK's marks still give each call one key and the attempt
@@ -69,10 +70,10 @@ const (
 //
 // Without this option the request's marks decide: a request from an SDK
 // that marks its attempts (X-Stainless-Retry-Count, amz-sdk-request with
-// max above 1, Google's gccl-attempt-count) gets one attempt, the SDK
-// driving; any other request is retried by the Transport (a call that
-// repeats a key of the application's continues its attempt count and
-// takes a retry token, but is never refused).
+// max above 1, Google's gccl-attempt-count, stripe-go's key repeated) gets
+// one attempt, the SDK driving; any other request is retried by the
+// Transport (a call that repeats a key of the application's continues its
+// attempt count and takes a retry token, but is never refused).
 func WithOuterRetries(will bool) Option {
 	return func(c *config) {
 		c.outer = outerNever
@@ -144,10 +145,21 @@ func (c *call) outerStart(base int) int {
 	case outerAlways:
 		o.single = true
 	case outerAuto:
-		// A repeated key of the application's without marks is left as
-		// it was (recent.go): it may be a loop's retry, or the application
-		// resolving an unknown outcome, which the Transport retries.
-		o.single = o.marked && o.mark.willRetry()
+		switch {
+		case !o.marked:
+			// A repeated key of the application's without marks is left
+			// as it was (recent.go): it may be a loop's retry, or the
+			// application resolving an unknown outcome, which the
+			// Transport retries.
+		case o.mark.count < 0:
+			// stripe-go: a retry loop once its key repeats. Its first
+			// attempt is retried by the Transport: with stripe-go's
+			// retries off, that is how the Transport retries its calls
+			// (under stripe-go's key, which makes a re-sent POST safe).
+			o.single = base > 0
+		default:
+			o.single = o.mark.willRetry()
+		}
 	}
 	return base
 }

@@ -18,16 +18,21 @@ import (
 //	Amz-Sdk-Invocation-Id       aws-sdk-go-v2                 the call's id (the key)            as a connection error
 //	X-Goog-Api-Client           cloud.google.com/go/storage   gccl-invocation-id/ID (the key)    *Error
 //	                                                          gccl-attempt-count/N (N from 1)
-//	X-Stripe-Client-User-Agent  stripe-go                     its client; a retry repeats its    503, Stripe-Should-Retry:
-//	                                                          Idempotency-Key (recent.go)        false, Stripe error body:
+//	X-Stripe-Client-User-Agent  stripe-go                     its client; a call that repeats    *Error: retried by the SDK;
+//	                                                          its Idempotency-Key is its retry   with WithRefusalResponses
+//	                                                          (recent.go); the first is not      a 503, Stripe-Should-Retry:
+//	                                                          known to be retried                false, Stripe error body:
 //	                                                                                             not retried
 //
 // "A refused retry gets" is what RoundTrip returns when the host's gate
-// refuses a retry the SDK drives; nothing is sent. Where the SDK has an
-// answer it does not retry, that is the answer (WithRefusalResponses'
-// response). AWS SDKs have none: each of their retries is refused in turn
-// (nothing reaches the wire) while they sleep their backoff, as they
-// would alone, until the gate admits one or their attempts run out. (That
+// refuses a retry the SDK drives; nothing is sent. Where the SDK honours
+// a do-not-retry header, that is the answer (WithRefusalResponses'
+// response); stripe-go gets it with WithRefusalResponses, as any refusal
+// (it reads no header but a Stripe error body, which the answer carries).
+// An SDK that gets an *Error retries it: each of its retries is refused in
+// turn (nothing reaches the wire) while it sleeps its backoff, as it would
+// alone, until the gate admits one or its attempts run out. AWS SDKs have
+// no answer they do not retry. (That
 // Google storage does not retry the *Error is read from its ShouldRetry,
 // not tested here.) A request with none of the marks is
 // treated as any other, unless WithOuterRetries says otherwise (a refused
@@ -93,7 +98,7 @@ func readMark(h http.Header) (m mark, ok bool) {
 		}
 	}
 	if _, found := fieldValue(h, "X-Stripe-Client-User-Agent"); found {
-		return mark{count: -1, respond: true}, true
+		return mark{count: -1}, true
 	}
 	return mark{}, false
 }
@@ -159,11 +164,12 @@ func parseGoogClient(v string) (mark, bool) {
 
 // willRetry reports whether the mark shows that its SDK retries the call
 // on its own: it sent attempts before this one, or it says it may send
-// more. A mark that says neither (a Stainless first attempt, a Google one,
-// stripe-go's) is taken to: such an SDK retries unless configured not to,
-// and one that does not retry sends no more than the Transport then sends
-// (one attempt per call): the SDK alone's. Only AWS says it will not
-// (max=1).
+// more. A mark with a count that says neither (a Stainless first attempt,
+// a Google one) is taken to: such an SDK retries unless configured not
+// to, and one that does not retry sends no more than the Transport then
+// sends (one attempt per call): the SDK alone's. AWS says when it will not
+// (max=1). A mark without a count (stripe-go's) does not say: its key's
+// repetition does (call.outerStart).
 func (m mark) willRetry() bool {
-	return m.count > 0 || m.max != 1
+	return m.count > 0 || (m.count == 0 && m.max != 1)
 }
