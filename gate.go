@@ -107,12 +107,15 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
 	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
 	r.budgetAt = time.Time{}
+	if r.first && r.retry && c.single() {
+		return h.reserveOuterRetry(r, c, now) // outerloop.go
+	}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would. (An
 		// unclocked first attempt leaves the pause to wait, which reads
 		// the clock when one is set.)
-		if !now.IsZero() {
+		if !now.IsZero() && !c.single() { // an outer loop waits as it chooses
 			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
 				r.delay = p
 			}
@@ -120,7 +123,8 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:
 		// it spends a token when there is one, so that the retries inside
 		// it are held to the budget; it is never refused, as a bare
-		// client's call would not be.
+		// client's call would not be. (An outer loop's retry that the gate
+		// governs, outerloop.go, is admitted below as any retry.)
 		if r.retry && h.tokens != nil && h.tokens.TakeAt(now) {
 			r.token = true
 		}
@@ -189,14 +193,15 @@ func (r *reservation) wait(c *call) error {
 			return ErrPushback
 		}
 	}
-	if r.first && h.pauseUntil.Load() != 0 {
+	if r.first && h.pauseUntil.Load() != 0 && !c.single() {
 		// A retry is not held here: it waited out the pause it knew of
 		// (reserve made its delay cover it), and one set or renewed
 		// meanwhile by another answer does not drop it: a retry that
 		// waited is sent, never slept for and then dropped (one bad
 		// backend behind a load balancer renews the host's pause all
-		// the time). A host that keeps failing runs out of retry tokens,
-		// which refuse retries before any wait.
+		// the time). A host that keeps renewing its pause is shedding:
+		// reserve refuses its retries before any wait. A call an outer
+		// retry loop drives waits for nothing of the Transport's.
 		now := c.t.cfg.now()
 		r.stamp(c, now)
 		h.clearPauses(now.UnixNano())

@@ -70,6 +70,9 @@ func (c *call) resolve() error {
 		c.unsent()
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
+	if hs.marked {
+		c.resolveOuter() // an SDK's marks: outerloop.go
+	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
 	// A redirect hop continues the operation with the key identity found;
@@ -270,6 +273,7 @@ type headerScan struct {
 	alt        string // a field that spells keyHeader other than canonically, for keyField
 	attemptSet bool   // a field spells attemptHeader (never, if it is "")
 	clipped    bool   // no value slice has spare capacity (see attemptHeader)
+	marked     bool   // a field may carry an SDK's marks (markField)
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
@@ -313,6 +317,9 @@ func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, er
 		}
 		if cap(values) > len(values) {
 			hs.clipped = false
+		}
+		if markField(name) {
+			hs.marked = true
 		}
 		for _, v := range values {
 			if !validFieldValue(v) {

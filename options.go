@@ -56,6 +56,7 @@ type config struct {
 	keyMethods       methodSet
 	dedupers         []dedupingServer
 	refusalResponses bool
+	outer            outerMode // WithOuterRetries
 	store            persist.Store
 	keyRetention     time.Duration
 	attemptTimeout   time.Duration

@@ -11,7 +11,9 @@ import (
 // the earlier calls' (Retry-Attempt, Report, Events), and the gate admits
 // its first attempt as a retry (a retry token, not a first attempt's free
 // pass). Attempts are not capped across calls: re-sending a key is also how
-// a caller resolves an unknown outcome.
+// a caller resolves an unknown outcome. When the SDK's marks, or
+// WithOuterRetries(true), say a loop retries, each call sends one attempt
+// and the loop drives (outerloop.go).
 
 // recentWindow is how long a key is remembered after its last attempt: an
 // outer retry loop comes back within seconds.

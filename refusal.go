@@ -44,6 +44,8 @@ func refusalResponse(req *http.Request, err error, now time.Time) *http.Response
 		reason = "budget_exhausted"
 	case errors.Is(e.Reason, ErrDelayTooLong):
 		reason = "delay_too_long"
+	case errors.Is(e.Reason, ErrPushback):
+		reason = "pushback"
 	default:
 		return nil
 	}

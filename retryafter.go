@@ -1,6 +1,8 @@
 package resilient
 
 import (
+	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,16 +57,33 @@ func parseSeconds(v string) (time.Duration, bool) {
 	return time.Duration(n) * time.Second, true
 }
 
-// ServerDelay returns the server-directed delay of a response's headers:
-// Retry-After when present and valid (see ParseRetryAfter); otherwise the IETF
-// RateLimit fields when they say a quota is spent and when it comes back
-// (`RateLimit: "p";r=0;t=30`, or RateLimit-Remaining: 0 with RateLimit-Reset:
-// 30); otherwise 0, which leaves the wait to the backoff. A spent quota
-// without a reset time (r=0 and no t, or no RateLimit-Reset) directs no delay.
-// Malformed values are ignored; huge ones are clamped to a year. The result is
-// not capped by the Transport's maximum.
+// ServerDelay returns the server-directed delay of a response's headers, from
+// the first of these that is present and valid:
+//
+//   - Retry-After-Ms, milliseconds (Stainless-generated APIs and SDKs read
+//     it before Retry-After);
+//   - Retry-After (see ParseRetryAfter); an HTTP-date is measured against
+//     the response's Date when it has a valid one (the server's clock, so
+//     that a skewed client clock sends no retry before the server said),
+//     else against now;
+//   - the IETF RateLimit fields when they say a quota is spent and when it
+//     comes back (`RateLimit: "p";r=0;t=30`, or RateLimit-Remaining: 0 with
+//     RateLimit-Reset: 30); a spent quota without a reset time (r=0 and no
+//     t, or no RateLimit-Reset) directs no delay;
+//   - X-Amz-Retry-After, milliseconds (AWS), at most 5 s: AWS SDKs wait it
+//     within [backoff, backoff + 5 s], which the Transport's wait, the
+//     longer of this delay and the backoff, keeps.
+//
+// Otherwise it returns 0, which leaves the wait to the backoff. Malformed
+// values are ignored; huge ones are clamped to a year. The result is not
+// capped by the Transport's maximum.
 func ServerDelay(h http.Header, now time.Time) time.Duration {
-	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
+	if v := headerValue(h, "Retry-After-Ms"); v != "" {
+		if d, ok := parseMillis(v); ok {
+			return d
+		}
+	}
+	if d, ok := retryAfterOf(h, now); ok {
 		return d
 	}
 	// Header names are written canonical (as net/http stores them) so that
@@ -79,7 +98,49 @@ func ServerDelay(h http.Header, now time.Time) time.Duration {
 			return d
 		}
 	}
+	if v := headerValue(h, "X-Amz-Retry-After"); v != "" {
+		if d, ok := parseMillis(v); ok {
+			return min(d, amzRetryAfterMax)
+		}
+	}
 	return 0
+}
+
+// amzRetryAfterMax is how far past its backoff an AWS SDK waits for
+// X-Amz-Retry-After.
+const amzRetryAfterMax = 5 * time.Second
+
+// retryAfterOf parses h's Retry-After; an HTTP-date is relative to h's
+// Date when that is valid, else to now.
+func retryAfterOf(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(headerValue(h, "Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if v[0] < '0' || v[0] > '9' {
+		if date, err := http.ParseTime(strings.TrimSpace(headerValue(h, "Date"))); err == nil {
+			now = date
+		}
+	}
+	return ParseRetryAfter(v, now)
+}
+
+// parseMillis parses a non-negative number of milliseconds (a decimal
+// fraction allowed, as Stainless SDKs read Retry-After-Ms), clamped to
+// maxHeaderDelay.
+func parseMillis(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || v[0] < '0' || v[0] > '9' {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	if f*float64(time.Millisecond) >= float64(maxHeaderDelay) || math.IsInf(f, 1) {
+		return maxHeaderDelay, true
+	}
+	return time.Duration(f * float64(time.Millisecond)), true
 }
 
 // parseRateLimit reads a RateLimit field (draft-ietf-httpapi-ratelimit-headers:

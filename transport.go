@@ -53,6 +53,12 @@ import (
 // lags by at most seven, and so does the decision that a host is no longer
 // busy: up to seven operations after a busy spell go untimed.
 //
+// A request from an SDK that retries on its own (its marks say so, or
+// WithOuterRetries) gets one attempt per RoundTrip: the SDK drives, the
+// Transport keys its calls (one key per SDK call), numbers their attempts
+// as the SDK does, and admits the SDK's retries through the gate, which may
+// refuse them. See WithOuterRetries.
+//
 // The zero Transport is not usable; build one with NewTransport, or an
 // *http.Client with NewClient or Wrap. A Transport is safe for concurrent use
 // by multiple goroutines and should be reused: its per-host state only works
@@ -91,6 +97,9 @@ type Transport struct {
 	hosts  hosts
 	recent recentKeys
 	keys   keySource
+	// pending: the recent calls of outer retry loops that send no call id
+	// (outerloop.go); touched by marked requests only.
+	pending pendingCalls
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -139,6 +148,9 @@ type call struct {
 	// unsampled: the operation was not picked to feed the host's latency
 	// average, so its attempts are not timed for it (reservation.timed).
 	unsampled bool
+	// outer: what an outer retry loop's call needs (outerloop.go); nil
+	// for a request without marks.
+	outer *outerCall
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -179,9 +191,17 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		base         int // attempts sent under the key by earlier calls
 		hedges       int // hedges sent so far
 	)
-	if c.op.own && !c.op.hop {
+	own := c.op.own && !c.op.hop
+	if own {
 		base = t.recent.attempts(c.op.key, now)
-		defer func() { t.recent.record(c.op.key, base+c.led.attempts, t.cfg.now()) }()
+	}
+	if c.outer != nil || base > 0 || t.cfg.outer == outerAlways {
+		base = c.outerStart(base) // an outer retry loop's call: outerloop.go
+	}
+	if own || c.outer != nil {
+		// One defer: a second would cost every call the runtime's
+		// deferreturn (too many returns for open-coded defers).
+		defer c.ended(&a, base, own)
 	}
 	for i := 0; ; i++ {
 		n := base + i
@@ -189,7 +209,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			now = t.cfg.now()
 		}
 		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
-			return c.finish(&a, d, err) // a retry refused before any wait
+			return c.refuse(&a, d, err, false) // a retry refused before any wait
 		}
 		if i > 0 {
 			c.retrying(n, &a, d, res.delay)
@@ -202,7 +222,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 				return c.finish(&a, d, err) // the retry was not sent: the last answer stands
 			}
 			drop(a.resp)
-			return nil, c.stopped(err)
+			return c.refuse(&a, d, err, true)
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
@@ -315,7 +335,7 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 // or custom Classifier), so a first attempt that is a plain success ends
 // it (call.succeeded).
 func (c *call) unclocked() bool {
-	return c.t.cfg.unclocked && !c.op.own && !c.op.hop && c.led.rep == nil
+	return c.t.cfg.unclocked && !c.op.own && !c.op.hop && c.led.rep == nil && c.outer == nil
 }
 
 // timeAll reports whether every attempt of c is timed: when its duration
@@ -330,8 +350,8 @@ func (c *call) timeAll() bool { return c.t.cfg.timeAll || c.led.rep != nil }
 func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
-	case c.led.attempts >= cfg.maxAttempts:
-		return 0, ErrRetriesExhausted
+	case c.led.attempts >= cfg.maxAttempts, c.single():
+		return 0, ErrRetriesExhausted // a single attempt's: the outer loop retries
 	case !c.op.body.replayable():
 		return 0, ErrBodyNotReplayable
 	case d.Delay > cfg.retryAfterMax:

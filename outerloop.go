@@ -1,0 +1,353 @@
+package resilient
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// An outer retry loop — an SDK that retries on its own (openai-go,
+// aws-sdk-go-v2, stripe-go), or the application's own loop — calls
+// RoundTrip again for each of its attempts. If the Transport retried inside
+// each call as well, the attempts would multiply (an SDK's 3 over the
+// Transport's 4 make up to 12) and each call would carry a new key. So the
+// Transport and such a loop act as one retry loop:
+//
+//   - The loop drives. A call from a loop that will retry (see
+//     WithOuterRetries and the marks in sdkmarks.go) sends one attempt;
+//     the loop decides whether and when to send the next, as it would
+//     over a bare client. The attempts on the wire are the loop's, never
+//     more.
+//   - The gate governs. A call that is the loop's retry (its mark counts
+//     attempts before it) is admitted as a retry: it is refused — nothing
+//     is sent — when the server pushed back, the breaker is open, the
+//     host's retry tokens are spent, or the deadline leaves no room for
+//     the host's usual latency (reserveOuterRetry). The refusal is an
+//     answer the loop does not retry (see the marks' table). The loop
+//     chooses when to send: the Transport adds no wait of its own, not
+//     even a server's pause (a Stainless SDK waits Retry-After itself; an
+//     AWS SDK waits its backoff and X-Amz-Retry-After, and ignores
+//     Retry-After, alone as over the Transport).
+//   - One key per logical call. The SDK's own call id, when it sends one
+//     (AWS, Google), is the key. Otherwise a retry takes the key of the one
+//     pending call it continues: same method, URL and body, whose last
+//     mark is one less (pendingCalls). When none or several match (two
+//     goroutines sending the same request are two calls), the retry gets a
+//     new key: a key is never shared by two calls.
+//   - One count. Retry-Attempt, the Report and the Events number the
+//     attempt as the loop does.
+//
+// None of this is on the path of a request without marks, unless
+// WithOuterRetries(true) is set.
+
+// outerMode is WithOuterRetries' setting.
+type outerMode int8
+
+const (
+	outerAuto   outerMode = iota // by the request's marks
+	outerAlways                  // WithOuterRetries(true)
+	outerNever                   // WithOuterRetries(false)
+)
+
+// WithOuterRetries declares whether the requests sent through the Transport
+// come from a loop that retries them on its own — an SDK with its retries
+// on, or the application's loop — and should not be retried by the
+// Transport as well.
+//
+// With true, every RoundTrip sends one attempt: the loop decides whether
+// and when to retry, and a call that repeats a key of the application's
+// seen within a minute is a retry, admitted by the host's gate as one
+// (it may be refused: see WithRefusalResponses). Use it with an SDK that
+// sends its own idempotency key but no retry count (stripe-go with
+// MaxNetworkRetries above 0: its first attempt says nothing of its
+// retries) and with a hand-written loop.
+//
+// With false, the Transport retries within each call as it does for any
+// request; an SDK's marks still give each call one key and the attempt
+// count. Use it with an SDK whose retries are turned off.
+//
+// Without this option the request's marks decide: a request from an SDK
+// that marks its attempts (X-Stainless-Retry-Count, amz-sdk-request with
+// max above 1, Google's gccl-attempt-count, stripe-go's key repeated) gets
+// one attempt, the SDK driving; any other request is retried by the
+// Transport (a call that repeats a key of the application's continues its
+// attempt count and takes a retry token, but is never refused).
+func WithOuterRetries(will bool) Option {
+	return func(c *config) {
+		c.outer = outerNever
+		if will {
+			c.outer = outerAlways
+		}
+	}
+}
+
+// outerCall is the part of a call that an outer retry loop concerns.
+type outerCall struct {
+	mark   mark
+	marked bool // mark was read from the request
+	// single: this call sends one attempt; the loop retries. Its retries
+	// are admitted by the gate as retries, which it may refuse.
+	single bool
+	// print is the request's fingerprint when the call is in pendingCalls.
+	print string
+}
+
+// resolveOuter reads c's marks (checkHeader found a field that may carry
+// one) and, for a key the Transport chose, makes it the call's: the SDK's
+// call id, or the key of the pending call this one continues. Called by
+// resolve once the body is ready, before anything is sent.
+func (c *call) resolveOuter() {
+	m, ok := readMark(c.req.Header)
+	if !ok || c.op.hop {
+		return
+	}
+	o := &outerCall{mark: m, marked: true}
+	c.outer = o
+	if c.op.own || c.op.key == "" {
+		return // the application's key, or a request that takes none
+	}
+	if m.count < 0 {
+		return // no count: nothing to match a retry by
+	}
+	if m.id != "" && ValidateKey(m.id) == nil {
+		c.op.key = m.id
+		return
+	}
+	fp, err := c.op.body.fingerprint(c.req)
+	if err != nil {
+		return // no match possible: the minted key stands
+	}
+	o.print = fp
+	c.op.key = c.t.pending.key(fp, m.count, c.op.key, c.t.cfg.now())
+}
+
+// outerStart decides, before the first attempt, whether c sends one
+// attempt for an outer loop, and returns the number of the loop's attempts
+// before this call (base: the key's recent attempts for a key of the
+// application's). Called only for a marked call, a repeated key of the
+// application's, or with WithOuterRetries(true).
+func (c *call) outerStart(base int) int {
+	mode := c.t.cfg.outer
+	o := c.outer
+	if o == nil {
+		if mode != outerAlways {
+			return base
+		}
+		o = &outerCall{}
+		c.outer = o
+	}
+	if o.marked && o.mark.count >= 0 {
+		base = o.mark.count
+	}
+	switch mode {
+	case outerAlways:
+		o.single = true
+	case outerAuto:
+		switch {
+		case !o.marked:
+			// A repeated key of the application's without marks is left
+			// as it was (recent.go): it may be a loop's retry, or the
+			// application resolving an unknown outcome, which the
+			// Transport retries.
+		case o.mark.count < 0:
+			// stripe-go: a retry loop once its key repeats. Its first
+			// attempt is retried by the Transport: with stripe-go's
+			// retries off, that is how the Transport retries its calls
+			// (under stripe-go's key, which makes a re-sent POST safe).
+			o.single = base > 0
+		default:
+			o.single = o.mark.willRetry()
+		}
+	}
+	return base
+}
+
+// single reports whether c sends one attempt, an outer loop retrying.
+func (c *call) single() bool { return c.outer != nil && c.outer.single }
+
+// reserveOuterRetry admits into r, at now, the attempt of c, an outer
+// loop's retry, or refuses it: the gate's policies for a retry but the
+// waits (the loop waited as it chose).
+func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) error {
+	if h.pushedBack(now) {
+		return ErrPushback
+	}
+	if !c.fits(now, c.expectedLatency(h)) {
+		return ErrDelayTooLong
+	}
+	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+		return ErrCircuitOpen
+	}
+	return r.spend(now)
+}
+
+// refuse ends c when the gate refused to send its next attempt (waited:
+// after waiting for it), as the loop does without outer loops: with the
+// previous attempt a's response or an *Error. For an outer loop's retry
+// whose SDK honours a do-not-retry answer (the marks' table), the *Error
+// becomes a refusal response (see WithRefusalResponses) the SDK does not
+// retry.
+func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
+	var (
+		resp *http.Response
+		err  error
+	)
+	if waited {
+		err = c.stopped(reason)
+	} else {
+		resp, err = c.finish(a, d, reason)
+	}
+	if err != nil && c.outer != nil && c.outer.single && c.outer.mark.respond {
+		if r := refusalResponse(c.req, err, c.t.cfg.now()); r != nil {
+			return r, nil
+		}
+	}
+	return resp, err
+}
+
+// ended records, when c ends after attempt a, what later calls read: the
+// attempts sent under a key of the application's (own, recent.go, after
+// base earlier ones), and the end of c's part in pendingCalls: a call
+// answered with a success is not retried, so its key is no longer one a
+// retry may continue.
+func (c *call) ended(a *attempt, base int, own bool) {
+	if own {
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
+	}
+	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
+		c.t.pending.forget(o.print, c.op.key)
+	}
+}
+
+// pendingWindow is how long a pending call is remembered after its last
+// attempt: longer than the longest wait of the SDKs that send no call id
+// (a Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min).
+const pendingWindow = 3 * time.Minute
+
+// maxPendingCalls bounds the calls remembered.
+const maxPendingCalls = 4096
+
+// pendingCalls remembers the recent calls of outer loops that send a retry
+// count but no call id (Stainless SDKs), by request fingerprint, so that a
+// retry takes its call's key. Only marked requests touch it.
+//
+// A call is forgotten with every other call of the same fingerprint, never
+// alone (but when its success ends it): so that a retry finds either its
+// own call among the others, or none of them, and never takes another
+// call's key because its own was forgotten.
+type pendingCalls struct {
+	mu    sync.Mutex
+	calls map[string]*pendingSet // by fingerprint
+	n     int                    // calls in all sets
+}
+
+// pendingSet is the calls of one fingerprint.
+type pendingSet struct {
+	last  int64 // Unix ns of the latest attempt of any of them
+	calls []pendingCall
+}
+
+type pendingCall struct {
+	key   string
+	count int // the mark of its latest attempt
+}
+
+// key returns the key for an attempt with fingerprint fp and mark count:
+// the key of the one pending call of fp whose latest mark is count-1, and
+// otherwise minted, the key of a new call, which it records.
+func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) string {
+	ns := now.UnixNano()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.calls[fp]
+	if s != nil && ns-s.last > int64(pendingWindow) {
+		p.drop(fp, s)
+		s = nil
+	}
+	if s != nil && count > 0 {
+		match := -1
+		for i, pc := range s.calls {
+			if pc.count != count-1 {
+				continue
+			}
+			if match >= 0 {
+				match = -2 // several: none is taken
+				break
+			}
+			match = i
+		}
+		if match >= 0 {
+			s.calls[match].count = count
+			s.last = ns
+			return s.calls[match].key
+		}
+	}
+	if p.calls == nil {
+		p.calls = make(map[string]*pendingSet)
+	}
+	if p.n >= maxPendingCalls {
+		p.evict(ns)
+		s = p.calls[fp] // evict may have dropped it
+	}
+	if s == nil {
+		s = &pendingSet{}
+		p.calls[fp] = s
+	}
+	s.calls = append(s.calls, pendingCall{key: minted, count: count})
+	s.last = ns
+	p.n++
+	return minted
+}
+
+// forget removes the call with key from fp's set.
+func (p *pendingCalls) forget(fp, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.calls[fp]
+	if s == nil {
+		return
+	}
+	for i, pc := range s.calls {
+		if pc.key == key {
+			s.calls = append(s.calls[:i], s.calls[i+1:]...)
+			p.n--
+			break
+		}
+	}
+	if len(s.calls) == 0 {
+		delete(p.calls, fp)
+	}
+}
+
+// evict makes room: it drops the sets idle past the window, and, if none
+// was, those idle longest: the set idle longest and every set that was
+// last used within a quarter of its idle time after it (so that a full
+// table does not scan all sets on every new call).
+func (p *pendingCalls) evict(ns int64) {
+	oldest := ns
+	dropped := false
+	for fp, s := range p.calls {
+		if ns-s.last > int64(pendingWindow) {
+			p.drop(fp, s)
+			dropped = true
+			continue
+		}
+		oldest = min(oldest, s.last)
+	}
+	if dropped {
+		return
+	}
+	cut := oldest + (ns-oldest)/4
+	for fp, s := range p.calls {
+		if s.last <= cut {
+			p.drop(fp, s)
+		}
+	}
+}
+
+func (p *pendingCalls) drop(fp string, s *pendingSet) {
+	p.n -= len(s.calls)
+	delete(p.calls, fp)
+}

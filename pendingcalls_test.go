@@ -1,0 +1,60 @@
+package resilient
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestPendingCalls(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var p pendingCalls
+	// A call and its retries: one key.
+	assert.Equal(t, "a", p.key("fp", 0, "a", now))
+	assert.Equal(t, "a", p.key("fp", 1, "b", now))
+	assert.Equal(t, "a", p.key("fp", 2, "c", now))
+	// A retry whose previous mark is nobody's: a new call.
+	assert.Equal(t, "d", p.key("fp", 5, "d", now))
+	// Another fingerprint is another call.
+	assert.Equal(t, "e", p.key("other", 1, "e", now))
+
+	// Two calls with one fingerprint at once: their retries cannot be told
+	// apart, and each gets a new key.
+	var q pendingCalls
+	assert.Equal(t, "x", q.key("fp", 0, "x", now))
+	assert.Equal(t, "y", q.key("fp", 0, "y", now))
+	assert.Equal(t, "z", q.key("fp", 1, "z", now))
+	assert.Equal(t, "w", q.key("fp", 1, "w", now))
+	// Once one has succeeded (forget), the other's retries match it alone.
+	q.forget("fp", "x")
+	q.forget("fp", "z")
+	q.forget("fp", "w")
+	assert.Equal(t, "y", q.key("fp", 1, "v", now))
+
+	// Past the window, a set is forgotten whole.
+	assert.Equal(t, "n", q.key("fp", 2, "n", now.Add(pendingWindow+1)))
+}
+
+func TestPendingCallsBounded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var p pendingCalls
+	for i := range 3 * maxPendingCalls {
+		fp := string(rune('a'+i%7)) + string(rune(i))
+		p.key(fp, 0, "k", now.Add(time.Duration(i)*time.Millisecond))
+		assert.LessOrEqual(t, p.n, maxPendingCalls)
+	}
+	total := 0
+	for _, s := range p.calls {
+		total += len(s.calls)
+	}
+	assert.Equal(t, p.n, total)
+	// Many calls with one fingerprint: the set is dropped whole when room
+	// is needed, never one of its calls alone.
+	var q pendingCalls
+	for range maxPendingCalls + 3 {
+		q.key("same", 0, "k", now)
+		assert.LessOrEqual(t, q.n, maxPendingCalls)
+	}
+	assert.Len(t, q.calls["same"].calls, q.n)
+}
