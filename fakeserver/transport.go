@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strconv"
 	"syscall"
@@ -58,6 +59,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec := &recorder{header: make(http.Header), status: http.StatusOK}
 	aborted := rec.serve(t.s.handler, sr)
 	closeBody()
+	if !aborted || rec.kind != abortRefused {
+		// The server had the request: over a socket it was written,
+		// and a client that watches its writes (httptrace) must see
+		// it, or it would take a lost answer for a request that never
+		// left.
+		if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
+			trace.WroteRequest(httptrace.WroteRequestInfo{})
+		}
+	}
 
 	if err := ctx.Err(); err != nil {
 		return nil, err
