@@ -30,3 +30,23 @@ func TestKnownRetryPastKeyRetention(t *testing.T) {
 		t.Fatalf("%s\n%s", strings.Join(bad, "\n"), Describe(res))
 	}
 }
+
+// TestKnownStaleRetentionCheckAfterSlowClaim: call.claim (operation.go)
+// reads the clock before the Store's Claim and checks the key's age
+// against that time, so a Claim that takes longer than what is left of the
+// retention returns a key the server may have forgotten, and it is sent.
+// Found by seed 15960 (a claim frozen for 60 s with a 60 s retention);
+// shrunk by hand: two callers of one named operation, the second caller's
+// claim takes 90 s, the server keeps keys for 60 s: the second caller
+// creates a second object. Reading the clock after Claim returns (and
+// checking the age before each attempt, see above) would refuse the key.
+func TestKnownStaleRetentionCheckAfterSlowClaim(t *testing.T) {
+	p, err := ParsePlan(`{"seed":1,"server_ttl":60000000000,"max_attempts":3,"backoff_base":0,"backoff_max":0,"attempt_timeout":2000000000,"key_retention":60000000000,"store":"memory","store_faults":[{"op":"opa","method":"claim","n":2,"freeze":90000000000}],"ops":[{"name":"opa","keying":"named","callers":2}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, res := runPlan(t, p, t.TempDir())
+	if len(bad) > 0 {
+		t.Fatalf("%s\n%s", strings.Join(bad, "\n"), Describe(res))
+	}
+}

@@ -59,7 +59,7 @@ func replayCommand(seed uint64) string {
 // sweep runs the schedules of seeds first..first+n-1 on GOMAXPROCS
 // workers until one fails (if stopAtFirst) and returns the failures by
 // seed, and how many schedules ran.
-func sweep(t *testing.T, first uint64, n int, stopAtFirst bool) (map[uint64][]string, int64) {
+func sweep(t *testing.T, first uint64, n int, stopAtFirst bool, cov *Coverage) (map[uint64][]string, int64) {
 	var (
 		next    atomic.Int64
 		ran     atomic.Int64
@@ -79,8 +79,11 @@ func sweep(t *testing.T, first uint64, n int, stopAtFirst bool) (map[uint64][]st
 						return
 					}
 					seed := first + uint64(i)
-					bad, _ := runPlan(t, NewPlan(seed), dir)
+					bad, res := runPlan(t, NewPlan(seed), dir)
 					ran.Add(1)
+					if cov != nil && res != nil {
+						cov.Add(res)
+					}
 					if len(bad) > 0 {
 						mu.Lock()
 						failing[seed] = bad
@@ -104,9 +107,13 @@ func TestSimulate(t *testing.T) {
 	n := envInt(t, "SIM_SCHEDULES", defaultSchedules)
 	first := uint64(envInt(t, "SIM_FIRST", 1))
 	start := time.Now()
-	failing, ran := sweep(t, first, n, false)
+	var cov Coverage
+	failing, ran := sweep(t, first, n, false, &cov)
 	el := time.Since(start)
 	t.Logf("%d schedules in %v: %.0f schedules/s (GOMAXPROCS=%d)", ran, el.Round(time.Millisecond), float64(ran)/el.Seconds(), runtime.GOMAXPROCS(0))
+	if testing.Verbose() {
+		t.Logf("coverage:\n%s", cov.String())
+	}
 	for seed, bad := range failing {
 		report(t, seed, bad)
 	}

@@ -48,6 +48,7 @@ type Result struct {
 	Crashed time.Time // when the first process crashed; zero if it did not
 	Resumed map[string]bool
 	End     time.Time
+	Server  fakeserver.Stats // what the server saw
 }
 
 // Run runs the schedule p; it must be called inside a synctest bubble, and
@@ -167,6 +168,7 @@ func Run(p *Plan, dir string) (*Result, error) {
 		}
 	}
 	closeServer()
+	res.Server = fs.Stats()
 	for _, e := range fs.Ledger() {
 		res.Effects[e.Collection] = append(res.Effects[e.Collection], e.ID)
 	}
