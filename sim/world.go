@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing/synctest"
 	"time"
 
 	"github.com/resilienthttp/resilient"
@@ -379,6 +380,10 @@ func (pr *process) shutdown() {
 	pr.cancel()
 	pr.base.CloseIdleConnections()
 	if pr.store != nil {
+		// A Store call the Transport stopped waiting for may not have
+		// started yet: let every goroutine run until it blocks, so that
+		// each such call is counted, then wait for them.
+		synctest.Wait()
 		pr.store.inflight.Wait()
 	}
 }
