@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -165,6 +166,9 @@ func Run(p *Plan, dir string) (*Result, error) {
 	}
 	if db != nil {
 		if err := db.Close(); err != nil {
+			return nil, err
+		}
+		if err := os.Remove(path); err != nil {
 			return nil, err
 		}
 	}
