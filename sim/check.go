@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -38,6 +39,13 @@ func Check(r *Result) []string {
 	for _, op := range p.Ops {
 		cs := calls[op.Name]
 		effects := r.Effects[op.Name]
+		if op.Method == http.MethodGet {
+			if len(effects) > 0 {
+				bad = append(bad, fmt.Sprintf("effects: GET op %s has %d effects", op.Name, len(effects)))
+			}
+			bad = append(bad, checkDeadlines(op.Name, cs)...)
+			continue
+		}
 		if !p.IgnoreKeys && len(effects) > 1 {
 			bad = append(bad, fmt.Sprintf("effects: op %s has %d effects against a deduping server", op.Name, len(effects)))
 		}
@@ -60,15 +68,8 @@ func Check(r *Result) []string {
 					bad = append(bad, fmt.Sprintf("lost: %s was told nothing was applied, but the server has %d effect(s): %v", who, len(effects), e))
 				}
 			}
-			if !c.Bound.IsZero() {
-				if c.Return.After(c.Bound) {
-					bad = append(bad, fmt.Sprintf("deadline: %s returned %v after its deadline/cancel/crash", who, c.Return.Sub(c.Bound)))
-				}
-				if !c.BodyEnd.IsZero() && c.BodyEnd.After(c.Bound) {
-					bad = append(bad, fmt.Sprintf("deadline: %s's body ended %v after its deadline/cancel/crash", who, c.BodyEnd.Sub(c.Bound)))
-				}
-			}
 		}
+		bad = append(bad, checkDeadlines(op.Name, cs)...)
 		if op.Keying == KeyNamed && p.Store != "" {
 			st, claimed := r.States[op.Name]
 			if claimed && st == persist.Done && len(effects) == 0 {
@@ -83,6 +84,25 @@ func Check(r *Result) []string {
 			if msg := linearizable(op.Name, cs, effects, r.End); msg != "" {
 				bad = append(bad, msg)
 			}
+		}
+	}
+	return bad
+}
+
+// checkDeadlines: no call of op returns, nor its body ends, after its
+// deadline, its caller's cancel or its process's crash.
+func checkDeadlines(op string, cs []Call) []string {
+	var bad []string
+	for _, c := range cs {
+		if c.Bound.IsZero() {
+			continue
+		}
+		who := fmt.Sprintf("op %s caller %d (process %d)", op, c.Caller, c.Proc)
+		if c.Return.After(c.Bound) {
+			bad = append(bad, fmt.Sprintf("deadline: %s returned %v after its deadline/cancel/crash", who, c.Return.Sub(c.Bound)))
+		}
+		if !c.BodyEnd.IsZero() && c.BodyEnd.After(c.Bound) {
+			bad = append(bad, fmt.Sprintf("deadline: %s's body ended %v after its deadline/cancel/crash", who, c.BodyEnd.Sub(c.Bound)))
 		}
 	}
 	return bad

@@ -42,6 +42,15 @@ func (c *Coverage) Add(r *Result) {
 	if !r.Crashed.IsZero() {
 		c.n["crashes"]++
 	}
+	for _, op := range r.Plan.Ops {
+		if op.Method == "GET" {
+			c.n["GET requests"] += int64(r.Arrivals[op.Name])
+			if r.Plan.Hedge > 0 {
+				c.n["GET requests, hedging on"] += int64(r.Arrivals[op.Name])
+				c.n["GET calls, hedging on"] += int64(op.Callers)
+			}
+		}
+	}
 	for _, call := range r.Calls {
 		c.n["calls"]++
 		switch {

@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"net/http"
 	"time"
 )
 
@@ -28,6 +29,11 @@ type Plan struct {
 	KeyRetention   time.Duration `json:"key_retention"`
 	Declared       bool          `json:"declared,omitempty"` // WithDedupingServer("sim")
 	NoTokens       bool          `json:"no_tokens,omitempty"`
+	// Hedge, if positive, hedges the requests that may be hedged (the
+	// GET operations) after that delay (WithHedging), with up to Hedges
+	// copies.
+	Hedge  time.Duration `json:"hedge,omitempty"`
+	Hedges int           `json:"hedges,omitempty"`
 
 	// The Store: "" (none), "memory" or "bolt".
 	Store       string       `json:"store,omitempty"`
@@ -60,9 +66,11 @@ const (
 
 // Op is one logical operation: a POST to its own collection, /v1/NAME
 // (through a redirect /r/NAME when Redirect is set), made by Callers
-// concurrent callers.
+// concurrent callers; or, when Method is GET, a read of an object of the
+// collection that does not exist (no effect; it may be hedged).
 type Op struct {
 	Name     string        `json:"name"`
+	Method   string        `json:"method,omitempty"` // "" (POST) or GET
 	Keying   Keying        `json:"keying"`
 	Callers  int           `json:"callers"`
 	Start    time.Duration `json:"start,omitempty"`
@@ -169,6 +177,10 @@ func NewPlan(seed uint64) *Plan {
 	p.IdleTimeout = pick(0, 0, time.Millisecond, 20*time.Millisecond, 300*time.Millisecond)
 	p.Declared = !p.IgnoreKeys && chance(1, 4)
 	p.NoTokens = chance(1, 4)
+	if chance(1, 4) {
+		p.Hedge = pick(time.Millisecond, 20*time.Millisecond, 300*time.Millisecond)
+		p.Hedges = 1 + r.IntN(2)
+	}
 	if !p.IgnoreKeys && chance(1, 2) {
 		p.Store = "memory"
 		if chance(1, 24) {
@@ -180,7 +192,9 @@ func NewPlan(seed uint64) *Plan {
 		case chance(1, 12):
 			p.DialRefused = append(p.DialRefused, d)
 		case chance(1, 12):
-			p.WriteFaults = append(p.WriteFaults, WireCut{Dial: d, After: r.IntN(200)})
+			// Up to about three requests: a cut may fall in a request
+			// sent on a reused connection.
+			p.WriteFaults = append(p.WriteFaults, WireCut{Dial: d, After: r.IntN(700)})
 		}
 	}
 
@@ -188,6 +202,8 @@ func NewPlan(seed uint64) *Plan {
 	for i := range nops {
 		op := Op{Name: "op" + string(rune('a'+i)), Callers: 1, Keying: KeyMinted}
 		switch {
+		case chance(1, 6):
+			op.Method = http.MethodGet // unkeyed: hedged when Hedge is set
 		case p.Store != "" && chance(2, 3):
 			op.Keying = KeyNamed
 		case !p.IgnoreKeys && chance(1, 3):

@@ -27,8 +27,8 @@ func envInt(t testing.TB, name string, def int) int {
 }
 
 // defaultSchedules is the count the test command runs: ≥ 1,000 under
-// -race in about 20 s on 2 cores (see README.md).
-const defaultSchedules = 3000
+// -race in 15 to 35 s on this 2-core VM (see README.md).
+const defaultSchedules = 5000
 
 // runPlan runs p once in a bubble of its own and returns the invariants
 // it broke (or why it could not run).

@@ -51,6 +51,9 @@ type Result struct {
 	Resumed map[string]bool
 	End     time.Time
 	Server  fakeserver.Stats // what the server saw
+	// Arrivals counts the requests of each operation that reached the
+	// server (redirects not included).
+	Arrivals map[string]int
 }
 
 // Run runs the schedule p; it must be called inside a synctest bubble, and
@@ -174,6 +177,7 @@ func Run(p *Plan, dir string) (*Result, error) {
 	}
 	closeServer()
 	res.Server = fs.Stats()
+	res.Arrivals = srv.arrivals // the handlers have all returned
 	for _, e := range fs.Ledger() {
 		res.Effects[e.Collection] = append(res.Effects[e.Collection], e.ID)
 	}
@@ -206,16 +210,16 @@ type server struct {
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name, ok := strings.CutPrefix(r.URL.Path, "/r/"); ok {
-		op := s.plan.op(name)
+		op := s.plan.op(strings.Split(name, "/")[0])
 		if op == nil || op.Redirect == 0 {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Location", "/v1/"+name)
+		w.Header().Set("Location", "/v1/"+name) // name holds the rest of the path
 		w.WriteHeader(op.Redirect)
 		return
 	}
-	name := strings.TrimPrefix(r.URL.Path, "/v1/")
+	name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
 	var f Fault
 	if op := s.plan.op(name); op != nil {
 		s.mu.Lock()
@@ -234,7 +238,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case FaultDrop:
 		panic(http.ErrAbortHandler) // closed before the server handled it
 	default:
-		if err := s.fs.Enqueue("POST /v1/"+name, fakeFault(f)); err != nil {
+		if err := s.fs.Enqueue(r.Method+" "+r.URL.Path, fakeFault(f)); err != nil {
 			panic(err) // a plan's fault is always valid
 		}
 	}
@@ -324,6 +328,9 @@ func newProcess(n int, p *Plan, nw *network, durable persist.Store, claimed *cla
 	}
 	if p.NoTokens {
 		opts = append(opts, resilient.WithoutRetryTokens())
+	}
+	if p.Hedge > 0 {
+		opts = append(opts, resilient.WithHedging(resilient.HedgingConfig{Delay: p.Hedge, MaxHedges: p.Hedges}))
 	}
 	if durable != nil {
 		pr.store = &faultyStore{s: &claimRecorder{Store: durable, claimed: claimed}, proc: pr, faults: faults}
@@ -453,11 +460,17 @@ func (pr *process) call(op *Op, c int) Call {
 	if op.Redirect != 0 {
 		url = "http://sim/r/" + op.Name
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"amount":100}`))
+	var req *http.Request
+	var err error
+	if op.Method == http.MethodGet {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, url+"/ob_00000000", nil)
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if err != nil {
 		panic(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := pr.client.Do(req)
 	out.Return = time.Now()
 	if err != nil {
