@@ -5,6 +5,8 @@ package sim
 import (
 	"strings"
 	"testing"
+
+	"github.com/resilienthttp/resilient/persist"
 )
 
 // Defects of the root package the simulator found and that are not fixed
@@ -48,5 +50,29 @@ func TestKnownStaleRetentionCheckAfterSlowClaim(t *testing.T) {
 	bad, res := runPlan(t, p, t.TempDir())
 	if len(bad) > 0 {
 		t.Fatalf("%s\n%s", strings.Join(bad, "\n"), Describe(res))
+	}
+}
+
+// TestKnownPendingOverwritesDone: with many callers of one named
+// operation, a caller whose outcome is unknown records Pending after
+// another caller recorded Done (call.record, operation.go, and Store.Finish
+// overwrite the state), so a completed operation is listed as pending; a
+// resumer then repeats it, or, past the retention, reports ErrKeyExpired
+// for an operation a caller saw succeed. Found by seed 1590 with the
+// "2xx ⇒ Done" check extended to many callers (Check keeps it to an
+// operation's only call); shrunk by hand: two callers, the first request
+// is answered 201, the second (a replay) hangs until its 10 ms attempt
+// timeout, with one attempt allowed.
+func TestKnownPendingOverwritesDone(t *testing.T) {
+	p, err := ParsePlan(`{"seed":1,"server_ttl":3600000000000,"max_attempts":1,"backoff_base":0,"backoff_max":0,"attempt_timeout":10000000,"key_retention":3600000000000,"store":"memory","ops":[{"name":"opa","keying":"named","callers":2,"faults":[{},{"kind":"hang"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, res := runPlan(t, p, t.TempDir())
+	if len(bad) > 0 {
+		t.Fatalf("%s\n%s", strings.Join(bad, "\n"), Describe(res))
+	}
+	if res.States["opa"] != persist.Done {
+		t.Fatalf("a caller got 201, but the operation is %v in the Store\n%s", res.States["opa"], Describe(res))
 	}
 }
