@@ -15,6 +15,8 @@ import (
 //   - effects: against a server that dedupes, at most one effect per
 //     operation; against one that ignores keys, never more than a bare
 //     client's attempts would make (one per call);
+//   - attempts: no POST operation reaches the server more often than its
+//     calls times WithMaxAttempts;
 //   - lost: a 2xx answer's object exists; a call that says nothing was
 //     applied (an *Error with Unknown false, the operation's only call)
 //     has no effect; an unknown outcome comes with its key; an operation
@@ -48,6 +50,10 @@ func Check(r *Result) []string {
 		}
 		if !p.IgnoreKeys && len(effects) > 1 {
 			bad = append(bad, fmt.Sprintf("effects: op %s has %d effects against a deduping server", op.Name, len(effects)))
+		}
+		if limit := len(cs) * max(p.MaxAttempts, 1); r.Arrivals[op.Name] > limit {
+			bad = append(bad, fmt.Sprintf("attempts: op %s reached the server %d times, more than %d calls × %d attempts",
+				op.Name, r.Arrivals[op.Name], len(cs), max(p.MaxAttempts, 1)))
 		}
 		if p.IgnoreKeys && len(effects) > len(cs) {
 			bad = append(bad, fmt.Sprintf("effects: op %s has %d effects from %d calls against a key-ignoring server", op.Name, len(effects), len(cs)))

@@ -29,6 +29,8 @@ func TestCheckFlags(t *testing.T) {
 		{"clean", Result{Plan: plan(false, KeyMinted), Calls: []Call{ok}, Effects: map[string][]string{"opa": {"op_1"}}}, ""},
 		{"two effects, deduping server", Result{Plan: plan(false, KeyMinted), Calls: []Call{ok}, Effects: map[string][]string{"opa": {"op_1", "op_2"}}}, "effects:"},
 		{"two effects from one call, key-ignoring server", Result{Plan: plan(true, KeyMinted), Calls: []Call{ok}, Effects: map[string][]string{"opa": {"op_1", "op_2"}}}, "effects:"},
+		{"more requests than attempts", Result{Plan: &Plan{MaxAttempts: 2, Ops: []Op{{Name: "opa", Keying: KeyMinted, Callers: 1}}},
+			Calls: []Call{ok}, Effects: map[string][]string{"opa": {"op_1"}}, Arrivals: map[string]int{"opa": 3}}, "attempts:"},
 		{"2xx without effect", Result{Plan: plan(false, KeyMinted), Calls: []Call{ok}, Effects: map[string][]string{}}, "lost:"},
 		{"unknown without key", Result{Plan: plan(false, KeyMinted),
 			Calls:   []Call{{Op: "opa", Start: t0, Return: t0, ResErr: &resilient.Error{Unknown: true, Attempts: 1}}},
