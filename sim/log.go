@@ -1,8 +1,0 @@
-package sim
-
-import (
-	"io"
-	"log"
-)
-
-func newDiscardLogger() *log.Logger { return log.New(io.Discard, "", 0) }
