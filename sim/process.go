@@ -84,10 +84,10 @@ func (pr *process) event() bool {
 	return true
 }
 
-// eventDone crashes the process after its event, if the plan says so. The
-// event is identified by the count, read when it started: callers pass
-// nothing, so the crash comes after the first event to end once the
-// count has reached the planned one.
+// eventDone crashes the process as an event ends, when the plan's crash
+// comes after an event and the count of events has reached it: with
+// events in flight at once, the first to end after the planned one
+// began.
 func (pr *process) eventDone() {
 	if pr.crash != nil && pr.crash.After && pr.events.Load() >= int64(pr.crash.Event) {
 		pr.die()
