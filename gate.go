@@ -366,12 +366,18 @@ func (c *call) expectedLatency(h *hostState) time.Duration {
 // fits reports whether waiting d from now leaves time before the context's
 // deadline.
 func (c *call) fits(now time.Time, d time.Duration) bool {
+	if simbugs && bugActive("sleeppast") {
+		return true
+	}
 	dl, ok := c.ctx.Deadline()
 	return !ok || now.Add(d).Before(dl)
 }
 
 // sleep waits d or until ctx is done, whichever is first.
 func sleep(ctx context.Context, d time.Duration) error {
+	if simbugs && bugActive("sleeppast") {
+		ctx = context.WithoutCancel(ctx)
+	}
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -235,6 +235,9 @@ func outcomeOf(d Decision, stop error) string {
 // isRedirect reports whether resp is a redirect http.Client may follow,
 // which does not answer for the operation.
 func isRedirect(resp *http.Response) bool {
+	if simbugs && bugActive("redirectdone") {
+		return false
+	}
 	if resp == nil {
 		return false
 	}

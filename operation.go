@@ -211,6 +211,9 @@ func (c *call) claim() error {
 // operation re-sends the same key). Store errors are reported to observers
 // but do not change the response: the request already happened.
 func (c *call) record(definitive bool) {
+	if simbugs && bugActive("nofinish") {
+		return
+	}
 	s := c.t.cfg.store
 	if s == nil || c.op.name == "" || c.ctx.Err() != nil {
 		return

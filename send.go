@@ -184,6 +184,9 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 	// given. Keyed requests only.
 	if c.op.key != "" {
 		w = &writeWatch{key: [1]string{c.op.key}}
+		if simbugs && i > 0 && bugActive("newkey") {
+			w.key[0], _ = c.t.keys.mint()
+		}
 		w.trace.WroteRequest = w.wroteRequest
 		ctx = w.context(ctx)
 	}

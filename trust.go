@@ -214,6 +214,9 @@ func (a *attempt) notApplied() bool {
 // only for a retry: it decides nothing else). It also records any evidence
 // a's response shows, whatever d is.
 func (c *call) guardUnsafe(a *attempt, d *Decision) (refused bool) {
+	if simbugs && bugActive("unsaferesend") {
+		return false
+	}
 	if c.op.key == "" || idempotentMethod(c.req.Method) || !a.sent {
 		return false
 	}
