@@ -42,6 +42,9 @@ type operation struct {
 	// attemptSet is true when the caller's header spells the attempt
 	// header: each attempt overwrites it, the first included.
 	attemptSet bool
+	// born is when the Store's record of the key was created (zero
+	// without one); see keyAge.
+	born time.Time
 }
 
 // resolve chooses the operation's key, prepares the body and claims the
@@ -173,6 +176,7 @@ func (c *call) claim() error {
 		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
 	}
 	if claimed {
+		op.born = candidate.Created
 		return nil
 	}
 	if err := ValidateKey(rec.Key); err != nil {
@@ -190,17 +194,36 @@ func (c *call) claim() error {
 		op.key = ""
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name))
 	}
-	op.key = rec.Key
+	op.key, op.born = rec.Key, rec.Created
 	// A pending key past retention may have been forgotten by the server; so
-	// may a done one, whose re-send would then be a second effect.
-	if cfg.keyRetention > 0 {
-		born := rec.Created
-		if t, ok := KeyTime(rec.Key); ok && t.Before(born) {
-			born = t
-		}
-		if age := now.Sub(born); age > cfg.keyRetention {
-			return c.fail(ErrKeyExpired, CategoryClient, fmt.Errorf("operation %q: key is %s old, retention %s", op.name, age.Round(time.Second), cfg.keyRetention))
-		}
+	// may a done one, whose re-send would then be a second effect. Its age
+	// is taken now, after the Claim (which may have been slow).
+	if err := c.keyAge(cfg.now()); err != nil {
+		return c.fail(ErrKeyExpired, CategoryClient, err)
+	}
+	return nil
+}
+
+// keyAge returns an error if the operation's key is, at the time at, as
+// old as the key retention or older (a server that keeps keys that long
+// forgets it then): its age is from the earlier of its record's creation
+// (a Store's) and its UUIDv7 timestamp; a key whose birth is unknown (the
+// application's own, not a UUIDv7) has no age. Every attempt is checked,
+// retries included, at the time it would be sent.
+func (c *call) keyAge(at time.Time) error {
+	cfg := &c.t.cfg
+	if cfg.keyRetention <= 0 || c.op.key == "" {
+		return nil
+	}
+	born := c.op.born
+	if t, ok := KeyTime(c.op.key); ok && (born.IsZero() || t.Before(born)) {
+		born = t
+	}
+	if born.IsZero() {
+		return nil
+	}
+	if age := at.Sub(born); age >= cfg.keyRetention {
+		return fmt.Errorf("key is %s old, retention %s", age.Round(time.Second), cfg.keyRetention)
 	}
 	return nil
 }

@@ -361,5 +361,9 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 	if cfg.backoff != nil {
 		delay = max(delay, cfg.backoff.Delay(n, prev))
 	}
+	// A retry goes out after delay: the server must still hold its key.
+	if err := c.keyAge(cfg.now().Add(delay)); err != nil {
+		return 0, ErrKeyExpired
+	}
 	return delay, nil
 }

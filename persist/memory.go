@@ -74,7 +74,9 @@ func (m *Memory) Finish(ctx context.Context, op string, state State, attempts in
 	if !ok {
 		return fmt.Errorf("persist: finish %q: %w", op, ErrNotFound)
 	}
-	rec.State = state
+	if rec.State != Done { // Done is final
+		rec.State = state
+	}
 	rec.Attempts = attempts
 	m.recs[op] = rec
 	return nil

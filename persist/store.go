@@ -80,7 +80,10 @@ type Store interface {
 
 	// Finish records the outcome of an operation: its state (Pending when the
 	// outcome is still unknown, Done when it is final) and the number of
-	// attempts made so far. It returns ErrNotFound if the operation has no record.
+	// attempts made so far. Done is final: Finish with Pending on a Done
+	// record keeps it Done (two callers of one operation may finish it in
+	// any order, and one definitive answer settles it). It returns
+	// ErrNotFound if the operation has no record.
 	Finish(ctx context.Context, op string, state State, attempts int) error
 
 	// Pending lists the records in state Pending, oldest first.

@@ -214,8 +214,11 @@ func (s *Store) Finish(ctx context.Context, op string, state persist.State, atte
 		if err != nil || !ok {
 			return err
 		}
-		rec.State, rec.Attempts = state, attempts
-		return putAll(tx, key, encodeRecord(rec), indexKey(rec.Created, op), state == persist.Pending)
+		if rec.State != persist.Done { // Done is final
+			rec.State = state
+		}
+		rec.Attempts = attempts
+		return putAll(tx, key, encodeRecord(rec), indexKey(rec.Created, op), rec.State == persist.Pending)
 	})
 	if err != nil {
 		return fmt.Errorf("persist/bolt: finish %q: %w", op, err)

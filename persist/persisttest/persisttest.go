@@ -201,7 +201,7 @@ func testFinish(t *testing.T, s persist.Store) {
 		{"done", []persist.State{persist.Done}, persist.Done, false},
 		{"still pending", []persist.State{persist.Pending}, persist.Pending, true},
 		{"pending then done", []persist.State{persist.Pending, persist.Done}, persist.Done, false},
-		{"done then pending", []persist.State{persist.Done, persist.Pending}, persist.Pending, true},
+		{"done then pending: Done is final", []persist.State{persist.Done, persist.Pending}, persist.Done, false},
 		{"done twice", []persist.State{persist.Done, persist.Done}, persist.Done, false},
 	}
 	for i, tt := range tests {

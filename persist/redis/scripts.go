@@ -52,6 +52,11 @@ var finishScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
+-- Done (2) is final: a later Pending keeps it.
+if redis.call('HGET', KEYS[1], 'state') == '2' then
+  redis.call('HSET', KEYS[1], 'attempts', ARGV[2])
+  return 1
+end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'attempts', ARGV[2])
 if ARGV[1] == '1' then
   redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[1], 'created'), ARGV[3])

@@ -1,5 +1,3 @@
-//go:build simknown
-
 package sim
 
 import (
@@ -9,20 +7,17 @@ import (
 	"github.com/resilienthttp/resilient/persist"
 )
 
-// Defects of the root package the simulator found and that are not fixed
-// yet: each test is the shrunk schedule, failing until the defect is fixed.
-// They are kept out of the default test command by the simknown build tag:
-//
-//	cd sim && go test -tags simknown -run 'TestKnown' -v .
+// Defects of the root package the simulator found, each fixed, each
+// test the shrunk schedule that showed it (it failed before the fix).
 
-// TestKnownRetryPastKeyRetention: WithKeyRetention says a pending key
+// TestRegressionRetryPastKeyRetention: WithKeyRetention says a pending key
 // older than the retention "is not reused", but only a Store claim checks
 // the age; the retry loop does not. Found by seed 312 (with a 1 s
 // retention, before plans kept the retention longer than any call): the
 // first attempt is applied and its answer lost, the second gets a 503 with
 // Retry-After: 2s, and the third goes out 2 s after the key was minted,
 // past the 1 s the server keeps it, and is applied again.
-func TestKnownRetryPastKeyRetention(t *testing.T) {
+func TestRegressionRetryPastKeyRetention(t *testing.T) {
 	p, err := ParsePlan(`{"seed":312,"server_ttl":1000000000,"max_attempts":4,"backoff_base":0,"backoff_max":0,"attempt_timeout":2000000000,"key_retention":1000000000,"declared":true,"ops":[{"name":"opb","keying":"minted","callers":1,"faults":[{"kind":"lost"},{"kind":"status","status":503,"retry_after":2000000000}]}]}`)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +28,7 @@ func TestKnownRetryPastKeyRetention(t *testing.T) {
 	}
 }
 
-// TestKnownStaleRetentionCheckAfterSlowClaim: call.claim (operation.go)
+// TestRegressionStaleRetentionCheckAfterSlowClaim: call.claim (operation.go)
 // reads the clock before the Store's Claim and checks the key's age
 // against that time, so a Claim that takes longer than what is left of the
 // retention returns a key the server may have forgotten, and it is sent.
@@ -42,7 +37,7 @@ func TestKnownRetryPastKeyRetention(t *testing.T) {
 // claim takes 90 s, the server keeps keys for 60 s: the second caller
 // creates a second object. Reading the clock after Claim returns (and
 // checking the age before each attempt, see above) would refuse the key.
-func TestKnownStaleRetentionCheckAfterSlowClaim(t *testing.T) {
+func TestRegressionStaleRetentionCheckAfterSlowClaim(t *testing.T) {
 	p, err := ParsePlan(`{"seed":1,"server_ttl":60000000000,"max_attempts":3,"backoff_base":0,"backoff_max":0,"attempt_timeout":2000000000,"key_retention":60000000000,"store":"memory","store_faults":[{"op":"opa","method":"claim","n":2,"freeze":90000000000}],"ops":[{"name":"opa","keying":"named","callers":2}]}`)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +48,7 @@ func TestKnownStaleRetentionCheckAfterSlowClaim(t *testing.T) {
 	}
 }
 
-// TestKnownPendingOverwritesDone: with many callers of one named
+// TestRegressionPendingOverwritesDone: with many callers of one named
 // operation, a caller whose outcome is unknown records Pending after
 // another caller recorded Done (call.record, operation.go, and Store.Finish
 // overwrite the state), so a completed operation is listed as pending; a
@@ -63,7 +58,7 @@ func TestKnownStaleRetentionCheckAfterSlowClaim(t *testing.T) {
 // operation's only call); shrunk by hand: two callers, the first request
 // is answered 201, the second (a replay) hangs until its 10 ms attempt
 // timeout, with one attempt allowed.
-func TestKnownPendingOverwritesDone(t *testing.T) {
+func TestRegressionPendingOverwritesDone(t *testing.T) {
 	p, err := ParsePlan(`{"seed":1,"server_ttl":3600000000000,"max_attempts":1,"backoff_base":0,"backoff_max":0,"attempt_timeout":10000000,"key_retention":3600000000000,"store":"memory","ops":[{"name":"opa","keying":"named","callers":2,"faults":[{},{"kind":"hang"}]}]}`)
 	if err != nil {
 		t.Fatal(err)
