@@ -238,9 +238,12 @@ func WithStore(s persist.Store) Option {
 }
 
 // WithKeyRetention sets how long servers are assumed to keep idempotency
-// keys (default 24 h). A pending key older than this, by its UUIDv7
-// timestamp or its record's creation time, is not reused: RoundTrip fails
-// with ErrKeyExpired.
+// keys (default 24 h). A key as old as this or older, by its UUIDv7
+// timestamp or its Store record's creation time, is not reused: RoundTrip
+// fails with ErrKeyExpired before a first attempt, and a retry that would
+// go out that late is not sent (the last answer is returned, with
+// ErrKeyExpired as the reason). A key of the application's own that is not
+// a UUIDv7 has no known age. Zero or negative turns the check off.
 func WithKeyRetention(d time.Duration) Option {
 	return func(c *config) { c.keyRetention = d }
 }
