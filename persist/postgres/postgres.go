@@ -260,3 +260,7 @@ func checkCandidate(c persist.Record) error {
 	}
 	return nil
 }
+
+// Table returns the Store's table name as an SQL identifier, quoted, for the
+// application's own queries (a join of its rows with their operations).
+func (s *Store) Table() string { return s.table }
