@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/resilienthttp/resilient/persist/postgres"
+	"github.com/resilienthttp/resilient/persist/postgres/pgtest"
 )
 
 // dsn is the connection string of the server TestMain started.
@@ -23,16 +24,16 @@ func TestMain(m *testing.M) {
 		// Re-executed by TestCrashMatrix.
 		os.Exit(matrixChild())
 	}
-	srv, err := startServer(os.Getenv("PERSIST_POSTGRES_DIR"))
+	srv, err := pgtest.Start(os.Getenv("PERSIST_POSTGRES_DIR"))
 	if err != nil {
 		// Never a skip: scripts/test installs PostgreSQL.
 		fmt.Fprintln(os.Stderr, "persist/postgres tests: start PostgreSQL:", err)
 		os.Exit(1)
 	}
-	dsn = srv.dsn
+	dsn = srv.DSN()
 	code := 0
 	func() {
-		defer srv.stop()
+		defer srv.Stop()
 		code = runVerified(m)
 	}()
 	os.Exit(code)

@@ -1,4 +1,16 @@
-package postgres_test
+// Package pgtest starts a throwaway PostgreSQL server for tests and examples:
+// initdb into a new temporary directory, then pg_ctl start on a free loopback
+// port, with its Unix socket in that directory and fsync and
+// synchronous_commit on. It needs PostgreSQL's programs (Debian's
+// postgresql package): initdb and pg_ctl on PATH or in
+// /usr/lib/postgresql/<version>/bin. Run as root, it runs the server as the
+// postgres user (initdb refuses root), else as nobody.
+//
+//	srv, err := pgtest.Start("")
+//	if err != nil { ... }      // a missing PostgreSQL is an error, never a skip
+//	defer srv.Stop()
+//	pool, err := pgxpool.New(ctx, srv.DSN())
+package pgtest
 
 import (
 	"errors"
@@ -13,9 +25,9 @@ import (
 	"syscall"
 )
 
-// server is a PostgreSQL server started by startServer from a data directory
-// of its own, on a loopback port.
-type server struct {
+// Server is a PostgreSQL server started by Start from a data directory of its
+// own, on a loopback port.
+type Server struct {
 	dir    string // temporary directory: data/, sock/, log
 	pgCtl  string
 	dsn    string
@@ -23,9 +35,17 @@ type server struct {
 	closed bool
 }
 
-// pgBin finds a PostgreSQL program: on PATH, else in Debian's
+// DSN returns the server's connection string: user postgres, database
+// postgres, trust authentication, on 127.0.0.1.
+func (s *Server) DSN() string { return s.dsn }
+
+// Dir returns the server's temporary directory (its data directory is
+// Dir()/data).
+func (s *Server) Dir() string { return s.dir }
+
+// Bin finds a PostgreSQL program: on PATH, else in Debian's
 // /usr/lib/postgresql/<version>/bin (highest version first).
-func pgBin(name string) (string, error) {
+func Bin(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
@@ -40,7 +60,7 @@ func pgBin(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s not found on PATH or in /usr/lib/postgresql/*/bin: the Postgres store's tests need a real server; "+
+	return "", fmt.Errorf("%s not found on PATH or in /usr/lib/postgresql/*/bin: a real server is needed; "+
 		"scripts/test installs it (Debian package postgresql)", name)
 }
 
@@ -49,17 +69,18 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// startServer runs initdb into a new temporary directory under parent ("" for
-// the default) and starts the server with pg_ctl on a free loopback port,
-// its Unix socket in that directory, fsync and synchronous_commit on. As
-// root it runs both as the postgres user (initdb refuses root), else as the
-// current user. stop stops it and removes the directory.
-func startServer(parent string) (*server, error) {
-	initdb, err := pgBin("initdb")
+// Start runs initdb into a new temporary directory under parent ("" for the
+// default, os.TempDir) and starts the server with pg_ctl on a free loopback
+// port, its Unix socket in that directory, fsync and synchronous_commit on.
+// As root it runs both as the postgres user (initdb refuses root), else as
+// the current user; then every directory above the new one must be
+// traversable by that user. Stop stops it and removes the directory.
+func Start(parent string) (*Server, error) {
+	initdb, err := Bin("initdb")
 	if err != nil {
 		return nil, err
 	}
-	pgCtl, err := pgBin("pg_ctl")
+	pgCtl, err := Bin("pg_ctl")
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +88,11 @@ func startServer(parent string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{dir: dir, pgCtl: pgCtl}
+	s := &Server{dir: dir, pgCtl: pgCtl}
 	ok := false
 	defer func() {
 		if !ok {
-			s.stop()
+			s.Stop()
 		}
 	}()
 	data, sock := filepath.Join(dir, "data"), filepath.Join(dir, "sock")
@@ -139,7 +160,7 @@ func unprivileged() (*syscall.Credential, error) {
 }
 
 // command returns a command running as the server's user.
-func (s *server) command(name string, args ...string) *exec.Cmd {
+func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = s.dir
 	if s.cred != nil {
@@ -148,8 +169,9 @@ func (s *server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// stop stops the server (fast shutdown) and removes its directory.
-func (s *server) stop() {
+// Stop stops the server (fast shutdown) and removes its directory. It may be
+// called again.
+func (s *Server) Stop() {
 	if s.closed {
 		return
 	}
