@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,8 +40,10 @@ import (
 //
 // Each at 1 and 64 goroutines, reporting ops/s. PostgreSQL runs with fsync
 // and synchronous_commit on. Every data directory is under $STORES_BENCH_DIR
-// (default /var/tmp), which must not be a tmpfs. persist/postgres/benchmark.sh
-// runs this with pg_test_fsync in the same directory.
+// (default /var/tmp), which must not be a tmpfs. The cases run in
+// $STORES_ROUNDS rounds (default 3) and a summary gives their medians and the
+// ratio of insert+ClaimTx to insert. persist/postgres/benchmark.sh runs this
+// with pg_test_fsync in the same directory.
 func BenchmarkStores(b *testing.B) {
 	parent := os.Getenv("STORES_BENCH_DIR")
 	if parent == "" {
@@ -153,21 +157,71 @@ func BenchmarkStores(b *testing.B) {
 			return claimWith(redis.New(c, redis.WithPrefix(fmt.Sprintf("bench%d:", tables.Add(1)))))
 		}},
 	}
-	for _, tc := range cases {
-		for _, conc := range []int{1, 64} {
-			b.Run(fmt.Sprintf("%s/conc=%d", tc.name, conc), func(b *testing.B) {
-				runConcurrently(b, conc, tc.op(b))
-			})
+	// The cases run in rounds, each case once per round, so that a burst of
+	// load from elsewhere on the machine, or a checkpoint, falls on all of
+	// them alike; the summary gives each case's median over the rounds.
+	rounds := 3
+	if v := os.Getenv("STORES_ROUNDS"); v != "" {
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			b.Fatalf("STORES_ROUNDS=%q", v)
 		}
 	}
+	rates := map[string][]float64{}
+	var names []string
+	for range rounds {
+		for _, tc := range cases {
+			for _, conc := range []int{1, 64} {
+				name := fmt.Sprintf("%s/conc=%d", tc.name, conc)
+				var rate float64
+				b.Run(name, func(b *testing.B) {
+					rate = runConcurrently(b, conc, tc.op(b))
+				})
+				if _, ok := rates[name]; !ok {
+					names = append(names, name)
+				}
+				rates[name] = append(rates[name], rate)
+			}
+		}
+	}
+	summary := fmt.Sprintf("\nmedian ops/s over %d rounds:\n", rounds)
+	for _, name := range names {
+		summary += fmt.Sprintf("  %-32s %8.0f  %v\n", name, median(rates[name]), roundAll(rates[name]))
+	}
+	for _, conc := range []string{"1", "64"} {
+		bare, claim := median(rates["postgres/insert/conc="+conc]), median(rates["postgres/insert+ClaimTx/conc="+conc])
+		summary += fmt.Sprintf("  insert+ClaimTx / insert at conc=%s: %.2f\n", conc, claim/bare)
+	}
+	fmt.Print(summary) // b.Log of a benchmark with sub-benchmarks is not shown
+}
+
+// median returns the median of xs.
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// roundAll returns xs rounded to integers, for the summary.
+func roundAll(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(math.Round(x))
+	}
+	return out
 }
 
 // pgxTx is the transaction ClaimTx receives here.
 type pgxTx = postgres.DBTX
 
 // runConcurrently runs op b.N times, with distinct ids, from conc goroutines,
-// and reports ops/s.
-func runConcurrently(b *testing.B, conc int, op func(ctx context.Context, id string) error) {
+// and reports and returns ops/s.
+func runConcurrently(b *testing.B, conc int, op func(ctx context.Context, id string) error) float64 {
 	ctx := b.Context()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36) // ids unique across the runs of one sub-benchmark
 	var next atomic.Int64
@@ -193,7 +247,9 @@ func runConcurrently(b *testing.B, conc int, op func(ctx context.Context, id str
 	if err := failed.Load(); err != nil {
 		b.Fatal(*err)
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	rate := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "ops/s")
+	return rate
 }
 
 // startDurableRedis starts a redis-server on a free loopback port with its

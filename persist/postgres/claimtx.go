@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,25 +48,25 @@ func (s *Store) ClaimTx(ctx context.Context, tx DBTX, rec persist.Record) (persi
 		return persist.Record{}, false, err
 	}
 	op := rec.Operation
-	rows, err := tx.Query(ctx, s.q.claimTx,
+	// Exec, not a RETURNING query: the record inserted is rec itself, and
+	// the command tag says whether it was.
+	tag, err := tx.Exec(ctx, s.q.claimTx,
 		[]byte(op), []byte(rec.Key), []byte(rec.Fingerprint), rec.Created, rec.Attempts, s.lease.Microseconds())
 	if err != nil {
 		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim %q: %w", op, err)
 	}
-	got, err := pgx.CollectExactlyOneRow(rows, scanRecord)
-	switch {
-	case err == nil:
-		return got, true, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim %q: %w", op, err)
+	if tag.RowsAffected() == 1 {
+		rec.Created = rec.Created.Truncate(time.Microsecond).UTC() // as the column keeps it
+		rec.State = persist.Pending
+		return rec, true, nil
 	}
 	// The operation has a record already (ON CONFLICT DO NOTHING waited for
 	// the transaction that inserted it).
-	rows, err = tx.Query(ctx, s.q.read, []byte(op))
+	rows, err := tx.Query(ctx, s.q.read, []byte(op))
 	if err != nil {
 		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim %q: %w", op, err)
 	}
-	got, err = pgx.CollectExactlyOneRow(rows, scanRecord)
+	got, err := pgx.CollectExactlyOneRow(rows, scanRecord)
 	if err != nil {
 		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim %q: read existing record: %w", op, err)
 	}

@@ -55,7 +55,6 @@ func newQueries(table string) queries {
     unknown     boolean     NOT NULL
 )`),
 			t(`CREATE INDEX IF NOT EXISTS ` + idx("_pending") + ` ON $T (created, operation) WHERE state = 1`),
-			t(`CREATE INDEX IF NOT EXISTS ` + idx("_created") + ` ON $T (created)`),
 		},
 		// $1 operation, $2 key, $3 fingerprint, $4 created, $5 attempts,
 		// $6 lease (µs), $7 the caller's lease generation. A new record is
@@ -74,8 +73,7 @@ RETURNING ` + recordColumns + `, (xmax = 0)`),
 		// nothing is changed and read fetches the existing record.
 		claimTx: t(`INSERT INTO $T (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)
 VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 microsecond', 1, 0, false)
-ON CONFLICT (operation) DO NOTHING
-RETURNING ` + recordColumns),
+ON CONFLICT (operation) DO NOTHING`),
 		read: t(`SELECT ` + recordColumns + ` FROM $T WHERE operation = $1`),
 		// $1 operation, $2 state, $3 attempts, $4 the caller's generation.
 		finish: t(`UPDATE $T SET
