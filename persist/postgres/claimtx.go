@@ -72,3 +72,40 @@ func (s *Store) ClaimTx(ctx context.Context, tx DBTX, rec persist.Record) (persi
 	}
 	return got, false, nil
 }
+
+// QueueClaim queues in batch the claim ClaimTx makes, so that the
+// application sends it in the same round trip as its own statements (pgx
+// sends a batch as one pipeline): for example the order's insert and its
+// payment's claim, then tx.SendBatch(ctx, batch).Close(). Sent through a
+// transaction (pgx.Tx.SendBatch), it commits with the rest of the
+// transaction or not at all, as with ClaimTx.
+//
+// When the batch's results are read (BatchResults.Close, or Exec on each
+// queued statement in order), done, if not nil, receives the record and
+// whether it was inserted: if the operation already had a committed record,
+// that record and false. An error done returns is returned by the batch.
+// QueueClaim returns an error, and queues nothing, if rec has an empty
+// Operation or Key or a negative Attempts. A zero rec.Created is set to the
+// current time.
+func (s *Store) QueueClaim(batch *pgx.Batch, rec persist.Record, done func(rec persist.Record, claimed bool) error) error {
+	if rec.Created.IsZero() {
+		rec.Created = time.Now()
+	}
+	if err := checkCandidate(rec); err != nil {
+		return err
+	}
+	op := rec.Operation
+	batch.Queue(s.q.queueClaim,
+		[]byte(op), []byte(rec.Key), []byte(rec.Fingerprint), rec.Created, rec.Attempts, s.lease.Microseconds(),
+	).QueryRow(func(row pgx.Row) error {
+		got, inserted, err := scanClaim(op, row)
+		if err != nil {
+			return fmt.Errorf("persist/postgres: claim %q: %w", op, err)
+		}
+		if done != nil {
+			return done(got, inserted)
+		}
+		return nil
+	})
+	return nil
+}
