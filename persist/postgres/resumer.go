@@ -170,6 +170,9 @@ func (r *Resumer) drive(ctx context.Context, p taken, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
+	if req == nil {
+		return errors.New("build request: nil request")
+	}
 	resp, err := r.Client.Do(req.WithContext(opCtx))
 	if err != nil {
 		return err
