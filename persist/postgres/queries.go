@@ -24,12 +24,6 @@ type queries struct {
 	handed     string
 }
 
-// The record states as stored in the state column.
-const (
-	statePending = int16(persist.Pending)
-	stateDone    = int16(persist.Done)
-)
-
 // recordColumns are the columns scanRecord reads, in its order.
 const recordColumns = "operation, key, fingerprint, created, state, attempts"
 
