@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -35,8 +34,6 @@ import (
 //     row (an order) and commits;
 //   - postgres/insert+ClaimTx: the same transaction, which also claims the
 //     order's payment with Store.ClaimTx;
-//   - postgres/batch(insert+QueueClaim): the same two statements sent in one
-//     pgx batch (one round trip) with Store.QueueClaim;
 //   - postgres/Claim: Store.Claim alone (its own transaction);
 //   - bolt/Claim: persist/bolt (fsync per commit, group commit);
 //   - redis/Claim: persist/redis on a redis-server with appendfsync always.
@@ -45,7 +42,7 @@ import (
 // and synchronous_commit on. Every data directory is under $STORES_BENCH_DIR
 // (default /var/tmp), which must not be a tmpfs. The cases run in
 // $STORES_ROUNDS rounds (default 3) and a summary gives their medians and the
-// ratios of insert+ClaimTx and of the batch to insert. persist/postgres/benchmark.sh runs this
+// ratio of insert+ClaimTx to insert. persist/postgres/benchmark.sh runs this
 // with pg_test_fsync in the same directory.
 func BenchmarkStores(b *testing.B) {
 	parent := os.Getenv("STORES_BENCH_DIR")
@@ -142,25 +139,6 @@ func BenchmarkStores(b *testing.B) {
 				})
 			}
 		}},
-		{"postgres/batch(insert+QueueClaim)", func(b *testing.B) func(context.Context, string) error {
-			store, orders := newTables(b)
-			return func(ctx context.Context, id string) error {
-				tx, err := pool.Begin(ctx)
-				if err != nil {
-					return err
-				}
-				defer tx.Rollback(ctx)
-				batch := &pgx.Batch{}
-				batch.Queue(`INSERT INTO `+orders+` (id, amount) VALUES ($1, $2)`, id, 1000)
-				if err := store.QueueClaim(batch, record(id), nil); err != nil {
-					return err
-				}
-				if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-					return err
-				}
-				return tx.Commit(ctx)
-			}
-		}},
 		{"postgres/Claim", func(b *testing.B) func(context.Context, string) error {
 			store, _ := newTables(b)
 			return claimWith(store)
@@ -210,9 +188,8 @@ func BenchmarkStores(b *testing.B) {
 		summary += fmt.Sprintf("  %-32s %8.0f  %v\n", name, median(rates[name]), roundAll(rates[name]))
 	}
 	for _, conc := range []string{"1", "64"} {
-		bare := median(rates["postgres/insert/conc="+conc])
-		claim, batch := median(rates["postgres/insert+ClaimTx/conc="+conc]), median(rates["postgres/batch(insert+QueueClaim)/conc="+conc])
-		summary += fmt.Sprintf("  at conc=%s: insert+ClaimTx / insert %.2f, batch(insert+QueueClaim) / insert %.2f\n", conc, claim/bare, batch/bare)
+		bare, claim := median(rates["postgres/insert/conc="+conc]), median(rates["postgres/insert+ClaimTx/conc="+conc])
+		summary += fmt.Sprintf("  at conc=%s: insert+ClaimTx / insert %.2f\n", conc, claim/bare)
 	}
 	fmt.Print(summary) // b.Log of a benchmark with sub-benchmarks is not shown
 }

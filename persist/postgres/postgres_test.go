@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -232,55 +231,3 @@ func deadClient() *http.Client {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// TestQueueClaim: the claim sent in one batch with the business row commits
-// with it, or not at all; a second claim of the operation gets the first
-// record.
-func TestQueueClaim(t *testing.T) {
-	pool := newPool(t)
-	s := newStore(t, pool)
-	orders := newTable()
-	_, err := pool.Exec(t.Context(), `CREATE TABLE `+orders+` (id text PRIMARY KEY)`)
-	require.NoError(t, err)
-	place := func(id, key string, commit bool) (persist.Record, bool) {
-		t.Helper()
-		tx, err := pool.Begin(t.Context())
-		require.NoError(t, err)
-		defer tx.Rollback(t.Context())
-		var (
-			got     persist.Record
-			claimed bool
-		)
-		batch := &pgx.Batch{}
-		batch.Queue(`INSERT INTO `+orders+` (id) VALUES ($1) ON CONFLICT DO NOTHING`, id)
-		require.NoError(t, s.QueueClaim(batch, persist.Record{Operation: "pay:" + id, Key: key},
-			func(rec persist.Record, c bool) error { got, claimed = rec, c; return nil }))
-		require.NoError(t, tx.SendBatch(t.Context(), batch).Close())
-		if commit {
-			require.NoError(t, tx.Commit(t.Context()))
-		}
-		return got, claimed
-	}
-
-	first, claimed := place("o1", "k1", true)
-	assert.True(t, claimed)
-	assert.Equal(t, "k1", first.Key)
-	assert.Equal(t, persist.Pending, first.State)
-	again, claimed := place("o1", "k2", true)
-	assert.False(t, claimed)
-	assert.Equal(t, first, again)
-
-	_, claimed = place("o2", "k3", false)
-	assert.True(t, claimed, "inserted in the transaction")
-	pending, err := s.Pending(t.Context())
-	require.NoError(t, err)
-	assert.Equal(t, []string{"pay:o1"}, operations(pending), "the rolled-back claim left nothing")
-
-	// The Transport's claim finds the batched record and sends its key.
-	rec, claimed, err := s.Claim(t.Context(), persist.Record{Operation: "pay:o1", Key: "other", Fingerprint: "fp"})
-	require.NoError(t, err)
-	assert.False(t, claimed)
-	assert.Equal(t, "k1", rec.Key)
-
-	require.Error(t, s.QueueClaim(&pgx.Batch{}, persist.Record{Operation: "x"}, nil), "empty key")
-}

@@ -11,17 +11,16 @@ import (
 
 // queries holds the SQL of one Store, with its table name filled in.
 type queries struct {
-	schema     []string
-	claim      string
-	claimTx    string
-	queueClaim string
-	read       string
-	finish     string
-	pending    string
-	delete     string
-	expire     string
-	take       string
-	handed     string
+	schema  []string
+	claim   string
+	claimTx string
+	read    string
+	finish  string
+	pending string
+	delete  string
+	expire  string
+	take    string
+	handed  string
 }
 
 // recordColumns are the columns scanRecord reads, in its order.
@@ -69,13 +68,6 @@ RETURNING ` + recordColumns + `, (xmax = 0)`),
 		claimTx: t(`INSERT INTO $T (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)
 VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 microsecond', 1, 0, false)
 ON CONFLICT (operation) DO NOTHING`),
-		// QueueClaim: the ClaimTx insert, which must answer in the same
-		// round trip, so on conflict it returns the existing record
-		// through an update that changes nothing.
-		queueClaim: t(`INSERT INTO $T AS r (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)
-VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 microsecond', 1, 0, false)
-ON CONFLICT (operation) DO UPDATE SET operation = r.operation
-RETURNING ` + recordColumns + `, (xmax = 0)`),
 		read: t(`SELECT ` + recordColumns + ` FROM $T WHERE operation = $1`),
 		// $1 operation, $2 state, $3 attempts, $4 the caller's generation.
 		finish: t(`UPDATE $T SET
