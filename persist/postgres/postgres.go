@@ -16,7 +16,7 @@
 //	CREATE TABLE IF NOT EXISTS resilient_operations (
 //	    operation   bytea       PRIMARY KEY,  -- the application's name for the operation
 //	    key         bytea       NOT NULL,     -- the idempotency key
-//	    fingerprint bytea       NOT NULL,     -- the request's fingerprint ('' until the first send)
+//	    fingerprint bytea       NOT NULL,     -- the request's fingerprint ('' from a ClaimTx without one, until the first send)
 //	    created     timestamptz NOT NULL,
 //	    state       smallint    NOT NULL,     -- 1 pending, 2 done
 //	    attempts    integer     NOT NULL,
