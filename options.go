@@ -179,7 +179,10 @@ func WithoutBudget() Option {
 // single attempt might have got through; BreakerSettings.RetriesOnly makes
 // it refuse retries only.
 func WithBreaker(s BreakerSettings) Option {
-	return func(c *config) { s = s.resolved(); c.breaker = &s }
+	return func(c *config) {
+		r := s.resolved() // a copy per Transport: an Option may build many
+		c.breaker = &r
+	}
 }
 
 // WithoutBreaker removes a breaker set by WithBreaker.
