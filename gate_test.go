@@ -338,3 +338,13 @@ func TestReserveResetsEveryField(t *testing.T) {
 	want := reservation{h: c.h, first: true, timed: true, at: now}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
+
+// Regression: one WithBreaker Option used by two Transports gave them one
+// settings struct, which each NewTransport wrote while the other read it.
+func TestBreakerOptionBuildsManyTransports(t *testing.T) {
+	opt := WithBreaker(DefaultBreakerSettings())
+	a := NewTransport(&scripted{codes: []int{200}}, opt)
+	b := NewTransport(&scripted{codes: []int{200}}, opt)
+	assert.NotSame(t, a.cfg.breaker, b.cfg.breaker)
+	assert.Equal(t, *a.cfg.breaker, *b.cfg.breaker)
+}
