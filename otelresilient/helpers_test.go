@@ -60,7 +60,7 @@ func (s *stubBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h == nil {
 		h = http.Header{}
 	}
-	if k := req.Header.Get("Idempotency-Key"); k != "" {
+	if k := keyOf(req.Header); k != "" {
 		h.Set("Idempotency-Key", k) // the API dedupes by key and says so, as Stripe's does
 	}
 	return &http.Response{
@@ -151,4 +151,16 @@ func eventAttrs(e sdktrace.Event) map[string]string {
 		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
+}
+
+// keyOf reads the idempotency key of a request the Transport sent, as a
+// server does: field names are case-insensitive (the Transport sends its
+// key as "idempotency-key").
+func keyOf(h http.Header) string {
+	for name, vs := range h {
+		if len(vs) > 0 && strings.EqualFold(name, "Idempotency-Key") {
+			return vs[0]
+		}
+	}
+	return ""
 }

@@ -52,7 +52,7 @@ func TestRetriedThenCreated(t *testing.T) {
 	resp, err := post(t, h, tr, "")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	key := resp.Request.Header.Get("Idempotency-Key")
+	key := keyOf(resp.Request.Header)
 	require.NotEmpty(t, key)
 
 	ms := h.collect(t)
