@@ -35,7 +35,7 @@ func TestPushbackDoesNoHarm(t *testing.T) {
 // clients of 0.01 operations per second each, too few for any per-client
 // retry control to act. Behind the middleware, the SDK's defaults put a
 // load of at most 1.05 on the server at total failure, and still complete
-// 99.9 % of the operations at p = 0.1.
+// 99.9 % of the operations at p = 0.1, but for the lost answers.
 func TestPushbackFleet(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Clients, cfg.Rate = 10_000, 0.01
@@ -50,7 +50,12 @@ func TestPushbackFleet(t *testing.T) {
 		"without the middleware, per-client control cannot act at this scale: is the scenario still a storm?")
 	transient := find(res, ScenarioSteady, 0.1, PushbackStrategy)
 	require.NotNil(t, transient)
-	assert.GreaterOrEqual(t, transient.SuccessRate, 0.999, describe(*transient))
+	// A lost answer (cfg.Lost of the requests) to a client that has not
+	// seen the server dedupe is returned as unknown, as a bare client's
+	// would be: a client of 0.01 operations per second has no evidence.
+	// (The in-process transport used not to report the write, and such a
+	// POST was re-sent as if never sent: 99.9 % here was that error.)
+	assert.GreaterOrEqual(t, transient.SuccessRate, 0.999-cfg.Lost, describe(*transient))
 	assert.False(t, transient.Harmful, describe(*transient))
 }
 
