@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -53,14 +52,16 @@ type wire struct {
 func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	n, _ := req.Context().Value(callID{}).(int)
 	w.mu.Lock()
-	w.reqs = append(w.reqs, seen{call: n, key: req.Header.Get("Idempotency-Key"), attempt: req.Header.Get("Retry-Attempt")})
-	w.mu.Unlock()
-	// A socket's transport tells the request's trace it wrote the request;
-	// the in-process transport does not: the wire does, as the server
-	// reads it here.
-	if tr := httptrace.ContextClientTrace(req.Context()); tr != nil && tr.WroteRequest != nil {
-		tr.WroteRequest(httptrace.WroteRequestInfo{})
+	// As a server reads them: names are case-insensitive (resilient sends
+	// its key as "idempotency-key").
+	h := make(http.Header, len(req.Header))
+	for k, v := range req.Header {
+		h[http.CanonicalHeaderKey(k)] = v
 	}
+	w.reqs = append(w.reqs, seen{call: n, key: h.Get("Idempotency-Key"), attempt: h.Get("Retry-Attempt")})
+	w.mu.Unlock()
+	// The in-process transport tells the request's trace it wrote the
+	// request, as a socket's does.
 	r := req.Clone(req.Context())
 	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, "AWS4-HMAC-SHA256") {
 		cred, _, _ := strings.Cut(auth, ",")
