@@ -204,6 +204,7 @@ type streamBody struct {
 	err     error      // src's end: io.EOF, or its read error
 	filling bool       // a reader is in src.Read
 	open    int        // readers not yet closed
+	latest  int        // the number of the newest reader (reader)
 	ended   bool       // the call has ended
 	closed  bool       // src was closed
 }
@@ -240,7 +241,8 @@ func (s *streamBody) reader() (io.ReadCloser, error) {
 		return nil, fmt.Errorf("%w: body closed", ErrBodyNotReplayable)
 	}
 	s.open++
-	return &streamReader{s: s}, nil
+	s.latest++
+	return &streamReader{s: s, n: s.latest}, nil
 }
 
 // end records that the call has ended: the caller's body is closed now if
@@ -266,9 +268,16 @@ func (s *streamBody) closeIfDone() {
 // streamReader is one attempt's reader of a streamBody.
 type streamReader struct {
 	s      *streamBody
+	n      int // its number: the newest reader reads on from the caller
 	pos    int64
 	closed bool
 }
+
+// errBodySuperseded is what an attempt's reader returns when a newer
+// attempt reads the body: net/http may still be writing an attempt it has
+// had an answer to, and it must not take from the caller what the newer
+// attempt needs.
+var errBodySuperseded = errors.New("resilient: request body taken over by a newer attempt")
 
 func (r *streamReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -298,6 +307,9 @@ func (r *streamReader) Read(p []byte) (int, error) {
 		case s.closed:
 			s.mu.Unlock()
 			return 0, errBodyClosed
+		case r.n != s.latest:
+			s.mu.Unlock()
+			return 0, errBodySuperseded
 		case !s.filling:
 			s.filling = true
 			s.mu.Unlock()
@@ -315,7 +327,11 @@ func (r *streamReader) fill(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	s.filling = false
 	if n > 0 {
-		if int64(len(s.kept)) == s.read && s.read+int64(n) <= s.limit {
+		// Kept while within the limit; and past it when a newer reader
+		// came while this one was reading (its attempt had an answer):
+		// those bytes are the newer attempt's, which waits for them (one
+		// read past the limit at most).
+		if int64(len(s.kept)) == s.read && (s.read+int64(n) <= s.limit || r.n != s.latest) {
 			s.kept = append(s.kept, p[:n]...)
 		}
 		s.read += int64(n)

@@ -190,6 +190,11 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		}()
 	}
 	launch(*res, i, n, false, res.delay)
+	if i == 0 {
+		// The first copy's base transport owns the caller's body now
+		// (the copy cleared its own call's, not c's).
+		c.op.body.first = nil
+	}
 	defer wg.Wait()
 	timer := time.NewTimer(delay)
 	defer timer.Stop()

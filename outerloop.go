@@ -115,6 +115,9 @@ func (c *call) resolveOuter() {
 		c.op.key = m.id
 		return
 	}
+	if c.op.body.stream != nil {
+		return // a streamed body has no fingerprint before it is sent: the minted key stands
+	}
 	fp, err := c.op.body.fingerprint(c.req)
 	if err != nil {
 		return // no match possible: the minted key stands
@@ -234,13 +237,22 @@ const maxPendingCalls = 4096
 // retry takes its call's key. Only marked requests touch it.
 //
 // A call is forgotten with every other call of the same fingerprint, never
-// alone (but when its success ends it): so that a retry finds either its
-// own call among the others, or none of them, and never takes another
-// call's key because its own was forgotten.
+// alone (but when its success ends it); a fingerprint forgotten to make
+// room is remembered as gone for the window, and retries of it get new
+// keys meanwhile: so that a retry finds either its own call among the
+// others, or none of them, and never takes another call's key because its
+// own was forgotten. A streamed body is not matched at all.
 type pendingCalls struct {
 	mu    sync.Mutex
 	calls map[string]*pendingSet // by fingerprint
 	n     int                    // calls in all sets
+	// gone holds, for a window, the fingerprints whose sets evict dropped
+	// (Unix ns until when): a retry of a forgotten call must not match a
+	// later call of the same fingerprint, so retries of them get new keys
+	// while it lasts. Bounded by maxPendingCalls: when full, it is emptied
+	// and every retry gets a new key until lossyUntil.
+	gone       map[string]int64
+	lossyUntil int64
 }
 
 // pendingSet is the calls of one fingerprint.
@@ -266,7 +278,7 @@ func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) s
 		p.drop(fp, s)
 		s = nil
 	}
-	if s != nil && count > 0 {
+	if s != nil && count > 0 && ns >= p.lossyUntil && p.gone[fp] <= ns {
 		match := -1
 		for i, pc := range s.calls {
 			if pc.count != count-1 {
@@ -343,8 +355,29 @@ func (p *pendingCalls) evict(ns int64) {
 	for fp, s := range p.calls {
 		if s.last <= cut {
 			p.drop(fp, s)
+			p.tomb(fp, ns)
 		}
 	}
+}
+
+// tomb records that fp's calls were forgotten at ns with a retry still
+// possible (see gone).
+func (p *pendingCalls) tomb(fp string, ns int64) {
+	if p.gone == nil {
+		p.gone = make(map[string]int64)
+	}
+	if len(p.gone) >= maxPendingCalls {
+		for g, until := range p.gone {
+			if until <= ns {
+				delete(p.gone, g)
+			}
+		}
+		if len(p.gone) >= maxPendingCalls {
+			clear(p.gone)
+			p.lossyUntil = ns + int64(pendingWindow)
+		}
+	}
+	p.gone[fp] = ns + int64(pendingWindow)
 }
 
 func (p *pendingCalls) drop(fp string, s *pendingSet) {

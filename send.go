@@ -89,6 +89,12 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 		}
 	}
 	a.req = areq
+	if c.held != nil {
+		// The retry is on its way: the answer it replaces goes now, so
+		// that its connection is free for it.
+		drop(c.held)
+		c.held = nil
+	}
 	resp, err := c.t.base.RoundTrip(areq)
 	a.sent, a.timed = true, timed
 	switch {
@@ -447,19 +453,21 @@ const (
 // body is drained in the background (at most drainLimit bytes), so that a
 // short error page frees its connection during the backoff, and nothing of
 // it is lost: if the retry is then not sent, the caller reads the whole
-// body, what was drained and then the rest, as a bare client's caller
-// would. If the retry is sent, drop closes it.
+// body, what was drained and then the rest, each byte as soon as it has
+// come. If the retry is sent, drop closes it, before the retry goes out
+// (call.held): its connection may be the one the retry needs.
 func keep(resp *http.Response) *http.Response {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return resp
 	}
-	hb := &heldBody{rc: resp.Body, done: make(chan struct{})}
+	hb := &heldBody{rc: resp.Body, draining: true}
+	hb.wake = sync.NewCond(&hb.mu)
 	go hb.drain()
 	resp.Body = hb
 	return resp
 }
 
-// drop closes the body of a response kept (keep) for a retry that was
+// drop closes the body of a response kept (keep) for a retry that is
 // sent: the caller will not see it.
 func drop(resp *http.Response) {
 	if resp != nil && resp.Body != nil {
@@ -467,49 +475,77 @@ func drop(resp *http.Response) {
 	}
 }
 
-// heldBody is the body of a kept response: drained up to drainLimit bytes
-// in the background, then read as it was.
+// heldBody is the body of a kept response: drained in the background up to
+// drainLimit bytes while nobody reads it; once the caller reads, the drain
+// stops after the read it is in, and the caller reads what was drained,
+// then the rest.
 type heldBody struct {
 	rc   io.ReadCloser
-	done chan struct{} // closed when drain returns
-	buf  []byte        // what drain read
-	err  error         // io.EOF once the body ended within buf, the read error, or nil: more to read from rc
-	pos  int           // how much of buf Read returned
-	once sync.Once
+	mu   sync.Mutex
+	wake *sync.Cond // signalled when buf, err or draining change
+	buf  []byte     // drained, not yet read by the caller
+	err  error      // rc's end as the drain saw it (io.EOF, a read error)
+	// draining: the drain is running; handed: the caller reads (the
+	// drain stops); closed: Close was called.
+	draining, handed, closed bool
 }
 
 func (b *heldBody) drain() {
-	defer close(b.done)
-	buf, err := io.ReadAll(io.LimitReader(b.rc, drainLimit))
-	b.buf = buf
-	switch {
-	case err != nil:
-		b.err = err
-	case len(buf) < drainLimit:
-		b.err = io.EOF
+	p := make([]byte, 16<<10)
+	total := 0
+	for {
+		n, err := b.rc.Read(p)
+		total += n
+		b.mu.Lock()
+		b.buf = append(b.buf, p[:n]...)
+		if err != nil {
+			b.err = err
+		}
+		stop := err != nil || b.handed || b.closed || total >= drainLimit
+		if stop {
+			b.draining = false
+		}
+		b.wake.Broadcast()
+		b.mu.Unlock()
+		if stop {
+			return
+		}
 	}
 }
 
-// Read returns the drained bytes, then the rest of the body. It waits for
-// the drain, which reads no more than the caller would.
+// Read returns what the drain read, then reads on from the body once the
+// drain has stopped.
 func (b *heldBody) Read(p []byte) (int, error) {
-	<-b.done
-	if b.pos < len(b.buf) {
-		n := copy(p, b.buf[b.pos:])
-		b.pos += n
+	b.mu.Lock()
+	b.handed = true
+	for len(b.buf) == 0 && b.draining {
+		b.wake.Wait()
+	}
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		b.mu.Unlock()
 		return n, nil
 	}
-	if b.err != nil {
-		return 0, b.err
+	err := b.err
+	b.mu.Unlock()
+	if err != nil {
+		return 0, err
 	}
-	return b.rc.Read(p)
+	return b.rc.Read(p) // the drain has stopped: the caller reads alone
 }
 
-// Close closes the body; a drain still reading ends.
+// Close closes the body (a drain still reading ends); closing again does
+// nothing.
 func (b *heldBody) Close() error {
-	err := errors.New("resilient: body already closed")
-	b.once.Do(func() { err = b.rc.Close() })
-	return err
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	return b.rc.Close()
 }
 
 // discard drains (at most drainLimit bytes, for at most drainTimeout) and

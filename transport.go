@@ -148,6 +148,9 @@ type call struct {
 	// unsampled: the operation was not picked to feed the host's latency
 	// average, so its attempts are not timed for it (reservation.timed).
 	unsampled bool
+	// held is the answer a retry being sent replaces (keep): send drops it
+	// once the retry's request is ready, before it goes out.
+	held *http.Response
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
@@ -232,7 +235,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
 			hedges += sent
 		} else {
+			c.held = prev.resp
 			c.send(&a, i, n, res.at, res.timed || c.timeAll())
+			c.held = nil
 			if i == 0 && quick && plainSuccess(a.resp, a.err) {
 				return c.succeeded(&a, &res), nil
 			}
