@@ -42,8 +42,10 @@ var (
 	// deadline, or other answers from the host asked for the same pause
 	// within that delay (the host is shedding: a retry would wait out a
 	// pause it keeps renewing), so the Transport returned instead of
-	// sleeping, with the last answer when it had one. It is decided before
-	// any wait: a retry that waited is sent.
+	// sleeping, with the last answer when it had one. A pause is judged
+	// before any wait: a retry that waited out a pause is sent. A rate
+	// limiter that cannot admit the retry before the deadline also gives
+	// ErrDelayTooLong, after the backoff.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
 	// ErrPushback: the destination host's server pushed back (see
 	// Decision.Pushback) and the time it asked for has not passed, so the

@@ -209,7 +209,8 @@ func (c *call) claim() error {
 // forgets it then): its age is from the earlier of its record's creation
 // (a Store's) and its UUIDv7 timestamp; a key whose birth is unknown (the
 // application's own, not a UUIDv7) has no age. Every attempt is checked,
-// retries included, at the time it would be sent.
+// retries included, at the time its backoff ends (a pause or a rate limit
+// may make it go later).
 func (c *call) keyAge(at time.Time) error {
 	cfg := &c.t.cfg
 	if cfg.keyRetention <= 0 || c.op.key == "" {

@@ -28,8 +28,9 @@ import (
 // a 429 with Retry-After its first attempts too (when the wait fits their
 // deadline); while the host renews such a pause (an answer asks for one
 // while one is on: it is shedding), retries are refused before any wait,
-// and the caller has the last answer at once. A retry that has waited is
-// always sent. A Budget, a circuit breaker and a rate limit are opt-in
+// and the caller has the last answer at once; a pause set or renewed while
+// a retry waits does not drop it (the server's pushback, an opened breaker
+// or a rate limit past the deadline still do). A Budget, a circuit breaker and a rate limit are opt-in
 // (WithBudgetConfig, WithBreaker, WithRateLimit). Only outcomes that say the
 // host is unhealthy (5xx, timeouts, resets) count against it.
 //

@@ -201,8 +201,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 func (b *bodyReader) Close() error { return nil }
 
 // wireHeader returns a copy of h with its field names canonicalized, as
-// net/http's server reads them; fields that differ only in case are merged,
-// in order.
+// net/http's server reads them; the values of fields that differ only in
+// case are merged (in no set order: a client that sends both spellings
+// sends a field twice).
 func wireHeader(h http.Header) http.Header {
 	w := make(http.Header, len(h))
 	for k, vv := range h {
