@@ -105,7 +105,9 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	// Field by field: a composite literal is built on the stack and
 	// copied, twice the stores.
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
-	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
+	// A call that waited for its key's call in flight (call.joined) sends
+	// its first attempt as a first attempt: it retries nothing.
+	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop, false, false, !c.unsampled
 	r.budgetAt = time.Time{}
 	if r.first && r.retry && c.single() {
 		return h.reserveOuterRetry(r, c, now) // outerloop.go
@@ -142,6 +144,21 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
+	}
+	if c.polling {
+		// The operation is in progress elsewhere (a 409 from the call of
+		// another process): the host is fine, and the retry polls for the
+		// operation's end at the pace of the server's Retry-After (its
+		// delay covers it), within the attempts and the deadline. It
+		// takes no retry token, as its answer earns none; a Budget, set
+		// by the application, still pays for it.
+		if h.budget != nil {
+			if !h.budget.WithdrawAt(now) {
+				return ErrBudgetExhausted
+			}
+			r.budgetAt = now
+		}
+		return nil
 	}
 	return r.spend(now)
 }

@@ -96,7 +96,10 @@ type Transport struct {
 	cfg    config
 	hosts  hosts
 	recent recentKeys
-	keys   keySource
+	// flights: the calls of the application's keys in flight, so that
+	// callers of one operation take turns (flight.go).
+	flights flights
+	keys    keySource
 	// pending: the recent calls of outer retry loops that send no call id
 	// (outerloop.go); touched by marked requests only.
 	pending pendingCalls
@@ -151,6 +154,16 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
+	// turn: c holds the turn of its key of the application's
+	// (flight.go), released when c ends; joined: c waited for another
+	// call of the key to end, and its first attempt is a first attempt of
+	// its own, not a retry of that call's.
+	turn   bool
+	joined bool
+	// polling: the last answer said the operation is in progress (a 409
+	// from a call of the key in another process): the retry that polls
+	// for its end is paced by the server's hint, and takes no retry token.
+	polling bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -173,6 +186,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
+	own := c.op.own && !c.op.hop
+	if own {
+		if err := c.takeTurn(); err != nil {
+			return nil, err
+		}
+	}
 	var now time.Time // zero: an unclocked first attempt
 	quiet := c.unclocked()
 	quick := quiet || c.unobserved()
@@ -191,7 +210,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		base         int // attempts sent under the key by earlier calls
 		hedges       int // hedges sent so far
 	)
-	own := c.op.own && !c.op.hop
 	if own {
 		base = t.recent.attempts(c.op.key, now)
 	}
@@ -207,6 +225,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		n := base + i
 		if i > 0 {
 			now = t.cfg.now()
+			c.polling = d.Category == CategoryInProgress
 		}
 		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
 			return c.refuse(&a, d, err, false) // a retry refused before any wait
