@@ -53,6 +53,18 @@ import (
 // lags by at most seven, and so does the decision that a host is no longer
 // busy: up to seven operations after a busy spell go untimed.
 //
+// Calls of one operation at the same time — one key of the application's:
+// its header, ContextWithKey, a named operation in a Store — take turns: a
+// call whose key is in flight on the Transport waits for that call to end,
+// within its own context, then sends its own attempts, which a server that
+// dedupes answers with the committed answer. The server never sees two
+// attempts of one key at once from the Transport, and no call of it spends
+// a retry token waiting out a 409 "in progress". A call whose context ends
+// while it waits returns an *Error with the key and Unknown set, having
+// sent nothing. A minted key is unique and never waits. A 409 "in
+// progress" (the key's call in another process) is retried after the
+// server's Retry-After, without a retry token.
+//
 // A request from an SDK that retries on its own (its marks say so, or
 // WithOuterRetries) gets one attempt per RoundTrip: the SDK drives, the
 // Transport keys its calls (one key per SDK call), numbers their attempts
