@@ -33,6 +33,7 @@ type reservation struct {
 	hop      bool          // a redirect hop: not a new operation
 	delay    time.Duration // the wait before sending, backoff and pause
 	token    bool          // a retry token was taken
+	share    *routeShare   // the route's share the token was also taken from; nil if none
 	budgetAt time.Time     // when the budget paid for the retry; zero if not
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
@@ -108,7 +109,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	// A call that waited for its key's call in flight (call.joined) sends
 	// its first attempt as a first attempt: it retries nothing.
 	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop, false, false, !c.unsampled
-	r.budgetAt = time.Time{}
+	r.budgetAt, r.share = time.Time{}, nil
 	if r.first && r.retry && c.single() {
 		return h.reserveOuterRetry(r, c, now) // outerloop.go
 	}
@@ -160,18 +161,26 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		}
 		return nil
 	}
-	return r.spend(now)
+	return r.spend(c, now)
 }
 
-// spend takes what a retry (or a hedge) costs at now: a retry token and the
-// budget's share. On error (ErrBudgetExhausted) nothing is held.
-func (r *reservation) spend(now time.Time) error {
+// spend takes what a retry (or a hedge) of c costs at now: a retry token,
+// from the host's bucket and from the share of c's route (routeshare.go),
+// and the budget's share. On error (ErrBudgetExhausted) nothing is held.
+func (r *reservation) spend(c *call, now time.Time) error {
 	h := r.h
 	if h.tokens != nil {
-		if !h.tokens.TakeAt(now) {
+		s, ok := h.shares.take(routeOf(c.req), h.tokens.capacity(now))
+		if !ok {
 			return ErrBudgetExhausted
 		}
-		r.token = true
+		if !h.tokens.TakeAt(now) {
+			if s != nil {
+				h.shares.give(s, tokenUnit)
+			}
+			return ErrBudgetExhausted
+		}
+		r.token, r.share = true, s
 	}
 	if h.budget != nil {
 		if !h.budget.WithdrawAt(now) {
@@ -338,6 +347,9 @@ func (r *reservation) cancel() {
 	r.released = true
 	if r.token {
 		r.h.tokens.Refund()
+		if r.share != nil {
+			r.h.shares.give(r.share, tokenUnit)
+		}
 	}
 	if !r.budgetAt.IsZero() {
 		r.h.budget.RefundAt(r.budgetAt)
@@ -356,6 +368,9 @@ func (r *reservation) release(c *call, hl health) {
 	r.released = true
 	if hl == healthOK && r.h.tokens != nil {
 		r.h.tokens.Earn()
+		if r.h.shares.owing.Load() != 0 {
+			r.h.shares.earn(routeOf(c.req), r.h.tokens.params().refill)
+		}
 	}
 	if r.done != nil {
 		switch hl {

@@ -180,7 +180,7 @@ func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) er
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	return r.spend(now)
+	return r.spend(c, now)
 }
 
 // refuse ends c when the gate refused to send its next attempt (waited:
