@@ -24,7 +24,9 @@ import (
 // attempt would have completed — and it admits retries from the host's
 // RetryTokens: a retry takes a token, a healthy answer earns half a token
 // back, so retries fade as the failure rate grows and stop when everything
-// fails. A 503 with Retry-After holds back the host's retries for that long,
+// fails. The host's routes (a method and the first two path segments) share
+// its tokens fairly: a route takes at most the bucket's size beyond what its
+// own healthy answers earn back, so a dead route does not starve the others. A 503 with Retry-After holds back the host's retries for that long,
 // a 429 with Retry-After its first attempts too (when the wait fits their
 // deadline); while the host renews such a pause (an answer asks for one
 // while one is on: it is shedding), retries are refused before any wait,
