@@ -91,7 +91,9 @@ type Error struct {
 	// Unknown is true when an attempt may have reached the server and no
 	// definitive answer followed: the effect may or may not exist. It is false
 	// when nothing was applied for sure (dial error, breaker open, budget
-	// refused before sending, a 4xx answer).
+	// refused before sending, a 4xx answer). It is also true for a call that
+	// waited for another call of its key in this process (see Transport) and
+	// had no answer of its own: that one may have applied the operation.
 	Unknown bool
 	// RetryAt is when the circuit breaker will let a probe through, set with
 	// ErrCircuitOpen, or when the server's pushback ends, set with

@@ -33,6 +33,7 @@ type reservation struct {
 	hop      bool          // a redirect hop: not a new operation
 	delay    time.Duration // the wait before sending, backoff and pause
 	token    bool          // a retry token was taken
+	share    *routeShare   // the route's share the token was also taken from; nil if none
 	budgetAt time.Time     // when the budget paid for the retry; zero if not
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
@@ -105,8 +106,10 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	// Field by field: a composite literal is built on the stack and
 	// copied, twice the stores.
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
-	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0, i == 0, c.op.hop, false, false, !c.unsampled
-	r.budgetAt = time.Time{}
+	// A call that waited for its key's call in flight (call.joined) sends
+	// its first attempt as a first attempt: it retries nothing.
+	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop, false, false, !c.unsampled
+	r.budgetAt, r.share = time.Time{}, nil
 	if r.first && r.retry && c.single() {
 		return h.reserveOuterRetry(r, c, now) // outerloop.go
 	}
@@ -143,18 +146,41 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	return r.spend(now)
+	if c.polling {
+		// The operation is in progress elsewhere (a 409 from the call of
+		// another process): the host is fine, and the retry polls for the
+		// operation's end at the pace of the server's Retry-After (its
+		// delay covers it), within the attempts and the deadline. It
+		// takes no retry token, as its answer earns none; a Budget, set
+		// by the application, still pays for it.
+		if h.budget != nil {
+			if !h.budget.WithdrawAt(now) {
+				return ErrBudgetExhausted
+			}
+			r.budgetAt = now
+		}
+		return nil
+	}
+	return r.spend(c, now)
 }
 
-// spend takes what a retry (or a hedge) costs at now: a retry token and the
-// budget's share. On error (ErrBudgetExhausted) nothing is held.
-func (r *reservation) spend(now time.Time) error {
+// spend takes what a retry (or a hedge) of c costs at now: a retry token,
+// from the host's bucket and from the share of c's route (routeshare.go),
+// and the budget's share. On error (ErrBudgetExhausted) nothing is held.
+func (r *reservation) spend(c *call, now time.Time) error {
 	h := r.h
 	if h.tokens != nil {
-		if !h.tokens.TakeAt(now) {
+		s, ok := h.shares.take(routeOf(c.req), h.tokens.capacity(now))
+		if !ok {
 			return ErrBudgetExhausted
 		}
-		r.token = true
+		if !h.tokens.TakeAt(now) {
+			if s != nil {
+				h.shares.give(s, tokenUnit)
+			}
+			return ErrBudgetExhausted
+		}
+		r.token, r.share = true, s
 	}
 	if h.budget != nil {
 		if !h.budget.WithdrawAt(now) {
@@ -321,6 +347,9 @@ func (r *reservation) cancel() {
 	r.released = true
 	if r.token {
 		r.h.tokens.Refund()
+		if r.share != nil {
+			r.h.shares.give(r.share, tokenUnit)
+		}
 	}
 	if !r.budgetAt.IsZero() {
 		r.h.budget.RefundAt(r.budgetAt)
@@ -339,6 +368,9 @@ func (r *reservation) release(c *call, hl health) {
 	r.released = true
 	if hl == healthOK && r.h.tokens != nil {
 		r.h.tokens.Earn()
+		if r.h.shares.owing.Load() != 0 {
+			r.h.shares.earn(routeOf(c.req), r.h.tokens.params().refill)
+		}
 	}
 	if r.done != nil {
 		switch hl {

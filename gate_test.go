@@ -325,7 +325,7 @@ func TestReserveResetsEveryField(t *testing.T) {
 		case reflect.Int64:
 			f.SetInt(7)
 		case reflect.Pointer:
-			f.Set(reflect.ValueOf(&hostState{}))
+			f.Set(reflect.New(f.Type().Elem()))
 		case reflect.Func:
 			f.Set(reflect.ValueOf(func(error) {}))
 		case reflect.Struct: // time.Time

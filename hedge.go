@@ -121,7 +121,7 @@ func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
 		return r, ErrCircuitOpen
 	}
-	if err := r.spend(now); err != nil {
+	if err := r.spend(c, now); err != nil {
 		return r, err
 	}
 	if h.limiter != nil && !h.limiter.AllowN(now, 1) {

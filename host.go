@@ -51,6 +51,9 @@ type hostState struct {
 
 	// evidence: the routes whose server showed it dedupes by key.
 	evidence evidence
+	// shares: what each route took of the retry tokens and has not earned
+	// back (routeshare.go).
+	shares routeShares
 
 	// Breaker transitions recorded under gobreaker's lock, dispatched later.
 	hasTransitions atomic.Bool

@@ -183,7 +183,7 @@ func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) er
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	return r.spend(now)
+	return r.spend(c, now)
 }
 
 // refuse ends c when the gate refused to send its next attempt (waited:
@@ -214,13 +214,16 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 // attempts sent under a key of the application's (own, recent.go, after
 // base earlier ones), and the end of c's part in pendingCalls: a call
 // answered with a success is not retried, so its key is no longer one a
-// retry may continue.
+// retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *attempt, base int, own bool) {
 	if own {
 		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
 	}
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)
+	}
+	if c.turn {
+		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
 	}
 }
 

@@ -24,7 +24,9 @@ import (
 // attempt would have completed — and it admits retries from the host's
 // RetryTokens: a retry takes a token, a healthy answer earns half a token
 // back, so retries fade as the failure rate grows and stop when everything
-// fails. A 503 with Retry-After holds back the host's retries for that long,
+// fails. The host's routes (a method and the first two path segments) share
+// its tokens fairly: a route takes at most the bucket's size beyond what its
+// own healthy answers earn back, so a dead route does not starve the others. A 503 with Retry-After holds back the host's retries for that long,
 // a 429 with Retry-After its first attempts too (when the wait fits their
 // deadline); while the host renews such a pause (an answer asks for one
 // while one is on: it is shedding), retries are refused before any wait,
@@ -53,6 +55,18 @@ import (
 // noted with its time). The tokens' count of a busy host's first attempts
 // lags by at most seven, and so does the decision that a host is no longer
 // busy: up to seven operations after a busy spell go untimed.
+//
+// Calls of one operation at the same time — one key of the application's:
+// its header, ContextWithKey, a named operation in a Store — take turns: a
+// call whose key is in flight on the Transport waits for that call to end,
+// within its own context, then sends its own attempts, which a server that
+// dedupes answers with the committed answer. The server never sees two
+// attempts of one key at once from the Transport, and no call of it spends
+// a retry token waiting out a 409 "in progress". A call whose context ends
+// while it waits returns an *Error with the key and Unknown set, having
+// sent nothing. A minted key is unique and never waits. A 409 "in
+// progress" (the key's call in another process) is retried after the
+// server's Retry-After, without a retry token.
 //
 // A request from an SDK that retries on its own (its marks say so, or
 // WithOuterRetries) gets one attempt per RoundTrip: the SDK drives, the
@@ -97,7 +111,10 @@ type Transport struct {
 	cfg    config
 	hosts  hosts
 	recent recentKeys
-	keys   keySource
+	// flights: the calls of the application's keys in flight, so that
+	// callers of one operation take turns (flight.go).
+	flights flights
+	keys    keySource
 	// pending: the recent calls of outer retry loops that send no call id
 	// (outerloop.go); touched by marked requests only.
 	pending pendingCalls
@@ -155,6 +172,16 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
+	// turn: c holds the turn of its key of the application's
+	// (flight.go), released when c ends; joined: c waited for another
+	// call of the key to end, and its first attempt is a first attempt of
+	// its own, not a retry of that call's.
+	turn   bool
+	joined bool
+	// polling: the last answer said the operation is in progress (a 409
+	// from a call of the key in another process): the retry that polls
+	// for its end is paced by the server's hint, and takes no retry token.
+	polling bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -177,6 +204,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
+	own := c.op.own && !c.op.hop
+	if own {
+		if err := c.takeTurn(); err != nil {
+			return nil, err
+		}
+	}
 	var now time.Time // zero: an unclocked first attempt
 	quiet := c.unclocked()
 	quick := quiet || c.unobserved()
@@ -195,7 +228,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		base         int // attempts sent under the key by earlier calls
 		hedges       int // hedges sent so far
 	)
-	own := c.op.own && !c.op.hop
 	if own {
 		base = t.recent.attempts(c.op.key, now)
 	}
@@ -211,6 +243,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		n := base + i
 		if i > 0 {
 			now = t.cfg.now()
+			c.polling = d.Category == CategoryInProgress
 		}
 		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
 			return c.refuse(&a, d, err, false) // a retry refused before any wait

@@ -63,6 +63,7 @@ func main() {
 	storm.RegisterTargetFlags(fs, &tgt)
 	policy := fs.String("policy", "", "JSON `file` of your own resilient options to storm beside the defaults (see bench/README.md)")
 	dryRun := fs.Bool("dry-run", false, "with -target: print what the run would send, and stop")
+	routes := fs.Bool("routes", false, "run only the routes scenario (virtual time): a dead route and a live one on one host, at -scales; Markdown to stdout")
 	fs.Parse(os.Args[1:])
 	if err := out.Validate(); err != nil {
 		fail(err)
@@ -122,6 +123,9 @@ func main() {
 		fail(errors.New("-dry-run needs -target"))
 	}
 
+	if *routes && !cfg.Virtual {
+		fail(errors.New("-routes runs in virtual time only"))
+	}
 	if cfg.Virtual || len(out.Reproduce) > 0 {
 		// Virtual runs are parallel subtests; each bubble idles while the
 		// runtime hands its goroutines between threads, so more bubbles
@@ -130,6 +134,15 @@ func main() {
 		os.Stdout = os.Stderr
 		testing.Main(func(string, string) (bool, error) { return true, nil },
 			[]testing.InternalTest{{Name: "TestStorm", F: func(t *testing.T) {
+				if *routes {
+					rc := storm.DefaultRoutesConfig()
+					rc.Seed = cfg.Seed
+					res := storm.RunRoutesVirtual(t, rc, cfg.Scales)
+					if err := storm.WriteRoutesMarkdown(stdout, rc, res); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
 				if len(out.Reproduce) > 0 {
 					if err := reproduce(t, stdout, cfg, out); err != nil {
 						t.Fatal(err)

@@ -1,0 +1,134 @@
+package resilient
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// routesServer answers POST /v1/a with 503 always (a dead route) and
+// POST /v1/b with 201, but the first attempt of every fourth operation of
+// /v1/b (by its X-Op header) with 503.
+type routesServer struct {
+	mu   sync.Mutex
+	sent map[string]int // requests by path
+}
+
+func (s *routesServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	io.Copy(io.Discard, req.Body)
+	req.Body.Close()
+	s.mu.Lock()
+	s.sent[req.URL.Path]++
+	s.mu.Unlock()
+	code := http.StatusCreated
+	op, _ := strconv.Atoi(req.Header.Get("X-Op"))
+	switch {
+	case req.URL.Path == "/v1/a":
+		code = http.StatusServiceUnavailable
+	case op%4 == 0 && wire(req.Header).Get("Retry-Attempt") == "":
+		code = http.StatusServiceUnavailable
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{"Idempotency-Key": {wire(req.Header).Get("Idempotency-Key")}},
+		Body: http.NoBody, Request: req}, nil
+}
+
+// wire reads a header field whatever its spelling (the Transport sends its
+// key as "idempotency-key").
+func wire(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		out[http.CanonicalHeaderKey(k)] = v
+	}
+	return out
+}
+
+// TestDeadRouteDoesNotStarveItsNeighbour: on one host, a route that fails
+// every request spends at most the host's bucket once, then stops
+// retrying; the retries of a live route, paid for by its own healthy
+// answers, all go out and succeed (but while the dead route's first take
+// holds the bucket).
+func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &routesServer{sent: map[string]int{}}
+		tr := NewTransport(srv, WithDedupingServer("api.test"))
+		const ops = 400
+		failedB := 0
+		for i := range ops {
+			path := "/v1/a"
+			if i%2 == 1 {
+				path = "/v1/b"
+			}
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://api.test"+path, strings.NewReader("{}"))
+			req.Header.Set("X-Op", strconv.Itoa(i/2))
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			if path == "/v1/b" && resp.StatusCode != http.StatusCreated && i > 20 {
+				failedB++ // after the dead route's first take of the bucket
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		assert.Zero(t, failedB, "every retry of the live route went out")
+		h, _ := tr.hosts.m.Load("api.test")
+		capacity := int(h.(*hostState).tokens.capacity(time.Now()) / tokenUnit)
+		assert.LessOrEqual(t, srv.sent["/v1/a"], ops/2+capacity, "the dead route retried at most the bucket's capacity")
+	})
+}
+
+// TestRouteShareOfTheOnlyRouteIsTheBucket: a host's only route takes,
+// earns and gives back what the host's bucket does, so its share refuses
+// nothing the bucket would not.
+func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	rt := NewRetryTokens(RetryTokensConfig{})
+	var rs routeShares
+	r := route{"POST", "/v1/charges"}
+	now := time.Now()
+	for i := range 10000 {
+		switch rng.IntN(4) {
+		case 0:
+			rt.FirstAt(now)
+		case 1: // a retry, as spend takes it
+			s, ok := rs.take(r, rt.capacity(now))
+			took := rt.TakeAt(now)
+			require.Equal(t, took, ok, "step %d: the share decides as the bucket", i)
+			if ok && rng.IntN(4) == 0 { // not sent: cancel
+				rt.Refund()
+				rs.give(s, tokenUnit)
+			}
+		default: // a healthy answer
+			rt.Earn()
+			rs.earn(r, rt.params().refill)
+		}
+		s := rs.get(r)
+		require.Equal(t, rt.deficit.Load(), s.deficit.Load(), "step %d", i)
+		require.Equal(t, s.deficit.Load() != 0, rs.owing.Load() == 1, "step %d: owing", i)
+	}
+}
+
+// TestRouteSharesAreBounded: a host keeps at most maxRouteShares shares;
+// a route beyond them is governed by the host's bucket alone.
+func TestRouteSharesAreBounded(t *testing.T) {
+	var rs routeShares
+	for i := range maxRouteShares + 10 {
+		s, ok := rs.take(route{"POST", "/v1/r" + strconv.Itoa(i)}, tokenUnit)
+		assert.True(t, ok)
+		assert.Equal(t, i < maxRouteShares, s != nil, "route %d", i)
+	}
+	assert.EqualValues(t, maxRouteShares, rs.n.Load())
+	_, ok := rs.take(route{"POST", "/v1/r0"}, tokenUnit)
+	assert.False(t, ok, "a share that took the whole capacity takes no more")
+	rs.earn(route{"POST", "/v1/r0"}, tokenUnit)
+	_, ok = rs.take(route{"POST", "/v1/r0"}, tokenUnit)
+	assert.True(t, ok, "its own healthy answer earned it back")
+}
