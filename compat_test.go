@@ -129,6 +129,7 @@ func TestCompatSlowStreamedBodyReturnsByTheDeadline(t *testing.T) {
 		c := sideClient(newBase(t), wrap)
 		pr, pw := io.Pipe()
 		stop, fed := make(chan struct{}), make(chan struct{})
+		var chunks atomic.Int32
 		go func() { // 3 s worth of chunks, until stopped
 			defer close(fed)
 			defer pw.Close()
@@ -141,15 +142,15 @@ func TestCompatSlowStreamedBodyReturnsByTheDeadline(t *testing.T) {
 				if _, err := pw.Write([]byte("chunk\n")); err != nil {
 					return
 				}
+				chunks.Add(1)
 			}
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
 		require.NoError(t, err)
-		start := time.Now()
 		resp, err := c.Do(req)
-		took := time.Since(start)
+		written := chunks.Load()
 		close(stop)
 		<-fed
 		if resp != nil {
@@ -157,7 +158,10 @@ func TestCompatSlowStreamedBodyReturnsByTheDeadline(t *testing.T) {
 		}
 		require.Error(t, err, "the body takes 3 s to feed: no answer by the 600 ms deadline")
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Less(t, took, deadline+time.Second, "returned by its deadline (+1 s slack)")
+		// Not a timing: the call ended while the body was still being fed
+		// (30 chunks take 3 s; the deadline is 600 ms). A call that read
+		// the body before sending ended after the last chunk.
+		assert.Less(t, written, int32(30), "returned before the body was fed: by its deadline")
 	})
 }
 
@@ -919,8 +923,11 @@ func TestCompatRetryAfterBehindALoadBalancer(t *testing.T) {
 			}
 			got503++
 			assert.Equal(t, len(page), r.body, "call %s: the 503 with its whole body", id)
+			// A retry slept for would take at least the Retry-After (1 s)
+			// before the 503 came back: the gap tells the two apart
+			// whatever the machine's load.
 			gap := r.end.Sub(last[id])
-			assert.Less(t, gap, 500*time.Millisecond, "call %s waited %v after its 503, then returned it without sending its retry", id, gap)
+			assert.Less(t, gap, time.Second, "call %s waited %v after its 503, then returned it without sending its retry", id, gap)
 		}
 		if !wrap {
 			assert.Equal(t, waves*perWave/4, got503, "bare: one call in four gets the 503")
