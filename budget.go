@@ -194,15 +194,15 @@ func (b *Budget) bucket(e int64) *budgetBucket {
 func (b *Budget) Deposit() { b.DepositAt(time.Now()) }
 
 // DepositAt records a first attempt at time now.
-func (b *Budget) DepositAt(now time.Time) { b.depositN(now, 1) }
+func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
 
-// depositN records n first attempts at now, as n calls of DepositAt do; a
-// deposit to a bucket that a later epoch has taken is dropped (see Budget).
-func (b *Budget) depositN(now time.Time, n int64) {
+// deposit records a first attempt at now; a deposit to a bucket that a
+// later epoch has taken is dropped (see Budget).
+func (b *Budget) deposit(now time.Time) {
 	e := b.params().epoch(now)
 	bk := b.bucket(e)
 	if bk.epoch.Load() == e || bk.current(e) {
-		bk.deposits.Add(n)
+		bk.deposits.Add(1)
 	}
 }
 

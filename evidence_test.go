@@ -1,7 +1,10 @@
 package resilient
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -43,4 +46,21 @@ func TestEvidenceFreshRouteAgreesWithTheMap(t *testing.T) {
 	if ev.has(b, renew.Add(dedupeEvidenceTTL+time.Second)) {
 		t.Error("b: evidence past its expiry")
 	}
+}
+
+// TestPlainSuccessNotesEvidenceWithItsTime: a keyed answer that shows the
+// server dedupes, to an operation whose first attempt is a plain success
+// (call.succeeded), is noted as evidence at the time it came.
+func TestPlainSuccessNotesEvidenceWithItsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}}) // echoes the key
+		req := newPost(context.Background(), strings.NewReader(`{}`))
+		if got := roundTrip(t, tr, req); got != 200 {
+			t.Fatalf("status %d", got)
+		}
+		v, _ := tr.hosts.m.Load("api.test")
+		if !v.(*hostState).evidence.has(routeOf(req), time.Now()) {
+			t.Fatal("evidence not noted now")
+		}
+	})
 }

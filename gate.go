@@ -37,26 +37,12 @@ type reservation struct {
 	budgetAt time.Time     // when the budget paid for the retry; zero if not
 	done     func(error)   // the breaker's, nil if none or uncounted
 	released bool
-	// timed says the attempt's latency is measured for the host's average:
-	// the attempts of every operation to a host that is not busy and of
-	// one operation in latencySample to a busy one (see wait), and of
-	// every operation whose first attempt is not counted (a redirect hop,
-	// an outer retry loop's call) or when the retry tokens are off.
-	timed bool
 	// at is the time of the latest admission step: the reservation's, then
 	// the time wait returned at, which is when the attempt starts. Read
-	// again only after something may have blocked, so that a first attempt
-	// that waits for nothing reads the clock once before it is sent. Zero
-	// for an unclocked first attempt (call.unclocked) until something makes
-	// it read the clock (see stamp): not timed, it has no start.
+	// again only after something may have blocked, so that an attempt
+	// that waits for nothing reads the clock once before it is sent.
 	at time.Time
 }
-
-// latencySample is how many operations to a busy host make one whose
-// attempts' latencies feed the host's moving average, when nothing else
-// needs their durations (see call.timeAll): the others' successes skip a
-// clock read. Every operation to a host that is not busy is timed.
-const latencySample = 8
 
 // health is what an attempt's outcome says about its host.
 type health uint8
@@ -108,17 +94,15 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	r.h, r.delay, r.done, r.at = h, 0, nil, now
 	// A call that waited for its key's call in flight (call.joined) sends
 	// its first attempt as a first attempt: it retries nothing.
-	r.retry, r.first, r.hop, r.token, r.released, r.timed = n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop, false, false, !c.unsampled
+	r.retry, r.first, r.hop, r.token, r.released = n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop, false, false
 	r.budgetAt, r.share = time.Time{}, nil
 	if r.first && r.retry && c.single() {
 		return h.reserveOuterRetry(r, c, now) // outerloop.go
 	}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
-		// does not, the attempt goes out as a bare client's would. (An
-		// unclocked first attempt leaves the pause to wait, which reads
-		// the clock when one is set.)
-		if !now.IsZero() && !c.single() { // an outer loop waits as it chooses
+		// does not, the attempt goes out as a bare client's would.
+		if !c.single() { // an outer loop waits as it chooses
 			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
 				r.delay = p
 			}
@@ -197,15 +181,14 @@ func (r *reservation) spend(c *call, now time.Time) error {
 // On error the reservation is cancelled; the error is the reason (a
 // sentinel, or the context's error).
 //
-// r.at is then when the attempt starts; it stays zero for an unclocked
-// first attempt that nothing made read the clock and that is not timed.
+// r.at is then when the attempt starts.
 func (r *reservation) wait(c *call) error {
 	if r.delay > 0 {
 		if err := sleep(c.ctx, r.delay); err != nil {
 			r.cancel()
 			return err
 		}
-		r.stamp(c, c.t.cfg.now())
+		r.at = c.t.cfg.now()
 	} else if err := c.ctx.Err(); err != nil {
 		r.cancel()
 		return err
@@ -229,7 +212,7 @@ func (r *reservation) wait(c *call) error {
 		// reserve refuses its retries before any wait. A call an outer
 		// retry loop drives waits for nothing of the Transport's.
 		now := c.t.cfg.now()
-		r.stamp(c, now)
+		r.at = now
 		h.clearPauses(now.UnixNano())
 		if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
 			if err := sleep(c.ctx, p); err != nil {
@@ -248,7 +231,7 @@ func (r *reservation) wait(c *call) error {
 			}
 			return ErrDelayTooLong // the limiter refuses waits past the deadline
 		}
-		r.stamp(c, c.t.cfg.now())
+		r.at = c.t.cfg.now()
 	}
 	if h.breaker != nil {
 		done, err := h.breaker.Allow()
@@ -265,77 +248,16 @@ func (r *reservation) wait(c *call) error {
 		}
 	}
 	if !r.retry && !r.hop {
+		// A first attempt of an operation (not a redirect hop, not an
+		// outer retry loop's retry) sizes the retry tokens and the budget.
 		if h.tokens != nil {
-			// The host's count of operations picks those whose attempts
-			// are timed, retries included: every one while the host is
-			// not busy, then one in latencySample. Picked before any
-			// outcome, they keep the average unbiased. Each of them
-			// records in the tokens the first attempts counted since the
-			// last one did, its own included: the others read no clock
-			// for it.
-			k := h.firsts.Add(1)
-			r.timed = k%latencySample == 1 || !h.busy.Load()
-			c.unsampled = !r.timed
-			if r.timed {
-				h.recordFirsts(r.clocked(c), k)
-			}
+			h.tokens.FirstAt(r.at)
 		}
 		if h.budget != nil {
-			h.budget.DepositAt(r.clocked(c))
+			h.budget.DepositAt(r.at)
 		}
 	}
 	return nil
-}
-
-// busyFirsts is how many first attempts per tenth of the retry tokens'
-// window make a host busy: a host that gets fewer has every operation
-// timed, so that its latency average follows it however rarely it is
-// called; a busy one has one operation in latencySample timed. Whether a
-// host is busy is decided by its timed operations, so after a busy spell
-// up to latencySample-1 operations go untimed however late they come.
-const busyFirsts = latencySample
-
-// recordFirsts records in h's retry tokens, at now, the first attempts
-// counted up to the k-th (hostState.firsts) that no operation has recorded
-// yet, and tells whether the host is busy.
-func (h *hostState) recordFirsts(now time.Time, k int64) {
-	for {
-		done := h.recorded.Load()
-		if done >= k {
-			break // a later operation recorded this one
-		}
-		if h.recorded.CompareAndSwap(done, k) {
-			h.tokens.firstN(now, k-done)
-			break
-		}
-	}
-	busy := h.tokens.firstsAt(now) >= busyFirsts*budgetBuckets
-	if h.busy.Load() != busy {
-		h.busy.Store(busy)
-	}
-}
-
-// clocked returns r.at, the time the attempt starts, reading the clock
-// first if the reservation was made without it (an unclocked first attempt,
-// see call.unclocked).
-func (r *reservation) clocked(c *call) time.Time {
-	if r.at.IsZero() {
-		r.stamp(c, c.t.cfg.now())
-	}
-	return r.at
-}
-
-// stamp sets r.at to now, a clock reading. The first reading of an
-// unclocked reservation also marks its host used then, and sweeps the
-// idle hosts if a sweep is due: the reservation's host lookup did neither.
-func (r *reservation) stamp(c *call, now time.Time) {
-	unclocked := r.at.IsZero()
-	r.at = now
-	if unclocked {
-		ns := now.UnixNano()
-		r.h.used(ns) // first: the sweep then keeps the host
-		c.t.hosts.sweepIfDue(ns)
-	}
 }
 
 // cancel releases a reservation whose attempt was not sent: what the retry

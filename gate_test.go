@@ -335,7 +335,7 @@ func TestReserveResetsEveryField(t *testing.T) {
 		}
 	}
 	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, now))
-	want := reservation{h: c.h, first: true, timed: true, at: now}
+	want := reservation{h: c.h, first: true, at: now}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 
@@ -347,4 +347,121 @@ func TestBreakerOptionBuildsManyTransports(t *testing.T) {
 	b := NewTransport(&scripted{codes: []int{200}}, opt)
 	assert.NotSame(t, a.cfg.breaker, b.cfg.breaker)
 	assert.Equal(t, *a.cfg.breaker, *b.cfg.breaker)
+}
+
+// newGet returns a GET of host's /v1/items under ctx.
+func newGet(ctx context.Context, host string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1/items", nil)
+	return req
+}
+
+// roundTrip sends req through tr and returns the status, or 0 on error.
+func roundTrip(t *testing.T, tr *Transport, req *http.Request) int {
+	t.Helper()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// pausing answers 200, and code with Retry-After: retryAfter to a request
+// for /pause.
+func pausing(code int, retryAfter string) RoundTripFunc {
+	return func(req *http.Request) (*http.Response, error) {
+		status, h := http.StatusOK, http.Header{}
+		if req.URL.Path == "/pause" {
+			status = code
+			h.Set("Retry-After", retryAfter)
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+	}
+}
+
+// TestFirstAttemptWaitsForAPause: a 429 with Retry-After holds back the
+// first attempts that follow it, when the wait fits their deadline.
+func TestFirstAttemptWaitsForAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Since(start))
+			code, h := http.StatusOK, http.Header{}
+			if len(sent) == 2 {
+				code = http.StatusTooManyRequests
+				h.Set("Retry-After", "3")
+			}
+			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+		})
+		tr := NewTransport(base, WithMaxAttempts(1))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 429, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		assert.Equal(t, []time.Duration{0, 0, 3 * time.Second}, sent)
+	})
+}
+
+// TestFirstAttemptsSizeTheTokens: every operation's first attempt is
+// counted in its host's retry tokens as it is sent.
+func TestFirstAttemptsSizeTheTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}})
+		for i := 1; i <= 100; i++ {
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			v, _ := tr.hosts.m.Load("api.test")
+			require.Equal(t, int64(i), v.(*hostState).tokens.firstsAt(tr.cfg.now()), "after %d operations", i)
+		}
+	})
+}
+
+// TestPlainSuccessIsCounted: a first attempt that ends an unobserved
+// operation early (a plain success, call.succeeded) still earns the host's
+// retry tokens back and counts as a success in its breaker.
+func TestPlainSuccessIsCounted(t *testing.T) {
+	// In a bubble: the breaker's rolling window moves only with its
+	// virtual time, so its counts cannot age out between the two reads.
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(&scripted{codes: []int{200}}, WithBreaker(BreakerSettings{}))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		v, _ := tr.hosts.m.Load("api.test")
+		h := v.(*hostState)
+		h.tokens.deficit.Store(3 * tokenUnit)
+		before := h.breaker.Counts()
+		for range 4 {
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		}
+		assert.Equal(t, int64(tokenUnit), h.tokens.deficit.Load(), "four successes earn 4 × 0.5 tokens")
+		after := h.breaker.Counts()
+		assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
+		assert.Equal(t, before.Requests+4, after.Requests)
+	})
+}
+
+// TestClearPauses: an ended pause is cleared, a pending one is kept.
+func TestClearPauses(t *testing.T) {
+	var h hostState
+	h.pauseUntil.Store(100)
+	h.retryPauseUntil.Store(200)
+	h.clearPauses(150)
+	assert.Zero(t, h.pauseUntil.Load())
+	assert.Equal(t, int64(200), h.retryPauseUntil.Load())
+	h.clearPauses(200)
+	assert.Zero(t, h.retryPauseUntil.Load())
+}
+
+// TestExpiredPauseIsCleared: once a server's pause has ended, the next
+// request clears it.
+func TestExpiredPauseIsCleared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(pausing(http.StatusTooManyRequests, "2"), WithMaxAttempts(1))
+		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
+		require.Equal(t, 429, roundTrip(t, tr, pause))
+		v, _ := tr.hosts.m.Load("api.test")
+		h := v.(*hostState)
+		require.NotZero(t, h.pauseUntil.Load())
+		time.Sleep(3 * time.Second)
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		assert.Zero(t, h.pauseUntil.Load(), "the ended pause is cleared")
+	})
 }

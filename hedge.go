@@ -185,7 +185,7 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		go func() {
 			defer wg.Done()
 			var a attempt
-			cc.send(&a, i, n, r.at, true)
+			cc.send(&a, i, n, r.at)
 			results <- hedgeResult{k, a}
 		}()
 	}

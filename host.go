@@ -39,15 +39,8 @@ type hostState struct {
 	// quantile; nil unless the Transport hedges at one.
 	lat *latencies
 	// lastUsed (Unix ns) is when a request last used the host: hosts idle
-	// for a window are evicted. A request that reads no clock before it
-	// is sent (see call.unclocked) sets touched instead, which the next
-	// sweep turns into a lastUsed of its own time.
+	// for a window are evicted.
 	lastUsed atomic.Int64
-	touched  atomic.Bool
-	// busy: the host gets at least busyFirsts first attempts per tenth of
-	// the retry tokens' window, as the last timed operation counted them;
-	// until then every operation to it is timed (see reservation.wait).
-	busy atomic.Bool
 
 	// evidence: the routes whose server showed it dedupes by key.
 	evidence evidence
@@ -62,18 +55,12 @@ type hostState struct {
 
 	// latency is a moving average of the host's attempt durations (ns), so
 	// that a retry that cannot finish before the deadline is not started.
-	// Timed attempts write it (one operation in latencySample, or all).
-	// firsts counts the operations that the retry tokens count (first
-	// attempts, not redirect hops or an outer retry loop's calls; none
-	// without the tokens), and recorded those of them the tokens have
-	// been told of (see reservation.wait). The three have a cache line of
-	// their own, so that their writes on one core do not evict the fields
-	// every request reads on the others.
-	_        [cacheLine]byte
-	latency  atomic.Int64
-	firsts   atomic.Int64
-	recorded atomic.Int64
-	_        [cacheLine - 24]byte
+	// Every attempt writes it. It has a cache line of its own, so that its
+	// writes on one core do not evict the fields every request reads on
+	// the others.
+	_       [cacheLine]byte
+	latency atomic.Int64
+	_       [cacheLine - 8]byte
 }
 
 // cacheLine is the size of a CPU cache line on the common platforms.
@@ -88,8 +75,7 @@ type transition struct{ from, to BreakerState }
 //
 // last caches one entry of the table, so that a Transport that calls one
 // host (the common case) finds its state without hashing the name. It is
-// replaced only when it has not been used for lastReplace (a use by an
-// unclocked request, hostState.touched, counts from when it is seen), so that
+// replaced only when it has not been used for lastReplace, so that
 // requests to several hosts at once do not take turns rewriting it; it
 // only ever holds an entry of the table (see remember and sweep).
 type hosts struct {
@@ -128,37 +114,12 @@ func (t *Transport) host(name string, now time.Time) *hostState {
 	return h
 }
 
-// cachedHost returns the named host's state if it is the one hosts.last
-// holds, marked used without a time (see hostState.touched); nil if not.
-func (t *Transport) cachedHost(name string) *hostState {
-	h := t.hosts.cached(name)
-	if h == nil {
-		return nil
-	}
-	if !h.touched.Load() {
-		h.touched.Store(true)
-	}
-	return h
-}
-
 // cached returns the named host's state if hosts.last holds it, else nil.
 func (hs *hosts) cached(name string) *hostState {
 	if h := hs.last.Load(); h != nil && h.name == name {
 		return h
 	}
 	return nil
-}
-
-// untouch takes h's use by unclocked requests since the last look
-// (hostState.touched), if any, as a use at ns, and reports whether there
-// was one.
-func (h *hostState) untouch(ns int64) bool {
-	if !h.touched.Load() {
-		return false
-	}
-	h.touched.Store(false)
-	h.lastUsed.Store(max(h.lastUsed.Load(), ns))
-	return true
 }
 
 // used marks h used at ns (Unix ns).
@@ -182,8 +143,8 @@ func (hs *hosts) sweepIfDue(ns int64) {
 // the cache never keeps an entry the table no longer has.
 func (hs *hosts) remember(h *hostState, ns int64) {
 	if cur := hs.last.Load(); cur != nil {
-		if cur.untouch(ns) || ns-cur.lastUsed.Load() < lastReplace {
-			return // used lately (by unclocked requests: now, as a sweep takes it)
+		if ns-cur.lastUsed.Load() < lastReplace {
+			return // used lately
 		}
 	}
 	hs.last.Store(h)
@@ -234,9 +195,6 @@ func (hs *hosts) sweep(now int64) {
 	hs.nextSweep.Store(now + hs.idleAfter)
 	hs.m.Range(func(k, v any) bool {
 		h := v.(*hostState)
-		if h.untouch(now) {
-			return true // used since the last sweep by unclocked requests
-		}
 		if h.idle(now, hs.idleAfter) && hs.m.CompareAndDelete(k, v) {
 			hs.last.CompareAndSwap(h, nil)
 		}
@@ -245,11 +203,13 @@ func (hs *hosts) sweep(now int64) {
 }
 
 // idle reports whether h can be forgotten at now: unused for idleAfter, no
-// pause pending, no breaker open.
+// pause pending, no breaker open, no request waiting in its rate limiter
+// (which would otherwise start afresh, with a full burst, for the next).
 func (h *hostState) idle(now, idleAfter int64) bool {
 	return now-h.lastUsed.Load() > idleAfter &&
 		h.pauseUntil.Load() <= now && h.retryPauseUntil.Load() <= now && h.pushbackUntil.Load() <= now &&
-		(h.breaker == nil || h.breaker.State() == gobreaker.StateClosed)
+		(h.breaker == nil || h.breaker.State() == gobreaker.StateClosed) &&
+		(h.limiter == nil || h.limiter.TokensAt(time.Unix(0, now)) >= 0)
 }
 
 func (h *hostState) recordTransition(from, to BreakerState) {

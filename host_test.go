@@ -1,7 +1,9 @@
 package resilient
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 )
 
 // cacheHolds reports whether the cached host is absent or an entry of the
@@ -153,4 +156,43 @@ func TestHostAndClockDoNotAllocate(t *testing.T) {
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, f), name)
 	}
+}
+
+// TestRateLimitedRequestKeepsItsHost: a host whose rate limiter has a
+// request waiting is not evicted by a sweep meanwhile, so that its limiter
+// does not start afresh with a full burst for the next request.
+func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRateLimit(rate.Every(30*time.Second), 1))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		v, _ := tr.hosts.m.Load("api.test")
+		var wg sync.WaitGroup
+		wg.Go(func() { // waits 30 s in the limiter
+			assert.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		})
+		time.Sleep(tr.cfg.idleAfter() + time.Second)
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test"))) // sweeps
+		got, ok := tr.hosts.m.Load("api.test")
+		require.True(t, ok, "the host in use was evicted")
+		assert.Same(t, v, got)
+		wg.Wait()
+	})
+}
+
+// TestRarelyUsedHostGivesUpTheCache: a cached host used rarely gives the
+// one-entry cache up to a busier host once it has not been used for
+// lastReplace.
+func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(pausing(http.StatusOK, ""))
+		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+		for i := range 1000 { // 10 s of busy.test at 100 requests a second
+			if i%500 == 0 { // rare.test every 5 s
+				require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+			}
+			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "busy.test")))
+			time.Sleep(10 * time.Millisecond)
+		}
+		assert.Equal(t, "busy.test", tr.hosts.last.Load().name)
+	})
 }

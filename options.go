@@ -31,8 +31,7 @@ type config struct {
 	backoff          Backoff
 	classifier       Classifier
 	customClassifier bool // WithClassifier set one: it may read Outcome.Now
-	timeAll          bool // every attempt is timed (see call.timeAll)
-	unclocked        bool // a first attempt may be sent without a clock read (see call.unclocked)
+	observed         bool // an Observer, hedging or a custom Classifier reads every attempt (see call.unobserved)
 	tokensOff        bool
 	tokens           RetryTokensConfig
 	budget           *Budget       // shared by every host when set

@@ -21,13 +21,8 @@ type attempt struct {
 	req  *http.Request  // the copy sent, with the key and attempt headers
 	resp *http.Response // nil when err is set
 	err  error
-	took time.Duration // until response headers or error; 0 if not measured
+	took time.Duration // until response headers or error; 0 if never sent
 	end  time.Time
-	// timed: took is measured for the host's latency average (see
-	// reservation.timed); an attempt not timed that is not a plain
-	// success is measured all the same, for its end time (an unclocked
-	// first attempt, which has no start, gets only its end time).
-	timed bool
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
 	sent bool
@@ -61,11 +56,10 @@ func (a *attempt) replayHeaders() replayHeaders {
 // send sends attempt n (the i-th of this call) through the base transport:
 // the caller's request itself when nothing is to be added to it (op.asIs),
 // else a copy carrying the key and attempt headers. start is when the gate
-// admitted it, the start of its duration; timed says to measure it (see
-// reservation.timed). The result is written to a (filled in place: a
+// admitted it, the start of its duration. The result is written to a (filled in place: a
 // returned attempt would be copied). It never mutates the caller's
 // request and shares nothing with other attempts.
-func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
+func (c *call) send(a *attempt, i, n int, start time.Time) {
 	cfg := &c.t.cfg
 	*a = attempt{n: n}
 	var (
@@ -96,28 +90,10 @@ func (c *call) send(a *attempt, i, n int, start time.Time, timed bool) {
 		c.held = nil
 	}
 	resp, err := c.t.base.RoundTrip(areq)
-	a.sent, a.timed = true, timed
-	switch {
-	case start.IsZero():
-		// An unclocked first attempt (call.unclocked), never timed (a
-		// timed one reads the clock at admission): an answer other than
-		// a plain success gets its end time, for what reads it (a
-		// server's pause, Outcome.Now, the dedupe evidence of a keyed
-		// answer).
-		if !plainSuccess(resp, err) {
-			a.end = cfg.now()
-		}
-	case timed || !plainSuccess(resp, err):
-		// One monotonic clock read: time.Now reads the wall clock too,
-		// which the end time can take from start.
-		a.took = cfg.since(start)
-		a.end = start.Add(a.took)
-	default:
-		// An untimed success: its end is taken as its start. What reads
-		// it (the evidence that a server dedupes, kept for an hour) errs
-		// early by the attempt's duration.
-		a.end = start
-	}
+	// One monotonic clock read: time.Now reads the wall clock too, which
+	// the end time can take from start.
+	a.sent, a.took = true, cfg.since(start)
+	a.end = start.Add(a.took)
 	switch {
 	case resp != nil && err != nil:
 		// A base transport that breaks the contract: trust the error.

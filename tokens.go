@@ -63,8 +63,7 @@ func DefaultRetryTokensConfig() RetryTokensConfig {
 // Call First when an operation's first attempt is sent, Take before each
 // retry (and do not retry if it returns false), Earn after each healthy
 // answer, and Refund when a retry that took a token was then not sent. A
-// Transport does all four for each destination host; to a busy host it
-// records first attempts eight at a time (see Transport). The …At forms
+// Transport does all four for each destination host. The …At forms
 // take the time explicitly, for tests and simulations.
 //
 // First is one atomic add (as Budget.Deposit); Earn is one atomic load while
@@ -146,10 +145,7 @@ func (rt *RetryTokens) First() { rt.FirstAt(time.Now()) }
 
 // FirstAt records a first attempt at time now. It sizes the bucket; it
 // never spends or earns a token.
-func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.depositN(now, 1) }
-
-// firstN records n first attempts at time now, as n calls of FirstAt do.
-func (rt *RetryTokens) firstN(now time.Time, n int64) { rt.firsts.depositN(now, n) }
+func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.deposit(now) }
 
 // firstsAt returns the first attempts recorded in the window at now.
 func (rt *RetryTokens) firstsAt(now time.Time) int64 {

@@ -37,24 +37,8 @@ import (
 // host is unhealthy (5xx, timeouts, resets) count against it.
 //
 // So as not to start a retry that cannot finish before the deadline, the
-// gate keeps a moving average of each host's attempt latency. It is fed by
-// the attempts, retries included, of every operation to a host that gets
-// fewer than 8 operations per tenth of the retry tokens' window (a second by
-// default), and of one operation in eight, picked by count before any
-// outcome, to a busier host; the other operations' attempts that succeed
-// are not timed. Every attempt is timed when its duration is needed (a
-// Report, an Observer, hedging, a custom Classifier) or when the retry
-// tokens are off. The timed operations also record in the host's retry
-// tokens the first attempts sent since the previous one did, so that an
-// operation to the host the Transport has cached that is not timed, with
-// the retry tokens and no Budget, and whose key, if any, is not the
-// application's own (an own key's attempts are recorded with their time),
-// reads no clock before its first attempt is sent (unless a pause or a
-// rate limit is to be checked), nor after it when it succeeds (unless the
-// answer shows that an undeclared server dedupes by key: the evidence is
-// noted with its time). The tokens' count of a busy host's first attempts
-// lags by at most seven, and so does the decision that a host is no longer
-// busy: up to seven operations after a busy spell go untimed.
+// gate keeps a moving average of each host's attempt latency, fed by every
+// attempt.
 //
 // Calls of one operation at the same time — one key of the application's:
 // its header, ContextWithKey, a named operation in a Store — take turns: a
@@ -137,9 +121,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
-	t.cfg.timeAll = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
-	t.cfg.unclocked = !t.cfg.timeAll && !t.cfg.tokensOff &&
-		t.cfg.budget == nil && t.cfg.budgetConfig == nil && t.cfg.budgetFunc == nil
+	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.now().UnixNano() + t.hosts.idleAfter)
 	return t
@@ -163,9 +145,6 @@ type call struct {
 	op  operation
 	h   *hostState
 	led ledger
-	// unsampled: the operation was not picked to feed the host's latency
-	// average, so its attempts are not timed for it (reservation.timed).
-	unsampled bool
 	// held is the answer a retry being sent replaces (keep): send drops it
 	// once the retry's request is ready, before it goes out.
 	held *http.Response
@@ -210,16 +189,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	var now time.Time // zero: an unclocked first attempt
-	quiet := c.unclocked()
-	quick := quiet || c.unobserved()
-	if quiet {
-		c.h = t.cachedHost(req.URL.Host)
-	}
-	if c.h == nil {
-		now = t.cfg.now()
-		c.h = t.host(req.URL.Host, now)
-	}
+	now := t.cfg.now() // the first attempt's admission
+	c.h = t.host(req.URL.Host, now)
+	quick := c.unobserved()
 	var (
 		a, prev      attempt // this iteration's attempt, and the one before
 		d, prevDec   Decision
@@ -270,7 +242,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			hedges += sent
 		} else {
 			c.held = prev.resp
-			c.send(&a, i, n, res.at, res.timed || c.timeAll())
+			c.send(&a, i, n, res.at)
 			c.held = nil
 			if i == 0 && quick && plainSuccess(a.resp, a.err) {
 				return c.succeeded(&a, &res), nil
@@ -310,7 +282,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // host, a 503 with one its retries, whether or not this request retries;
 // pushback holds back its retries (for at most the Retry-After maximum).
 func (c *call) observe(a *attempt, d Decision) {
-	if a.err == nil && a.timed {
+	if a.err == nil {
 		c.h.observeLatency(a.took)
 	}
 	if d.Pushback && a.resp != nil {
@@ -330,27 +302,24 @@ func (c *call) observe(a *attempt, d Decision) {
 // unobserved reports whether nothing but the host, the key's evidence and
 // an own key's attempt count (Transport.recent) learns from c's first
 // attempt when it is a plain success: no Report, no Observer, no custom
-// Classifier, no hedging (call.timeAll), and no Store record to finish.
+// Classifier, no hedging (config.observed), and no Store record to finish.
 // Such an attempt ends the call (call.succeeded).
 func (c *call) unobserved() bool {
-	return !c.t.cfg.timeAll && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
+	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
 }
 
 // succeeded ends c after its first attempt a, a plain success, when
 // nothing observes c (call.unobserved): it does what classify, observe,
 // note and finish would do for it that anything reads afterwards, without
 // building their Decision, Report or Events. The classifier's answer is a
-// success; the host hears a healthy answer and, if a was timed, its
-// latency; the answer to a minted key on an unsafe request may show that
+// success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
 // the server dedupes (call.noteShown records it, as guardUnsafe would; an
 // own key needs no evidence); the attempt is counted, for the recent
 // attempts of an own key. The resends count, which only a Report or an
 // Event would show, is not kept.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(c, healthOK)
-	if a.timed {
-		c.h.observeLatency(a.took)
-	}
+	c.h.observeLatency(a.took)
 	c.led.attempts++
 	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) {
 		c.noteShown(a, Decision{Action: Success}) // all guardUnsafe does on a success
@@ -358,29 +327,6 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	c.op.body.close()
 	return a.resp
 }
-
-// unclocked reports whether c's first attempt may be admitted and sent
-// without reading the clock, when its host's state is at hand
-// (Transport.cachedHost): an operation that is not a redirect hop and
-// whose key, if any, is not the application's own (an own key's attempts
-// are recorded with their time: Transport.recent), whose attempts are not
-// all timed (call.timeAll), through a gate that needs no time to admit a
-// first attempt (retry tokens on, no Budget). Only the operations picked
-// to feed the host's latency average read it then (reservation.clocked),
-// those that wait (a server's pause set on the host, a rate limiter), an
-// attempt that is not a plain success, for its end time, and a keyed
-// answer that shows the server dedupes, for the evidence's time
-// (call.noteShown). Nothing observes such an operation (no Report, Observer
-// or custom Classifier), so a first attempt that is a plain success ends
-// it (call.succeeded).
-func (c *call) unclocked() bool {
-	return c.t.cfg.unclocked && !c.op.own && !c.op.hop && c.led.rep == nil && c.outer == nil
-}
-
-// timeAll reports whether every attempt of c is timed: when its duration
-// is reported (a Report, an Observer), when hedging needs the host's
-// latencies, and when a custom Classifier may read Outcome.Now.
-func (c *call) timeAll() bool { return c.t.cfg.timeAll || c.led.rep != nil }
 
 // next returns the delay before retrying as attempt n after decision d, or
 // why not to retry: attempts used up, a body that cannot be replayed, a

@@ -184,11 +184,7 @@ func (c *call) noteShown(a *attempt, d Decision) bool {
 		return false
 	}
 	if !c.vouched() {
-		at := a.end
-		if at.IsZero() {
-			at = c.t.cfg.now() // an unclocked success (call.unclocked)
-		}
-		c.h.evidence.note(routeOf(c.req), at)
+		c.h.evidence.note(routeOf(c.req), a.end)
 	}
 	return true
 }

@@ -38,50 +38,37 @@ func get(t *testing.T, tr *Transport, ctx context.Context) {
 	resp.Body.Close()
 }
 
-// TestLatencySample: with the defaults, the latency average of a busy host
-// is fed by the attempts of one operation in latencySample, the host's
-// first among them, retries included, whatever their
-// outcome (an answer not sampled moves nothing, however slow); a request
-// with a Report is timed, and so is every attempt when an Observer or a
-// custom Classifier is set.
-func TestLatencySample(t *testing.T) {
+// TestLatencyAverage: with the defaults, every attempt feeds the host's
+// latency average, retries included, whatever its outcome; a request with
+// a Report is timed, and so is every attempt when an Observer or a custom
+// Classifier is set.
+func TestLatencyAverage(t *testing.T) {
 	ms := time.Millisecond
-	t.Run("one in eight", func(t *testing.T) {
+	t.Run("every operation", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			// 1: 10 ms, sampled; 2–8: slower 503s and successes, not
-			// sampled; 9: 90 ms, sampled.
-			base := &slowBase{codes: []int{200, 503, 200, 503, 200, 200, 200, 200, 200}, delays: []time.Duration{10 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 90 * ms}}
+			// 10 ms, then a 90 ms 503, then a 50 ms success.
+			base := &slowBase{codes: []int{200, 503, 200}, delays: []time.Duration{10 * ms, 90 * ms, 50 * ms}}
 			tr := NewTransport(base, WithMaxAttempts(1))
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
 			get(t, tr, context.Background())
 			assert.Equal(t, int64(10*ms), h().latency.Load(), "the host's first request is timed")
-			makeBusy(t, tr, "api.test")
-			for range 7 {
-				get(t, tr, context.Background())
-			}
-			assert.Equal(t, int64(10*ms), h().latency.Load(), "requests 2–8 are not sampled")
+			get(t, tr, context.Background()) // the 503 is the answer: one attempt
+			assert.Equal(t, int64(20*ms), h().latency.Load(), "a failure is timed: 10 + (90-10)/8")
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(20*ms), h().latency.Load(), "request 9 is: 10 + (90-10)/8")
+			assert.Equal(t, int64(23750*time.Microsecond), h().latency.Load(), "a success is timed: 20 + (50-20)/8")
 		})
 	})
-	t.Run("retries follow their operation", func(t *testing.T) {
+	t.Run("retries", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			// op 1: 10 ms, sampled. op 2: a 502 then a 200, 100 ms each,
-			// not sampled. ops 3–8: 10 ms. op 9: a 502 then a 200, 90
-			// ms each, sampled: both attempts feed the average.
-			codes := []int{200, 502, 200, 200, 200, 200, 200, 200, 200, 502, 200}
-			delays := []time.Duration{10 * ms, 100 * ms, 100 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms, 90 * ms, 90 * ms}
+			// op 1: 10 ms. op 2: a 502 then a 200, 90 ms each: both
+			// attempts feed the average.
+			codes := []int{200, 502, 200}
+			delays := []time.Duration{10 * ms, 90 * ms, 90 * ms}
 			tr := NewTransport(&slowBase{codes: codes, delays: delays}, WithBackoff(nil))
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
 			get(t, tr, context.Background())
-			makeBusy(t, tr, "api.test")
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(10*ms), h().latency.Load(), "op 2's attempts are not sampled")
-			for range 6 {
-				get(t, tr, context.Background())
-			}
-			get(t, tr, context.Background())
-			assert.Equal(t, int64(28750*time.Microsecond), h().latency.Load(), "op 9's two attempts: 10 → 20 → 28.75 ms")
+			assert.Equal(t, int64(28750*time.Microsecond), h().latency.Load(), "op 2's two attempts: 10 → 20 → 28.75 ms")
 		})
 	})
 	t.Run("report", func(t *testing.T) {
