@@ -1,21 +1,17 @@
 package postgres_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +23,7 @@ import (
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/internal/crashmatrix"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/resilienthttp/resilient/persist/postgres"
 )
@@ -106,9 +103,7 @@ func matrixChild() int {
 	}
 	at := func(p, order string) {
 		if p == phase && (order == killOrder || p == killResumeApplied) {
-			fmt.Printf("at %s %s\n", p, order)
-			time.Sleep(time.Minute) // the parent's SIGKILL arrives meanwhile
-			os.Exit(3)
+			crashmatrix.At(p, order) // the parent's SIGKILL arrives meanwhile
 		}
 	}
 	ctx := context.Background()
@@ -274,47 +269,24 @@ func (s *ignoringServer) orders() []string {
 }
 
 // runMatrixChild runs one child and kills it at kill ("PHASE,ORDER",
-// "random,DELAY_MS" or "" for none). It returns the child's lines and
-// whether SIGKILL ended it.
+// "random,DELAY_MS" or "" for none; a random delay counts from the child's
+// "ready"). It returns the child's lines and whether SIGKILL ended it.
 func runMatrixChild(t *testing.T, env []string, kill string) (lines []string, killed bool) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
+	c := crashmatrix.Child{Env: env, FromReady: true}
 	phase, arg, _ := strings.Cut(kill, ",")
-	if phase != killRandom && kill != "" {
-		cmd.Env = append(cmd.Env, matrixKillEnv+"="+kill)
+	switch {
+	case phase == killRandom:
+		ms, _ := strconv.Atoi(arg)
+		c.KillAfter = time.Duration(ms) * time.Millisecond
+	case kill != "":
+		c.Env = append(c.Env, matrixKillEnv+"="+kill)
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	var timer *time.Timer
-	watchdog := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
-		lines = append(lines, line)
-		switch {
-		case line == "ready" && phase == killRandom:
-			ms, _ := strconv.Atoi(arg)
-			timer = time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { _ = cmd.Process.Kill() })
-		case strings.HasPrefix(line, "at "):
-			require.NoError(t, cmd.Process.Kill()) // SIGKILL
-		}
+	inc := c.Run(t)
+	if !inc.Killed {
+		require.NoError(t, inc.Err, "child: %v", inc.Lines)
 	}
-	watchdog.Stop()
-	err = cmd.Wait()
-	if timer != nil {
-		timer.Stop()
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return lines, true
-		}
-	}
-	require.NoError(t, err, "child: %v", lines)
-	return lines, false
+	return inc.Lines, inc.Killed
 }
 
 // matrixKills is the number of kills of TestCrashMatrix: CRASH_KILLS, else 40.

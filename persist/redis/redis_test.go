@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/resilienthttp/resilient/internal/crashmatrix"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/resilienthttp/resilient/persist/persisttest"
 	"github.com/resilienthttp/resilient/persist/redis"
@@ -32,10 +33,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv(crashAddrEnv) != "":
 		// Re-executed by TestCrashResumeWithRedis.
 		os.Exit(crashChild())
-	case os.Getenv(matrixAddrEnv) != "":
-		// Re-executed by TestCrashMatrixWithRedis.
-		os.Exit(matrixChild())
 	}
+	// Re-executed by TestCrashMatrixWithRedis.
+	crashmatrix.Main(openMatrixStore)
 	// After dials fail (TestRedisDown), go-redis redials in a goroutine that
 	// notices the client's Close only at its next one-second tick.
 	goleak.VerifyTestMain(m,
