@@ -252,11 +252,11 @@ func processScale(t *testing.T) (n, ops int) {
 // round trip per 100 first attempts at steady state.
 func TestProcesses(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	n, ops := processScale(t)
 	name := newName()
 	p := startChildren(t, n, func(i int) childConfig {
-		return childConfig{Addr: srv.addr, Name: name, Ops: ops, Steady: childRate, CtxTimeout: true,
+		return childConfig{Addr: srv.Addr, Name: name, Ops: ops, Steady: childRate, CtxTimeout: true,
 			Skew: time.Duration(i%3-1) * 2 * time.Hour, CallTimeout: 2 * time.Second}
 	})
 	p.send("go")
@@ -308,7 +308,7 @@ func faultRun(t *testing.T, srv *server, ctxTimeout bool, fault func()) []childR
 	n, ops := processScale(t)
 	name := newName()
 	p := startChildren(t, n, func(i int) childConfig {
-		return childConfig{Addr: srv.addr, Name: name, Ops: ops + childRate, Steady: childRate, CtxTimeout: ctxTimeout}
+		return childConfig{Addr: srv.Addr, Name: name, Ops: ops + childRate, Steady: childRate, CtxTimeout: ctxTimeout}
 	})
 	p.send("go")
 	time.Sleep(time.Duration(ops/3) * time.Second / childRate)
@@ -358,9 +358,9 @@ func faultRun(t *testing.T, srv *server, ctxTimeout bool, fault func()) []childR
 func TestProcessesRedisFrozen(t *testing.T) {
 	srv := startServer(t)
 	faultRun(t, srv, false, func() {
-		srv.freeze(t)
+		srv.Freeze(t)
 		time.Sleep(1500 * time.Millisecond)
-		srv.thaw()
+		srv.Thaw()
 	})
 }
 
@@ -369,11 +369,11 @@ func TestProcessesRedisFrozen(t *testing.T) {
 // falls back, says so, and shares the new server's window.
 func TestProcessesRedisKilled(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	faultRun(t, srv, true, func() {
-		srv.stop()
+		srv.Stop()
 		time.Sleep(time.Second)
-		srv.restart(t)
+		srv.Restart(t)
 	})
 	keys, err := c.Keys(t.Context(), redisbudget.DefaultPrefix+"*").Result()
 	require.NoError(t, err)

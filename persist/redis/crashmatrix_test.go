@@ -36,5 +36,5 @@ func openMatrixStore(arg string) (persist.Store, func(), error) {
 // with, and nothing is left pending.
 func TestCrashMatrixWithRedis(t *testing.T) {
 	rs := startServer(t)
-	crashmatrix.EachPoint(t, func(*testing.T) string { return rs.addr + " " + newPrefix() })
+	crashmatrix.EachPoint(t, func(*testing.T) string { return rs.Addr + " " + newPrefix() })
 }

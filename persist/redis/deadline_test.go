@@ -30,7 +30,7 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {
 			srv := startServer(t)
 			c := goredis.NewClient(&goredis.Options{
-				Addr:                  srv.addr,
+				Addr:                  srv.Addr,
 				ReadTimeout:           30 * time.Second,
 				WriteTimeout:          30 * time.Second,
 				ContextTimeoutEnabled: ctxTimeouts,
@@ -41,7 +41,7 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, claimed)
 
-			srv.freeze(t)
+			srv.Freeze(t)
 			tests := []struct {
 				name string
 				call func(ctx context.Context) error
@@ -80,7 +80,7 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 			_, _, err = s.Claim(ctx, persist.Record{Operation: "op3", Key: "k3"})
 			assert.ErrorIs(t, err, context.Canceled)
 
-			srv.thaw()
+			srv.Thaw()
 			ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			rec, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k2"})

@@ -274,13 +274,13 @@ func TestClaimCreatedOutOfRange(t *testing.T) {
 
 func TestRedisDown(t *testing.T) {
 	srv := startServer(t)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.addr, DialTimeout: 200 * time.Millisecond})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	s := redis.New(c)
 	_, claimed, err := s.Claim(t.Context(), persist.Record{Operation: "op", Key: "k"})
 	require.NoError(t, err)
 	require.True(t, claimed)
-	srv.stop()
+	srv.Stop()
 
 	tests := []struct {
 		name string
@@ -396,7 +396,7 @@ func TestTwoProcessesClaimOneOperation(t *testing.T) {
 	for i, name := range names {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(),
-			helperAddrEnv+"="+srv.addr,
+			helperAddrEnv+"="+srv.Addr,
 			helperStartEnv+"="+strconv.FormatInt(start.UnixNano(), 10),
 			helperNameEnv+"="+name,
 		)
@@ -442,7 +442,7 @@ func parseHelperResults(t *testing.T, out []byte) []helperResult {
 
 func BenchmarkClaim(b *testing.B) {
 	srv := startServer(b)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.addr, PoolSize: 64})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64})
 	b.Cleanup(func() { _ = c.Close() })
 	persisttest.Benchmark(b, func(b *testing.B) persist.Store {
 		return redis.New(c, redis.WithPrefix(newPrefix()))
