@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +79,21 @@ type Child struct {
 	// or after it prints "ready" if FromReady is set.
 	KillAfter time.Duration
 	FromReady bool
+}
+
+// KilledAt returns c to be killed at kill: "random:DELAY_MS" SIGKILLs the
+// child after the delay; any other non-empty kill ("PHASE:OP") goes into
+// the child's environment as env=kill, for the child to stop there (At).
+func (c Child) KilledAt(env, kill string) Child {
+	phase, arg, _ := strings.Cut(kill, ":")
+	switch {
+	case phase == Random:
+		ms, _ := strconv.Atoi(arg)
+		c.KillAfter = time.Duration(ms) * time.Millisecond
+	case kill != "":
+		c.Env = append(append([]string(nil), c.Env...), env+"="+kill)
+	}
+	return c
 }
 
 // Incarnation is what one run of a child printed and how it ended.

@@ -68,15 +68,7 @@ func run(t *testing.T, url, store string, ops int, completed map[int]bool, kill 
 	}
 	c := Child{Env: []string{urlEnv + "=" + url, storeEnv + "=" + store, opsEnv + "=" + strconv.Itoa(ops),
 		skipEnv + "=" + strings.Join(skip, ",")}}
-	phase, arg, _ := strings.Cut(kill, ":")
-	switch {
-	case phase == Random:
-		ms, _ := strconv.Atoi(arg)
-		c.KillAfter = time.Duration(ms) * time.Millisecond
-	case kill != "":
-		c.Env = append(c.Env, killEnv+"="+kill)
-	}
-	return c.Run(t)
+	return c.KilledAt(killEnv, kill).Run(t)
 }
 
 // ledger is what the children reported of the operations: the key each was

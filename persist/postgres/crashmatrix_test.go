@@ -35,7 +35,7 @@ const (
 	matrixURLEnv     = "RESILIENT_PG_MATRIX_URL"     // the payments API's base URL
 	matrixHonoredEnv = "RESILIENT_PG_MATRIX_HONORED" // "1": the API dedupes by key (Resumer.KeysHonored)
 	matrixOrdersEnv  = "RESILIENT_PG_MATRIX_ORDERS"  // "FIRST,N": the orders this child places
-	matrixKillEnv    = "RESILIENT_PG_MATRIX_KILL"    // "PHASE,ORDER": where the parent will kill it
+	matrixKillEnv    = "RESILIENT_PG_MATRIX_KILL"    // "PHASE:ORDER": where the parent will kill it
 )
 
 // The kill points. The child stops at a deterministic one itself (it prints
@@ -60,7 +60,7 @@ const (
 	// answer not yet seen (scheduled after a committed kill, which leaves
 	// an operation the next child resumes).
 	killResumeApplied = "resume-applied"
-	killRandom        = "random"
+	killRandom        = crashmatrix.Random
 )
 
 // matrixPhases is the cycle of kill points of TestCrashMatrix.
@@ -98,7 +98,7 @@ func matrixChild() int {
 	}
 	phase, killOrder := "", ""
 	if k := os.Getenv(matrixKillEnv); k != "" {
-		p, o, _ := strings.Cut(k, ",")
+		p, o, _ := strings.Cut(k, ":")
 		phase, killOrder = p, o
 	}
 	at := func(p, order string) {
@@ -268,21 +268,12 @@ func (s *ignoringServer) orders() []string {
 	return append([]string(nil), s.payments...)
 }
 
-// runMatrixChild runs one child and kills it at kill ("PHASE,ORDER",
-// "random,DELAY_MS" or "" for none; a random delay counts from the child's
+// runMatrixChild runs one child and kills it at kill ("PHASE:ORDER",
+// "random:DELAY_MS" or "" for none; a random delay counts from the child's
 // "ready"). It returns the child's lines and whether SIGKILL ended it.
 func runMatrixChild(t *testing.T, env []string, kill string) (lines []string, killed bool) {
 	t.Helper()
-	c := crashmatrix.Child{Env: env, FromReady: true}
-	phase, arg, _ := strings.Cut(kill, ",")
-	switch {
-	case phase == killRandom:
-		ms, _ := strconv.Atoi(arg)
-		c.KillAfter = time.Duration(ms) * time.Millisecond
-	case kill != "":
-		c.Env = append(c.Env, matrixKillEnv+"="+kill)
-	}
-	inc := c.Run(t)
+	inc := crashmatrix.Child{Env: env, FromReady: true}.KilledAt(matrixKillEnv, kill).Run(t)
 	if !inc.Killed {
 		require.NoError(t, inc.Err, "child: %v", inc.Lines)
 	}
@@ -393,10 +384,10 @@ func runMatrix(t *testing.T, pool *pgxpool.Pool, honored bool, kills int, rng *r
 		require.Less(t, round, 2*kills+10, "too many rounds without a kill")
 		phase := matrixPhases[round%len(matrixPhases)]
 		n := ordersPerChild
-		kill := fmt.Sprintf("%s,%s", phase, orderID(next+1))
+		kill := fmt.Sprintf("%s:%s", phase, orderID(next+1))
 		if phase == killRandom {
 			n = 20 // enough that the kill usually lands among them
-			kill = fmt.Sprintf("%s,%d", killRandom, 5+rng.IntN(60))
+			kill = fmt.Sprintf("%s:%d", killRandom, 5+rng.IntN(60))
 		}
 		orderEnv := fmt.Sprintf("%s=%d,%d", matrixOrdersEnv, next, n)
 		lines, killed := runMatrixChild(t, append(env, orderEnv), kill)
