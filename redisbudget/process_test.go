@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/resilienthttp/resilient/internal/redistest"
 	"github.com/resilienthttp/resilient/redisbudget"
 )
 
@@ -304,7 +305,7 @@ func sumDrain(res []childResult) int64 {
 // faultRun runs children with a fault of Redis in the middle of their load:
 // fault is called a third of the way through and returns when it is over,
 // and the operations each child completed meanwhile are counted.
-func faultRun(t *testing.T, srv *server, ctxTimeout bool, fault func()) []childResult {
+func faultRun(t *testing.T, srv *redistest.Server, ctxTimeout bool, fault func()) []childResult {
 	n, ops := processScale(t)
 	name := newName()
 	p := startChildren(t, n, func(i int) childConfig {

@@ -42,24 +42,7 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 			require.True(t, claimed)
 
 			srv.Freeze(t)
-			tests := []struct {
-				name string
-				call func(ctx context.Context) error
-			}{
-				{"Claim", func(ctx context.Context) error {
-					_, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k2"})
-					return err
-				}},
-				{"Claim existing", func(ctx context.Context) error {
-					_, _, err := s.Claim(ctx, persist.Record{Operation: "op", Key: "k"})
-					return err
-				}},
-				{"Finish", func(ctx context.Context) error { return s.Finish(ctx, "op", persist.Done, 1) }},
-				{"Pending", func(ctx context.Context) error { _, err := s.Pending(ctx); return err }},
-				{"Delete", func(ctx context.Context) error { return s.Delete(ctx, "nothing") }},
-				{"Expire", func(ctx context.Context) error { _, err := s.Expire(ctx, time.Unix(0, 0)); return err }},
-			}
-			for _, tt := range tests {
+			for _, tt := range storeCalls(s) {
 				t.Run(tt.name, func(t *testing.T) {
 					ctx, cancel := context.WithTimeout(t.Context(), deadline)
 					defer cancel()

@@ -272,6 +272,32 @@ func TestClaimCreatedOutOfRange(t *testing.T) {
 	require.ErrorContains(t, err, "out of range")
 }
 
+// storeCall is one call of every Store method, for the tests of a server
+// that does not answer.
+type storeCall struct {
+	name string
+	call func(ctx context.Context) error
+}
+
+// storeCalls are the calls of every method of s, on the operation "op" with
+// key "k" (claimed before) and "op2" with key "k2" (not claimed).
+func storeCalls(s *redis.Store) []storeCall {
+	return []storeCall{
+		{"Claim", func(ctx context.Context) error {
+			_, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k2"})
+			return err
+		}},
+		{"Claim existing", func(ctx context.Context) error {
+			_, _, err := s.Claim(ctx, persist.Record{Operation: "op", Key: "k"})
+			return err
+		}},
+		{"Finish", func(ctx context.Context) error { return s.Finish(ctx, "op", persist.Done, 1) }},
+		{"Pending", func(ctx context.Context) error { _, err := s.Pending(ctx); return err }},
+		{"Delete", func(ctx context.Context) error { return s.Delete(ctx, "nothing") }},
+		{"Expire", func(ctx context.Context) error { _, err := s.Expire(ctx, time.Unix(0, 0)); return err }},
+	}
+}
+
 func TestRedisDown(t *testing.T) {
 	srv := startServer(t)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond})
@@ -282,24 +308,7 @@ func TestRedisDown(t *testing.T) {
 	require.True(t, claimed)
 	srv.Stop()
 
-	tests := []struct {
-		name string
-		call func(ctx context.Context) error
-	}{
-		{"Claim", func(ctx context.Context) error {
-			_, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k"})
-			return err
-		}},
-		{"Claim existing", func(ctx context.Context) error {
-			_, _, err := s.Claim(ctx, persist.Record{Operation: "op", Key: "k"})
-			return err
-		}},
-		{"Finish", func(ctx context.Context) error { return s.Finish(ctx, "op", persist.Done, 1) }},
-		{"Pending", func(ctx context.Context) error { _, err := s.Pending(ctx); return err }},
-		{"Delete", func(ctx context.Context) error { return s.Delete(ctx, "op") }},
-		{"Expire", func(ctx context.Context) error { _, err := s.Expire(ctx, time.Now()); return err }},
-	}
-	for _, tt := range tests {
+	for _, tt := range storeCalls(s) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
