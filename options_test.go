@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -68,6 +69,26 @@ func TestWithKeyFuncMintsEveryKey(t *testing.T) {
 			assert.Equal(t, tc.wantKeys, got)
 			assert.Equal(t, int32(tc.ops), seq.n.Load(), "called once per operation, never per attempt")
 		})
+	}
+}
+
+// TestWithKeyFuncMintsStoredKeys: the key a Store claims for a named
+// operation is the key func's; a second call of the operation sends the
+// stored key. (Today the func is called again for the second call's
+// candidate key, which the Store's claim then replaces.)
+func TestWithKeyFuncMintsStoredKeys(t *testing.T) {
+	var seq keySeq
+	s := newStub(reply(201))
+	tr := resilient.NewTransport(s, resilient.WithKeyFunc(seq.next), resilient.WithStore(persist.NewMemory()))
+	for range 2 {
+		req := post(t, resilient.ContextWithOperation(context.Background(), "refund:ch_1"), "{}")
+		_, err := do(t, tr, req)
+		require.NoError(t, err)
+	}
+	at := s.attempts()
+	require.Len(t, at, 2)
+	for i, a := range at {
+		assert.Equal(t, []string{"order-1"}, a.header.Values("Idempotency-Key"), "call %d", i)
 	}
 }
 
