@@ -11,9 +11,10 @@
 // an operation killed at a kill point is resumed, not issued anew; nothing
 // is left pending.
 //
-// A test binary that runs the matrix calls Main first in its TestMain: the
-// child processes are the test binary itself, re-executed. Each also runs
-// Child for processes of its own design (persist/postgres's order service).
+// A test binary that runs the matrix (EachPoint, Sequence) calls Main first
+// in its TestMain: the child processes are the test binary itself,
+// re-executed. Child and At also serve children of a test's own design
+// (persist/postgres's order service).
 package crashmatrix
 
 import (
