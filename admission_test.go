@@ -30,7 +30,7 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(reply(503))
+			s := newStub(replyDeduping(503))
 			rep := new(resilient.Report)
 			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutRetryTokens(), resilient.WithMaxAttempts(4), tc.budget)
 			stoppedByBudget := 0
@@ -58,7 +58,7 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 }
 
 func TestBudgetIsPerHostAndShareable(t *testing.T) {
-	s := newStub(reply(503))
+	s := newStub(replyDeduping(503))
 	cfg := resilient.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
 	send := func(tr http.RoundTripper, host string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+host+"/v1/x", strings.NewReader("{}"))
@@ -71,7 +71,7 @@ func TestBudgetIsPerHostAndShareable(t *testing.T) {
 	send(perHost, "a.test")
 	assert.Len(t, s.attempts(), 2+2+1, "each host has its own budget: one retry each")
 
-	s2 := newStub(reply(503))
+	s2 := newStub(replyDeduping(503))
 	shared := resilient.NewBudget(cfg)
 	t1 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudget(shared))
 	t2 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudget(shared))
@@ -227,7 +227,7 @@ func TestRateLimitPacesPerHost(t *testing.T) {
 func TestLoggerRecordsRetriesAndOutcomeWithoutSecrets(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := newStub(reply(503), reply(201))
+	s := newStub(replyDeduping(503), replyDeduping(201))
 	req := post(t, context.Background(), `{"card":"4242424242424242"}`)
 	req.Header.Set("Authorization", "Bearer sk_live_secret")
 	req.Header.Set("Cookie", "session=s3cr3t")
@@ -249,14 +249,14 @@ func TestSilentByDefault(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(prev)
-	s := newStub(reply(503), reply(201))
+	s := newStub(replyDeduping(503), replyDeduping(201))
 	_, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Empty(t, buf.String())
 }
 
 func TestBreakerRetriesOnlyStillSendsFirstAttempts(t *testing.T) {
-	s := newStub(reply(503))
+	s := newStub(replyDeduping(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutRetryTokens(), resilient.WithMaxAttempts(3),
 		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
 	for range 4 { // 12 failed attempts: the breaker opens during the fourth operation

@@ -100,6 +100,9 @@ func (b *countBody) Close() error {
 }
 
 // reply returns a step answering code with headers given as "Name: value".
+// Like most servers, it ignores the request's idempotency key: it shows no
+// evidence that it dedupes. A test about a deduping server uses
+// replyDeduping.
 func reply(code int, headers ...string) step {
 	return func(req *http.Request) (*http.Response, error) {
 		h := make(http.Header)
@@ -110,12 +113,21 @@ func reply(code int, headers ...string) step {
 		if req == nil {
 			req = &http.Request{Header: http.Header{}}
 		}
-		if k := wire(req.Header).Get("Idempotency-Key"); k != "" && h.Get("Idempotency-Key") == "" {
-			h.Set("Idempotency-Key", k) // the server shows it dedupes by key, as Stripe's does
-		}
 		body := http.StatusText(code)
 		return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(body)),
 			ContentLength: int64(len(body)), Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
+	}
+}
+
+// replyDeduping is reply from a server that dedupes by key and shows it, as
+// Stripe's does: the answer echoes the request's Idempotency-Key.
+func replyDeduping(code int, headers ...string) step {
+	return func(req *http.Request) (*http.Response, error) {
+		resp, _ := reply(code, headers...)(req)
+		if k := wire(resp.Request.Header).Get("Idempotency-Key"); k != "" && resp.Header.Get("Idempotency-Key") == "" {
+			resp.Header.Set("Idempotency-Key", k)
+		}
+		return resp, nil
 	}
 }
 

@@ -185,7 +185,7 @@ func TestOuterLoopKeys(t *testing.T) {
 
 // TestOuterLoopReport: the Report numbers the attempt as the SDK does.
 func TestOuterLoopReport(t *testing.T) {
-	s := newStub(reply(http.StatusInternalServerError))
+	s := newStub(replyDeduping(http.StatusInternalServerError))
 	tr := resilient.NewTransport(s)
 	roundTrips(t, tr, stainless, 2, `{"a":1}`)
 	rep := new(resilient.Report)
@@ -251,7 +251,7 @@ func TestOuterLoopRefusal(t *testing.T) {
 // (Stainless) honours itself.
 func TestOuterLoopNoWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(http.StatusServiceUnavailable, "Retry-After: 3"))
+		s := newStub(replyDeduping(http.StatusServiceUnavailable, "Retry-After: 3"))
 		tr := resilient.NewTransport(s)
 		start := time.Now()
 		roundTrips(t, tr, stainless, 3, `{"a":1}`)

@@ -138,7 +138,7 @@ func TestHugeBodyBufferLimit(t *testing.T) {
 // Regression: Error.StatusCode is "the status of the last response seen", but finish
 // hard-codes 0 while fail reports it.
 func TestErrorCarriesLastStatus(t *testing.T) {
-	s := newStub(reply(503), fail(readErr()))
+	s := newStub(replyDeduping(503), fail(readErr()))
 	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithMaxAttempts(2))...), post(t, context.Background(), "{}"))
 	var re *resilient.Error
 	require.ErrorAs(t, err, &re)
@@ -147,7 +147,7 @@ func TestErrorCarriesLastStatus(t *testing.T) {
 
 // Regression: a negative WithRetryAfterMax disables every retry (0 > negative).
 func TestNegativeRetryAfterMax(t *testing.T) {
-	s := newStub(reply(500), reply(200))
+	s := newStub(replyDeduping(500), replyDeduping(200))
 	rep := new(resilient.Report)
 	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithRetryAfterMax(-1))...),
 		post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
@@ -183,7 +183,7 @@ func TestBudgetRefundsUnsentRetry(t *testing.T) {
 	b := resilient.NewBudget(resilient.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
 	before := b.Available()
 	require.Equal(t, 1.0, before)
-	s := newStub(reply(503))
+	s := newStub(replyDeduping(503))
 	tr := resilient.NewTransport(s, resilient.WithBudget(b), resilient.WithoutBreaker(),
 		resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,7 +194,7 @@ func TestBudgetRefundsUnsentRetry(t *testing.T) {
 	assert.Equal(t, before, b.Available(), "no retry was sent, none is charged")
 
 	// A retry that is sent stays charged.
-	s2 := newStub(reply(503), reply(201))
+	s2 := newStub(replyDeduping(503), replyDeduping(201))
 	tr2 := resilient.NewTransport(s2, resilient.WithBudget(b), resilient.WithoutBreaker(), resilient.WithBackoff(nil))
 	_, err = do(t, tr2, post(t, context.Background(), "{}"))
 	require.NoError(t, err)

@@ -50,7 +50,7 @@ func do(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, 
 }
 
 func TestSameKeyOnEveryAttempt(t *testing.T) {
-	s := newStub(reply(503), reply(500), reply(201))
+	s := newStub(replyDeduping(503), replyDeduping(500), replyDeduping(201))
 	tr := resilient.NewTransport(s, fast()...)
 	resp, err := do(t, tr, post(t, context.Background(), `{"amount":100}`))
 	require.NoError(t, err)
@@ -319,7 +319,7 @@ func TestBodyIdenticalOnEveryAttempt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(reply(502), fail(syscall.ECONNRESET), reply(200))
+			s := newStub(replyDeduping(502), fail(syscall.ECONNRESET), replyDeduping(200))
 			_, err := do(t, resilient.NewTransport(s, fast()...), tc.req())
 			require.NoError(t, err)
 			at := s.attempts()
@@ -333,7 +333,7 @@ func TestBodyIdenticalOnEveryAttempt(t *testing.T) {
 
 func TestOverLimitBodyIsSentOnce(t *testing.T) {
 	payload := bytes.Repeat([]byte("x"), 2048)
-	s := newStub(reply(503), reply(200))
+	s := newStub(replyDeduping(503), replyDeduping(200))
 	tr := resilient.NewTransport(s, fast(resilient.WithMaxBodyBuffer(1024))...)
 	req, _ := http.NewRequest(http.MethodPost, target, noGetBody{bytes.NewReader(payload)})
 	rep := new(resilient.Report)
@@ -464,7 +464,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestJitterNeverShortensRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(503, "Retry-After: 1"), reply(200))
+		s := newStub(replyDeduping(503, "Retry-After: 1"), replyDeduping(200))
 		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)),
 			resilient.WithoutBudget(), resilient.WithoutBreaker())
 		start := time.Now()
@@ -476,7 +476,7 @@ func TestJitterNeverShortensRetryAfter(t *testing.T) {
 
 func TestOverCapRetryAfterReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(503, "Retry-After: 3600"), reply(200))
+		s := newStub(replyDeduping(503, "Retry-After: 3600"), replyDeduping(200))
 		tr := resilient.NewTransport(s, fast()...)
 		rep := new(resilient.Report)
 		start := time.Now()
@@ -491,7 +491,7 @@ func TestOverCapRetryAfterReturnsAtOnce(t *testing.T) {
 
 func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(503))
+		s := newStub(replyDeduping(503))
 		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
@@ -507,7 +507,7 @@ func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
 
 func TestDeadlineShorterThanDelayReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(503, "Retry-After: 10"))
+		s := newStub(replyDeduping(503, "Retry-After: 10"))
 		tr := resilient.NewTransport(s, fast()...)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -529,7 +529,7 @@ func TestDeadlineShorterThanDelayReturnsAtOnce(t *testing.T) {
 }
 
 func TestDiscardedBodiesAreClosed(t *testing.T) {
-	s := newStub(reply(503), reply(500), reply(502), reply(200))
+	s := newStub(replyDeduping(503), replyDeduping(500), replyDeduping(502), replyDeduping(200))
 	resp, err := resilient.NewTransport(s, fast()...).RoundTrip(post(t, context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Equal(t, int32(4), s.opened.Load())
@@ -575,7 +575,7 @@ func TestBaseReturningResponseAndError(t *testing.T) {
 }
 
 func TestReportRecordsWhatHappened(t *testing.T) {
-	s := newStub(reply(503), reply(201, "Idempotency-Status: replayed"))
+	s := newStub(replyDeduping(503), replyDeduping(201, "Idempotency-Status: replayed"))
 	rep := new(resilient.Report)
 	ctx := resilient.ContextWithReport(context.Background(), rep)
 	_, err := do(t, resilient.NewTransport(s, fast()...), post(t, ctx, "{}"))

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/resilienthttp/resilient/internal/redistest"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/resilienthttp/resilient/persist/bolt"
 	"github.com/resilienthttp/resilient/persist/postgres"
@@ -76,8 +75,10 @@ func BenchmarkStores(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	redisAddr, stopRedis := startDurableRedis(b, dir)
-	defer stopRedis()
+	// Its append-only file in dir, fsync'd before every reply.
+	rs := redistest.Start(b, redistest.Config{Dir: dir, Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	defer rs.Stop() // before dir is removed
+	redisAddr := rs.Addr
 
 	var tables atomic.Int64
 	newTables := func(b *testing.B) (*postgres.Store, string) {
@@ -250,45 +251,4 @@ func runConcurrently(b *testing.B, conc int, op func(ctx context.Context, id str
 	rate := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "ops/s")
 	return rate
-}
-
-// startDurableRedis starts a redis-server on a free loopback port with its
-// append-only file in dir, fsync'd before every reply (appendfsync always),
-// and returns its address and a function that stops it.
-func startDurableRedis(b *testing.B, dir string) (string, func()) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		b.Fatalf("redis-server not found on PATH (%v): scripts/test installs it (Debian package redis-server)", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "yes", "--appendfsync", "always", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() { _ = cmd.Process.Kill(); <-done }
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return addr, stop
-		}
-		if time.Now().After(deadline) {
-			stop()
-			b.Fatalf("redis-server on %s did not answer: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -1,16 +1,15 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/resilienthttp/resilient/internal/crashmatrix"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(crashChildEnv) != "" {
-		// Re-executed by TestCrashMatrix as the client process.
-		os.Exit(crashChild())
-	}
+	// Re-executed by TestCrashMatrix as the client process.
+	crashmatrix.Main(openBolt)
 	goleak.VerifyTestMain(m)
 }

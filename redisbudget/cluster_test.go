@@ -3,10 +3,7 @@ package redisbudget_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/resilienthttp/resilient/internal/redistest"
 	"github.com/resilienthttp/resilient/redisbudget"
 )
 
@@ -30,17 +28,7 @@ func startCluster(t *testing.T) []string {
 	}
 	var addrs []string
 	for range 3 {
-		port := clusterPort(t)
-		dir := t.TempDir()
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-		require.NoError(t, cmd.Start())
-		srv := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(srv.done) }()
-		t.Cleanup(srv.stop)
-		require.NoError(t, srv.waitReady(10*time.Second))
-		addrs = append(addrs, srv.addr)
+		addrs = append(addrs, redistest.Start(t, redistest.Config{Cluster: true}).Addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
@@ -55,25 +43,6 @@ func startCluster(t *testing.T) []string {
 		_ = c.Close()
 	}
 	return addrs
-}
-
-// clusterPort returns a free loopback port whose cluster bus port (+10000)
-// is free too.
-func clusterPort(t *testing.T) int {
-	for range 100 {
-		p, err := freePort()
-		require.NoError(t, err)
-		if p+10000 > 65535 {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
-		if err == nil {
-			_ = l.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
 }
 
 // On a real three-node Redis Cluster, through go-redis's ClusterClient: the

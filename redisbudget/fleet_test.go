@@ -80,7 +80,7 @@ var longWindow = redisbudget.Config{Ratio: 0.2, MinPerSecond: 1, Window: time.Mi
 // same requests, within one bucket.
 func TestScriptMatchesMemory(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	rule := redisbudget.Rule{Ratio: 0.3, Reserve: 7, Bucket: time.Hour, ProcessTTL: time.Hour}
 	mem, rdb := redisbudget.NewMemory(), redisbudget.NewRedis(c, "")
 	name := newName()
@@ -113,7 +113,7 @@ func TestScriptMatchesMemory(t *testing.T) {
 // retries is exactly what they used once the Fleet is closed.
 func TestFleetRuleGoroutines(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	cfg := longWindow
 	cfg.FlushEvery, cfg.FlushInterval, cfg.CallTimeout = 50, 10*time.Millisecond, 2*time.Second
 	f := redisbudget.New(c, cfg)
@@ -178,7 +178,7 @@ func TestFleetRuleGoroutines(t *testing.T) {
 func TestFleetRoundTrips(t *testing.T) {
 	srv := startServer(t)
 	rt := &roundTrips{}
-	c := newClient(t, srv.addr, rt, true)
+	c := newClient(t, srv.Addr, rt, true)
 	f := redisbudget.New(c, redisbudget.Config{CallTimeout: 2 * time.Second})
 	defer f.Close()
 	b := f.For(newName())
@@ -316,14 +316,14 @@ func startFaultLoad(t *testing.T, c goredis.UniversalClient) (*redisbudget.Fleet
 // default): the Fleet's own bound applies.
 func TestFleetRedisFrozen(t *testing.T) {
 	srv := startServer(t)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.addr, ReadTimeout: 2 * time.Second})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ReadTimeout: 2 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	f, name, log, l := startFaultLoad(t, c)
 
 	// A loaded machine may time out a call before the freeze too: count
 	// from here.
 	fellBack, resumed := log.count("local"), log.count("shared")
-	srv.freeze(t)
+	srv.Freeze(t)
 	eventually(t, 10*time.Second, "fallback reported", func() bool { return log.count("local") > fellBack })
 	assert.ErrorIs(t, log.firstErr(), redisbudget.ErrTimeout)
 	st, _ := f.State(name)
@@ -335,7 +335,7 @@ func TestFleetRedisFrozen(t *testing.T) {
 		return s.LocalAllowed+s.LocalRefused > local
 	})
 
-	srv.thaw()
+	srv.Thaw()
 	eventually(t, 10*time.Second, "resumed", func() bool { return log.count("shared") > resumed })
 	l.progresses(t)
 	s := f.Stats()
@@ -360,8 +360,8 @@ return 1
 // and shares again when Redis is quick again.
 func TestFleetRedisSlow(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
-	slow := goredis.NewClient(&goredis.Options{Addr: srv.addr, ReadTimeout: 5 * time.Second})
+	c := newClient(t, srv.Addr, nil, true)
+	slow := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ReadTimeout: 5 * time.Second})
 	defer slow.Close()
 	f, _, log, l := startFaultLoad(t, c)
 
@@ -393,14 +393,14 @@ func TestFleetRedisSlow(t *testing.T) {
 // budget falls back, then shares again (the script is loaded again).
 func TestFleetRedisKilled(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	f, name, log, l := startFaultLoad(t, c)
 
 	fellBack, resumed := log.count("local"), log.count("shared")
-	srv.stop()
+	srv.Stop()
 	eventually(t, 10*time.Second, "fallback reported", func() bool { return log.count("local") > fellBack })
 	l.progresses(t)
-	srv.restart(t)
+	srv.Restart(t)
 	eventually(t, 10*time.Second, "resumed", func() bool { return log.count("shared") > resumed })
 	l.progresses(t)
 	d, _ := windowCounts(t, c, name)
@@ -413,7 +413,7 @@ func TestFleetRedisKilled(t *testing.T) {
 // budgets.
 func TestFleetClockSkew(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	cfg := longWindow
 	cfg.FlushEvery, cfg.FlushInterval, cfg.CallTimeout = 20, 10*time.Millisecond, 2*time.Second
 	name := newName()
@@ -462,7 +462,7 @@ func TestFleetClockSkew(t *testing.T) {
 func TestFleetUnlimited(t *testing.T) {
 	rt := &roundTrips{}
 	srv := startServer(t)
-	c := newClient(t, srv.addr, rt, true)
+	c := newClient(t, srv.Addr, rt, true)
 	f := redisbudget.New(c, redisbudget.Config{Ratio: math.Inf(1)})
 	b := f.For("h")
 	for range 1000 {
@@ -544,7 +544,7 @@ func TestFleetVirtual(t *testing.T) {
 // whole again.
 func TestRedisWindowRolls(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	rdb := redisbudget.NewRedis(c, "")
 	rule := redisbudget.Rule{Ratio: 1, Reserve: 5, Bucket: 30 * time.Millisecond, ProcessTTL: time.Minute}
 	name := newName()

@@ -9,6 +9,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/resilienthttp/resilient/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
@@ -54,4 +56,12 @@ func newClient(t testing.TB, addr string, rt *roundTrips, ctxTimeout bool) *gore
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// startServer starts a redis-server (internal/redistest) on a free loopback
+// port, in a temporary directory, without persistence, and stops it when t
+// ends. A missing redis-server fails the test: scripts/test installs it.
+func startServer(t testing.TB) *redistest.Server {
+	t.Helper()
+	return redistest.Start(t, redistest.Config{})
 }

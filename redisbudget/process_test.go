@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/resilienthttp/resilient/internal/redistest"
 	"github.com/resilienthttp/resilient/redisbudget"
 )
 
@@ -252,11 +253,11 @@ func processScale(t *testing.T) (n, ops int) {
 // round trip per 100 first attempts at steady state.
 func TestProcesses(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	n, ops := processScale(t)
 	name := newName()
 	p := startChildren(t, n, func(i int) childConfig {
-		return childConfig{Addr: srv.addr, Name: name, Ops: ops, Steady: childRate, CtxTimeout: true,
+		return childConfig{Addr: srv.Addr, Name: name, Ops: ops, Steady: childRate, CtxTimeout: true,
 			Skew: time.Duration(i%3-1) * 2 * time.Hour, CallTimeout: 2 * time.Second}
 	})
 	p.send("go")
@@ -304,11 +305,11 @@ func sumDrain(res []childResult) int64 {
 // faultRun runs children with a fault of Redis in the middle of their load:
 // fault is called a third of the way through and returns when it is over,
 // and the operations each child completed meanwhile are counted.
-func faultRun(t *testing.T, srv *server, ctxTimeout bool, fault func()) []childResult {
+func faultRun(t *testing.T, srv *redistest.Server, ctxTimeout bool, fault func()) []childResult {
 	n, ops := processScale(t)
 	name := newName()
 	p := startChildren(t, n, func(i int) childConfig {
-		return childConfig{Addr: srv.addr, Name: name, Ops: ops + childRate, Steady: childRate, CtxTimeout: ctxTimeout}
+		return childConfig{Addr: srv.Addr, Name: name, Ops: ops + childRate, Steady: childRate, CtxTimeout: ctxTimeout}
 	})
 	p.send("go")
 	time.Sleep(time.Duration(ops/3) * time.Second / childRate)
@@ -358,9 +359,9 @@ func faultRun(t *testing.T, srv *server, ctxTimeout bool, fault func()) []childR
 func TestProcessesRedisFrozen(t *testing.T) {
 	srv := startServer(t)
 	faultRun(t, srv, false, func() {
-		srv.freeze(t)
+		srv.Freeze(t)
 		time.Sleep(1500 * time.Millisecond)
-		srv.thaw()
+		srv.Thaw()
 	})
 }
 
@@ -369,11 +370,11 @@ func TestProcessesRedisFrozen(t *testing.T) {
 // falls back, says so, and shares the new server's window.
 func TestProcessesRedisKilled(t *testing.T) {
 	srv := startServer(t)
-	c := newClient(t, srv.addr, nil, true)
+	c := newClient(t, srv.Addr, nil, true)
 	faultRun(t, srv, true, func() {
-		srv.stop()
+		srv.Stop()
 		time.Sleep(time.Second)
-		srv.restart(t)
+		srv.Restart(t)
 	})
 	keys, err := c.Keys(t.Context(), redisbudget.DefaultPrefix+"*").Result()
 	require.NoError(t, err)

@@ -2,19 +2,14 @@ package storm
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/resilienthttp/resilient/internal/redistest"
 	"github.com/resilienthttp/resilient/redisbudget"
 )
 
@@ -45,7 +40,7 @@ func TestFleetVirtual(t *testing.T) {
 // redis-server: every client a process of the fleet, each with its own
 // Fleet on one go-redis client.
 func TestFleetRedisSockets(t *testing.T) {
-	addr := startRedis(t)
+	addr := redistest.Start(t, redistest.Config{}).Addr
 	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	var mu sync.Mutex
@@ -84,43 +79,5 @@ func TestFleetRedisSockets(t *testing.T) {
 	assert.NotEmpty(t, keys)
 	for _, r := range res {
 		t.Logf("%s: amplification %.2f, success %.1f %%", describe(r), r.Amplification, 100*r.SuccessRate)
-	}
-}
-
-// startRedis starts a redis-server on a free loopback port, without
-// persistence, and stops it when t ends. A missing redis-server fails the
-// test: scripts/test installs it.
-func startRedis(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found on PATH (%v): scripts/test installs it (Debian package redis-server)", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(fmt.Errorf("redis-server on %s did not answer: %w", addr, err))
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -20,22 +20,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/examples/internal/selfexec"
 	"github.com/resilienthttp/resilient/fakeserver"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/resilienthttp/resilient/persist/postgres"
@@ -56,20 +54,10 @@ var orders = []struct {
 }{{"o1", 1000}, {"o2", 2500}, {"o3", 700}, {"o4", 4200}, {"o5", 990}}
 
 func main() {
-	if api := os.Getenv(apiEnv); api != "" {
-		if err := service(context.Background(), os.Stdout, os.Getenv(dsnEnv), api, os.Getenv(crashEnv)); err != nil {
-			fmt.Println("service:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	self, err := os.Executable()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := run(context.Background(), os.Stdout, self); err != nil {
-		log.Fatal(err)
-	}
+	ctx := context.Background()
+	selfexec.Main(apiEnv,
+		func(api string) error { return service(ctx, os.Stdout, os.Getenv(dsnEnv), api, os.Getenv(crashEnv)) },
+		func(exe string) error { return run(ctx, os.Stdout, exe) })
 }
 
 // run is the parent: it starts the database (unless ORDERS_DSN is set) and
@@ -103,33 +91,25 @@ func run(ctx context.Context, w io.Writer, exe string, args ...string) error {
 	api := fakeserver.New()
 	defer api.Close()
 
-	start := func(crash string) (*exec.Cmd, *bufio.Scanner, error) {
-		cmd := exec.CommandContext(ctx, exe, args...)
-		cmd.Env = append(os.Environ(), dsnEnv+"="+dsn, apiEnv+"="+api.URL, crashEnv+"="+crash)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		return cmd, bufio.NewScanner(out), cmd.Start()
+	start := func(crash string) (*selfexec.Process, error) {
+		return selfexec.Start(ctx, exe, args, dsnEnv+"="+dsn, apiEnv+"="+api.URL, crashEnv+"="+crash)
 	}
 
-	first, out, err := start("o3")
+	first, err := start("o3")
 	if err != nil {
 		return err
 	}
 	crashed := false
-	for out.Scan() {
-		fmt.Fprintln(w, "service 1:", out.Text())
-		if strings.HasPrefix(out.Text(), "crash") {
+	for first.Lines.Scan() {
+		fmt.Fprintln(w, "service 1:", first.Lines.Text())
+		if strings.HasPrefix(first.Lines.Text(), "crash") {
 			crashed = true
 			break
 		}
 	}
-	if err := first.Process.Kill(); err != nil { // SIGKILL: no cleanup runs
+	if err := first.Kill(); err != nil { // SIGKILL: no cleanup runs
 		return err
 	}
-	first.Wait()
 	if !crashed {
 		return errors.New("the first service never reached its crash point")
 	}
@@ -140,12 +120,12 @@ func run(ctx context.Context, w io.Writer, exe string, args ...string) error {
 	fmt.Fprintf(w, "service 1: killed; %d order(s) committed, %d payment(s) at the API, %d pending: %s\n",
 		count(ctx, pool), api.TotalEffects(), len(pending), names(pending))
 
-	second, out, err := start("")
+	second, err := start("")
 	if err != nil {
 		return err
 	}
-	for out.Scan() {
-		fmt.Fprintln(w, "service 2:", out.Text())
+	for second.Lines.Scan() {
+		fmt.Fprintln(w, "service 2:", second.Lines.Text())
 	}
 	if err := second.Wait(); err != nil {
 		return fmt.Errorf("second service: %w", err)

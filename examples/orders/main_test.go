@@ -9,17 +9,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/resilienthttp/resilient/examples/internal/selfexec"
 )
 
 func TestMain(m *testing.M) {
-	if api := os.Getenv(apiEnv); api != "" {
-		// Re-executed by run as the order service.
-		if err := service(context.Background(), os.Stdout, os.Getenv(dsnEnv), api, os.Getenv(crashEnv)); err != nil {
-			os.Stdout.WriteString("service: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	// Re-executed by run as the order service.
+	selfexec.Child(apiEnv, func(api string) error {
+		return service(context.Background(), os.Stdout, os.Getenv(dsnEnv), api, os.Getenv(crashEnv))
+	})
 	os.Exit(m.Run())
 }
 

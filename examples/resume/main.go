@@ -13,20 +13,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/examples/internal/selfexec"
 	"github.com/resilienthttp/resilient/fakeserver"
 	"github.com/resilienthttp/resilient/persist/bolt"
 )
@@ -38,20 +36,10 @@ const (
 )
 
 func main() {
-	if url := os.Getenv(childEnv); url != "" {
-		if err := child(context.Background(), os.Stdout, url, os.Getenv(dbEnv)); err != nil {
-			fmt.Println("child:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	self, err := os.Executable()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := run(context.Background(), os.Stdout, self); err != nil {
-		log.Fatal(err)
-	}
+	ctx := context.Background()
+	selfexec.Main(childEnv,
+		func(url string) error { return child(ctx, os.Stdout, url, os.Getenv(dbEnv)) },
+		func(exe string) error { return run(ctx, os.Stdout, exe) })
 }
 
 // run is the parent: it starts the server and two client processes, the
@@ -71,47 +59,39 @@ func run(ctx context.Context, w io.Writer, exe string, args ...string) error {
 	}
 	defer os.RemoveAll(dir)
 	db := filepath.Join(dir, "pending.db")
-	start := func() (*exec.Cmd, *bufio.Scanner, error) {
-		cmd := exec.CommandContext(ctx, exe, args...)
-		cmd.Env = append(os.Environ(), childEnv+"="+srv.URL, dbEnv+"="+db)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		return cmd, bufio.NewScanner(out), cmd.Start()
+	start := func() (*selfexec.Process, error) {
+		return selfexec.Start(ctx, exe, args, childEnv+"="+srv.URL, dbEnv+"="+db)
 	}
 
-	first, out, err := start()
+	first, err := start()
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for srv.Stats().Requests < 2 { // the lost response, then the hanging retry
 		if time.Now().After(deadline) {
-			first.Process.Kill()
-			first.Wait()
+			first.Kill()
 			return errors.New("the first client never retried")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for out.Scan() {
-		fmt.Fprintln(w, "client 1:", out.Text())
-		if strings.HasPrefix(out.Text(), "sending") {
+	for first.Lines.Scan() {
+		fmt.Fprintln(w, "client 1:", first.Lines.Text())
+		if strings.HasPrefix(first.Lines.Text(), "sending") {
 			break
 		}
 	}
-	if err := first.Process.Kill(); err != nil { // SIGKILL: no cleanup runs
+	if err := first.Kill(); err != nil { // SIGKILL: no cleanup runs
 		return err
 	}
-	first.Wait()
 	fmt.Fprintf(w, "client 1: killed (server has %d effect(s))\n", srv.TotalEffects())
 
-	second, out, err := start()
+	second, err := start()
 	if err != nil {
 		return err
 	}
-	for out.Scan() {
-		fmt.Fprintln(w, "client 2:", out.Text())
+	for second.Lines.Scan() {
+		fmt.Fprintln(w, "client 2:", second.Lines.Text())
 	}
 	if err := second.Wait(); err != nil {
 		return fmt.Errorf("second client: %w", err)

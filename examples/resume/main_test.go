@@ -9,17 +9,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/resilienthttp/resilient/examples/internal/selfexec"
 )
 
 func TestMain(m *testing.M) {
-	if url := os.Getenv(childEnv); url != "" {
-		// Re-executed by run as the client process.
-		if err := child(context.Background(), os.Stdout, url, os.Getenv(dbEnv)); err != nil {
-			os.Stdout.WriteString("child: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	// Re-executed by run as the client process.
+	selfexec.Child(childEnv, func(url string) error {
+		return child(context.Background(), os.Stdout, url, os.Getenv(dbEnv))
+	})
 	os.Exit(m.Run())
 }
 

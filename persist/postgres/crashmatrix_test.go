@@ -1,21 +1,17 @@
 package postgres_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +23,7 @@ import (
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/internal/crashmatrix"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/resilienthttp/resilient/persist/postgres"
 )
@@ -38,7 +35,7 @@ const (
 	matrixURLEnv     = "RESILIENT_PG_MATRIX_URL"     // the payments API's base URL
 	matrixHonoredEnv = "RESILIENT_PG_MATRIX_HONORED" // "1": the API dedupes by key (Resumer.KeysHonored)
 	matrixOrdersEnv  = "RESILIENT_PG_MATRIX_ORDERS"  // "FIRST,N": the orders this child places
-	matrixKillEnv    = "RESILIENT_PG_MATRIX_KILL"    // "PHASE,ORDER": where the parent will kill it
+	matrixKillEnv    = "RESILIENT_PG_MATRIX_KILL"    // "PHASE:ORDER": where the parent will kill it
 )
 
 // The kill points. The child stops at a deterministic one itself (it prints
@@ -63,7 +60,7 @@ const (
 	// answer not yet seen (scheduled after a committed kill, which leaves
 	// an operation the next child resumes).
 	killResumeApplied = "resume-applied"
-	killRandom        = "random"
+	killRandom        = crashmatrix.Random
 )
 
 // matrixPhases is the cycle of kill points of TestCrashMatrix.
@@ -101,14 +98,12 @@ func matrixChild() int {
 	}
 	phase, killOrder := "", ""
 	if k := os.Getenv(matrixKillEnv); k != "" {
-		p, o, _ := strings.Cut(k, ",")
+		p, o, _ := strings.Cut(k, ":")
 		phase, killOrder = p, o
 	}
 	at := func(p, order string) {
 		if p == phase && (order == killOrder || p == killResumeApplied) {
-			fmt.Printf("at %s %s\n", p, order)
-			time.Sleep(time.Minute) // the parent's SIGKILL arrives meanwhile
-			os.Exit(3)
+			crashmatrix.At(p, order) // the parent's SIGKILL arrives meanwhile
 		}
 	}
 	ctx := context.Background()
@@ -273,48 +268,16 @@ func (s *ignoringServer) orders() []string {
 	return append([]string(nil), s.payments...)
 }
 
-// runMatrixChild runs one child and kills it at kill ("PHASE,ORDER",
-// "random,DELAY_MS" or "" for none). It returns the child's lines and
-// whether SIGKILL ended it.
+// runMatrixChild runs one child and kills it at kill ("PHASE:ORDER",
+// "random:DELAY_MS" or "" for none; a random delay counts from the child's
+// "ready"). It returns the child's lines and whether SIGKILL ended it.
 func runMatrixChild(t *testing.T, env []string, kill string) (lines []string, killed bool) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
-	phase, arg, _ := strings.Cut(kill, ",")
-	if phase != killRandom && kill != "" {
-		cmd.Env = append(cmd.Env, matrixKillEnv+"="+kill)
+	inc := crashmatrix.Child{Env: env, FromReady: true}.KilledAt(matrixKillEnv, kill).Run(t)
+	if !inc.Killed {
+		require.NoError(t, inc.Err, "child: %v", inc.Lines)
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	var timer *time.Timer
-	watchdog := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
-		lines = append(lines, line)
-		switch {
-		case line == "ready" && phase == killRandom:
-			ms, _ := strconv.Atoi(arg)
-			timer = time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { _ = cmd.Process.Kill() })
-		case strings.HasPrefix(line, "at "):
-			require.NoError(t, cmd.Process.Kill()) // SIGKILL
-		}
-	}
-	watchdog.Stop()
-	err = cmd.Wait()
-	if timer != nil {
-		timer.Stop()
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return lines, true
-		}
-	}
-	require.NoError(t, err, "child: %v", lines)
-	return lines, false
+	return inc.Lines, inc.Killed
 }
 
 // matrixKills is the number of kills of TestCrashMatrix: CRASH_KILLS, else 40.
@@ -421,10 +384,10 @@ func runMatrix(t *testing.T, pool *pgxpool.Pool, honored bool, kills int, rng *r
 		require.Less(t, round, 2*kills+10, "too many rounds without a kill")
 		phase := matrixPhases[round%len(matrixPhases)]
 		n := ordersPerChild
-		kill := fmt.Sprintf("%s,%s", phase, orderID(next+1))
+		kill := fmt.Sprintf("%s:%s", phase, orderID(next+1))
 		if phase == killRandom {
 			n = 20 // enough that the kill usually lands among them
-			kill = fmt.Sprintf("%s,%d", killRandom, 5+rng.IntN(60))
+			kill = fmt.Sprintf("%s:%d", killRandom, 5+rng.IntN(60))
 		}
 		orderEnv := fmt.Sprintf("%s=%d,%d", matrixOrdersEnv, next, n)
 		lines, killed := runMatrixChild(t, append(env, orderEnv), kill)

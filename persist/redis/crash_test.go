@@ -58,7 +58,7 @@ func TestCrashResumeWithRedis(t *testing.T) {
 	defer srv.Close()
 	child := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashAddrEnv+"="+rs.addr, crashURLEnv+"="+srv.URL)
+		cmd.Env = append(os.Environ(), crashAddrEnv+"="+rs.Addr, crashURLEnv+"="+srv.URL)
 		return cmd
 	}
 

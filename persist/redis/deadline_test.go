@@ -30,7 +30,7 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeouts), func(t *testing.T) {
 			srv := startServer(t)
 			c := goredis.NewClient(&goredis.Options{
-				Addr:                  srv.addr,
+				Addr:                  srv.Addr,
 				ReadTimeout:           30 * time.Second,
 				WriteTimeout:          30 * time.Second,
 				ContextTimeoutEnabled: ctxTimeouts,
@@ -41,25 +41,8 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, claimed)
 
-			srv.freeze(t)
-			tests := []struct {
-				name string
-				call func(ctx context.Context) error
-			}{
-				{"Claim", func(ctx context.Context) error {
-					_, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k2"})
-					return err
-				}},
-				{"Claim existing", func(ctx context.Context) error {
-					_, _, err := s.Claim(ctx, persist.Record{Operation: "op", Key: "k"})
-					return err
-				}},
-				{"Finish", func(ctx context.Context) error { return s.Finish(ctx, "op", persist.Done, 1) }},
-				{"Pending", func(ctx context.Context) error { _, err := s.Pending(ctx); return err }},
-				{"Delete", func(ctx context.Context) error { return s.Delete(ctx, "nothing") }},
-				{"Expire", func(ctx context.Context) error { _, err := s.Expire(ctx, time.Unix(0, 0)); return err }},
-			}
-			for _, tt := range tests {
+			srv.Freeze(t)
+			for _, tt := range storeCalls(s) {
 				t.Run(tt.name, func(t *testing.T) {
 					ctx, cancel := context.WithTimeout(t.Context(), deadline)
 					defer cancel()
@@ -80,7 +63,7 @@ func TestFrozenRedisBoundedByContext(t *testing.T) {
 			_, _, err = s.Claim(ctx, persist.Record{Operation: "op3", Key: "k3"})
 			assert.ErrorIs(t, err, context.Canceled)
 
-			srv.thaw()
+			srv.Thaw()
 			ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			rec, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k2"})

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/resilienthttp/resilient/internal/crashmatrix"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/resilienthttp/resilient/persist/persisttest"
 	"github.com/resilienthttp/resilient/persist/redis"
@@ -32,10 +33,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv(crashAddrEnv) != "":
 		// Re-executed by TestCrashResumeWithRedis.
 		os.Exit(crashChild())
-	case os.Getenv(matrixAddrEnv) != "":
-		// Re-executed by TestCrashMatrixWithRedis.
-		os.Exit(matrixChild())
 	}
+	// Re-executed by TestCrashMatrixWithRedis.
+	crashmatrix.Main(openMatrixStore)
 	// After dials fail (TestRedisDown), go-redis redials in a goroutine that
 	// notices the client's Close only at its next one-second tick.
 	goleak.VerifyTestMain(m,
@@ -272,22 +272,19 @@ func TestClaimCreatedOutOfRange(t *testing.T) {
 	require.ErrorContains(t, err, "out of range")
 }
 
-func TestRedisDown(t *testing.T) {
-	srv := startServer(t)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.addr, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	s := redis.New(c)
-	_, claimed, err := s.Claim(t.Context(), persist.Record{Operation: "op", Key: "k"})
-	require.NoError(t, err)
-	require.True(t, claimed)
-	srv.stop()
+// storeCall is one call of every Store method, for the tests of a server
+// that does not answer.
+type storeCall struct {
+	name string
+	call func(ctx context.Context) error
+}
 
-	tests := []struct {
-		name string
-		call func(ctx context.Context) error
-	}{
+// storeCalls are the calls of every method of s, on the operation "op" with
+// key "k" (claimed before) and "op2" with key "k2" (not claimed).
+func storeCalls(s *redis.Store) []storeCall {
+	return []storeCall{
 		{"Claim", func(ctx context.Context) error {
-			_, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k"})
+			_, _, err := s.Claim(ctx, persist.Record{Operation: "op2", Key: "k2"})
 			return err
 		}},
 		{"Claim existing", func(ctx context.Context) error {
@@ -296,10 +293,22 @@ func TestRedisDown(t *testing.T) {
 		}},
 		{"Finish", func(ctx context.Context) error { return s.Finish(ctx, "op", persist.Done, 1) }},
 		{"Pending", func(ctx context.Context) error { _, err := s.Pending(ctx); return err }},
-		{"Delete", func(ctx context.Context) error { return s.Delete(ctx, "op") }},
-		{"Expire", func(ctx context.Context) error { _, err := s.Expire(ctx, time.Now()); return err }},
+		{"Delete", func(ctx context.Context) error { return s.Delete(ctx, "nothing") }},
+		{"Expire", func(ctx context.Context) error { _, err := s.Expire(ctx, time.Unix(0, 0)); return err }},
 	}
-	for _, tt := range tests {
+}
+
+func TestRedisDown(t *testing.T) {
+	srv := startServer(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	s := redis.New(c)
+	_, claimed, err := s.Claim(t.Context(), persist.Record{Operation: "op", Key: "k"})
+	require.NoError(t, err)
+	require.True(t, claimed)
+	srv.Stop()
+
+	for _, tt := range storeCalls(s) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
@@ -396,7 +405,7 @@ func TestTwoProcessesClaimOneOperation(t *testing.T) {
 	for i, name := range names {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(),
-			helperAddrEnv+"="+srv.addr,
+			helperAddrEnv+"="+srv.Addr,
 			helperStartEnv+"="+strconv.FormatInt(start.UnixNano(), 10),
 			helperNameEnv+"="+name,
 		)
@@ -442,7 +451,7 @@ func parseHelperResults(t *testing.T, out []byte) []helperResult {
 
 func BenchmarkClaim(b *testing.B) {
 	srv := startServer(b)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.addr, PoolSize: 64})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64})
 	b.Cleanup(func() { _ = c.Close() })
 	persisttest.Benchmark(b, func(b *testing.B) persist.Store {
 		return redis.New(c, redis.WithPrefix(newPrefix()))
