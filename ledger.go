@@ -162,10 +162,14 @@ func (c *call) fail(reason error, cat Category, err error) error {
 	switch {
 	case errors.Is(reason, ErrCircuitOpen):
 		outcome = OutcomeCircuitOpen
+	case errors.Is(reason, ErrTokensExhausted):
+		outcome = OutcomeTokensExhausted
 	case errors.Is(reason, ErrBudgetExhausted):
 		outcome = OutcomeBudgetExhausted
 	case errors.Is(reason, ErrDelayTooLong):
 		outcome = OutcomeDelayTooLong
+	case errors.Is(reason, ErrRateLimited):
+		outcome = OutcomeRateLimited
 	case errors.Is(reason, ErrPushback):
 		outcome = OutcomePushback
 	case errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded):
@@ -202,7 +206,7 @@ func (c *call) stopped(reason error) error {
 	switch {
 	case errors.Is(reason, ErrCircuitOpen):
 		return c.fail(reason, CategoryCircuitOpen, c.led.lastErr)
-	case errors.Is(reason, ErrDelayTooLong), errors.Is(reason, ErrPushback):
+	case errors.Is(reason, ErrDelayTooLong), errors.Is(reason, ErrRateLimited), errors.Is(reason, ErrPushback):
 		return c.fail(reason, CategoryRateLimit, c.led.lastErr)
 	}
 	return c.fail(reason, CategoryCanceled, reason)
@@ -210,6 +214,8 @@ func (c *call) stopped(reason error) error {
 
 func outcomeOf(d Decision, stop error) string {
 	switch {
+	case errors.Is(stop, ErrTokensExhausted):
+		return OutcomeTokensExhausted
 	case errors.Is(stop, ErrBudgetExhausted):
 		return OutcomeBudgetExhausted
 	case errors.Is(stop, ErrCircuitOpen):
@@ -218,6 +224,8 @@ func outcomeOf(d Decision, stop error) string {
 		return OutcomeRetriesExhausted
 	case errors.Is(stop, ErrDelayTooLong):
 		return OutcomeDelayTooLong
+	case errors.Is(stop, ErrRateLimited):
+		return OutcomeRateLimited
 	case errors.Is(stop, ErrPushback):
 		return OutcomePushback
 	case stop != nil:

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/persist"
 	"golang.org/x/time/rate"
 )
@@ -32,15 +33,15 @@ type config struct {
 	classifier       Classifier
 	customClassifier bool // WithClassifier set one: it may read Outcome.Now
 	observed         bool // an Observer, hedging or a custom Classifier reads every attempt (see call.unobserved)
-	tokensOff        bool
-	tokens           RetryTokensConfig
-	budget           *Budget       // shared by every host when set
-	budgetConfig     *BudgetConfig // a budget per host when set
-	budgetFunc       func(host string) RetryBudget
-	breaker          *BreakerSettings
-	rateLimit        rate.Limit
-	rateBurst        int
-	keyHeader        string
+	// The retry controls, set by WithRetryControl.
+	tokensOff    bool
+	tokens       RetryTokens
+	budgetConfig *RetryBudget // a budget per host when set
+	budgetFunc   SharedBudget // a budget kept elsewhere when set
+	breaker      *CircuitBreaker
+	rateLimit    rate.Limit // rate.Inf: no limit
+	rateBurst    int
+	keyHeader    string
 	// keyWire is the spelling keyHeader is sent under when the Transport
 	// adds the key (resolved by NewTransport): net/http re-sends a request
 	// by itself after a reused connection dies once it holds the
@@ -71,12 +72,9 @@ type config struct {
 // idleAfter is how long a host's state is kept without requests: the
 // longest window among its policies.
 func (c *config) idleAfter() time.Duration {
-	d := c.tokens.window()
+	d := retrycontrol.TokensConfig(c.tokens).Span()
 	if c.budgetConfig != nil {
-		d = max(d, time.Duration(c.budgetConfig.params().width*budgetBuckets))
-	}
-	if c.budget != nil {
-		d = max(d, time.Duration(c.budget.params().width*budgetBuckets))
+		d = max(d, c.budgetConfig.span())
 	}
 	if c.breaker != nil {
 		d = max(d, c.breaker.Window, c.breaker.OpenTimeout)
@@ -89,7 +87,6 @@ func defaultConfig() config {
 		maxAttempts:   DefaultMaxAttempts,
 		backoff:       FullJitter(defaultBackoffBase, defaultBackoffMax),
 		classifier:    DefaultClassifier,
-		tokens:        DefaultRetryTokensConfig(),
 		rateLimit:     rate.Inf,
 		keyHeader:     DefaultKeyHeader,
 		attemptHeader: DefaultAttemptHeader,
@@ -123,78 +120,6 @@ func WithClassifier(f Classifier) Option {
 		}
 		c.classifier = f
 	}
-}
-
-// WithRetryTokens sets the configuration of the retry tokens each
-// destination host gets (default DefaultRetryTokensConfig()): a retry takes
-// a token, a healthy answer earns some back, so retries fade as failures
-// grow and stop when everything fails. First attempts are never refused.
-// See RetryTokens.
-func WithRetryTokens(rc RetryTokensConfig) Option {
-	return func(c *config) { c.tokens, c.tokensOff = rc, false }
-}
-
-// WithoutRetryTokens turns the retry tokens off: retries are then limited
-// only by WithMaxAttempts and by a budget or breaker if one is configured.
-func WithoutRetryTokens() Option {
-	return func(c *config) { c.tokensOff = true }
-}
-
-// WithBudget makes every request of the Transport also spend retries from b,
-// whatever its host, so that several Transports can share one budget. No
-// budget is used by default (the retry tokens are); a nil b removes it.
-func WithBudget(b *Budget) Option {
-	return func(c *config) { c.budget, c.budgetConfig, c.budgetFunc = b, nil, nil }
-}
-
-// WithBudgetConfig gives each destination host a Finagle-style retry budget
-// (see Budget) configured by bc, in addition to the retry tokens. No budget
-// is used by default.
-func WithBudgetConfig(bc BudgetConfig) Option {
-	return func(c *config) { c.budgetConfig, c.budget, c.budgetFunc = &bc, nil, nil }
-}
-
-// WithBudgetFunc gives each destination host the RetryBudget f returns for
-// it, in addition to the retry tokens: a budget kept elsewhere, such as one
-// shared by a fleet of processes through Redis. f is called when the
-// Transport creates a host's state (on its first request, and again after
-// the state was evicted for being idle), with the host as in URL.Host; a
-// nil result means no budget for that host. f must be safe for concurrent
-// use.
-func WithBudgetFunc(f func(host string) RetryBudget) Option {
-	return func(c *config) { c.budgetFunc, c.budget, c.budgetConfig = f, nil, nil }
-}
-
-// WithoutBudget removes a budget set by WithBudget, WithBudgetConfig or
-// WithBudgetFunc.
-func WithoutBudget() Option {
-	return func(c *config) { c.budget, c.budgetConfig, c.budgetFunc = nil, nil, nil }
-}
-
-// WithBreaker gives each destination host a classic circuit breaker with
-// settings s (zero fields take the defaults of DefaultBreakerSettings). No
-// breaker is used by default: a classic breaker refuses first attempts while
-// open, which sheds load from an overloaded dependency but fails requests a
-// single attempt might have got through; BreakerSettings.RetriesOnly makes
-// it refuse retries only.
-func WithBreaker(s BreakerSettings) Option {
-	return func(c *config) {
-		r := s.resolved() // a copy per Transport: an Option may build many
-		c.breaker = &r
-	}
-}
-
-// WithoutBreaker removes a breaker set by WithBreaker.
-func WithoutBreaker() Option {
-	return func(c *config) { c.breaker = nil }
-}
-
-// WithRateLimit paces requests to each destination host with a token bucket
-// of r requests per second and the given burst (golang.org/x/time/rate).
-// Every attempt, first or retry, waits for a token, honouring the request's
-// context. Default: no limit (rate.Inf).
-func WithRateLimit(r rate.Limit, burst int) Option {
-	return func(c *config) { c.rateLimit, c.rateBurst = r, max(burst, 1) }
 }
 
 // WithKeyHeader sets the name of the idempotency key header (default

@@ -40,10 +40,14 @@ func refusalResponse(req *http.Request, err error, now time.Time) *http.Response
 	switch {
 	case errors.Is(e.Reason, ErrCircuitOpen):
 		reason = "circuit_open"
+	case errors.Is(e.Reason, ErrTokensExhausted):
+		reason = "tokens_exhausted"
 	case errors.Is(e.Reason, ErrBudgetExhausted):
 		reason = "budget_exhausted"
 	case errors.Is(e.Reason, ErrDelayTooLong):
 		reason = "delay_too_long"
+	case errors.Is(e.Reason, ErrRateLimited):
+		reason = "rate_limited"
 	case errors.Is(e.Reason, ErrPushback):
 		reason = "pushback"
 	default:

@@ -35,7 +35,8 @@ type Report struct {
 	// buffer limit, no GetBody), so no retry was possible.
 	SingleAttempt bool
 	// Stopped is why the Transport stopped retrying (ErrRetriesExhausted,
-	// ErrBudgetExhausted, ErrCircuitOpen, ErrDelayTooLong, a context error…),
+	// ErrTokensExhausted, ErrBudgetExhausted, ErrCircuitOpen,
+	// ErrDelayTooLong, ErrRateLimited, a context error…),
 	// nil when the last outcome was a success or terminal.
 	Stopped error
 	// Unknown is true when the outcome is unknown (see Error.Unknown).
@@ -110,9 +111,11 @@ const (
 	OutcomeTerminal         = "terminal"
 	OutcomeRetry            = "retry"
 	OutcomeRetriesExhausted = "retries_exhausted"
+	OutcomeTokensExhausted  = "tokens_exhausted"
 	OutcomeBudgetExhausted  = "budget_exhausted"
 	OutcomeCircuitOpen      = "circuit_open"
 	OutcomeDelayTooLong     = "delay_too_long"
+	OutcomeRateLimited      = "rate_limited"
 	OutcomePushback         = "pushback"
 	OutcomeCanceled         = "canceled"
 	OutcomeError            = "error"

@@ -166,8 +166,9 @@ type call struct {
 // RoundTrip sends req, retrying as configured. See Transport for the
 // guarantees. Errors are *Error values; errors.Is works with ErrInvalidKey,
 // ErrInvalidRequest, ErrBodyNotReplayable, ErrStore, ErrOperationMismatch,
-// ErrKeyExpired, ErrCircuitOpen, ErrBudgetExhausted, ErrRetriesExhausted,
-// ErrDelayTooLong and the context's errors.
+// ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted, ErrBudgetExhausted,
+// ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited and the context's
+// errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.roundTrip(req)
 	if err != nil && t.cfg.refusalResponses {
