@@ -25,7 +25,6 @@ func ExampleExponential() {
 	// 7 2s
 }
 
-
 // FullJitter, the default, draws each delay from [0, min(max, base·2^(attempt-1))).
 func ExampleFullJitter() {
 	b := resilient.FullJitter(100*time.Millisecond, 2*time.Second)

@@ -181,7 +181,7 @@ func TestCallerTraceDoesNotRace(t *testing.T) {
 // cancels during the backoff) is refunded.
 func TestBudgetRefundsUnsentRetry(t *testing.T) {
 	b := resilient.NewBudget(resilient.RetryBudget{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
-	available := b.(interface{ Available() float64 }).Available // the in-memory budget's
+	available := b.(interface{ Available() float64 }).Available                                             // the in-memory budget's
 	before := available()
 	require.Equal(t, 1.0, before)
 	s := newStub(reply(503))
