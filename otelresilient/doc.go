@@ -18,6 +18,7 @@
 //	instrument                            kind       unit          one count or sample per
 //	resilient.attempts                    counter    {attempt}     attempt sent, first or retry
 //	resilient.retries                     counter    {retry}       decision to retry
+//	resilient.tokens.rejections           counter    {rejection}   request whose retry the retry tokens refused (outcome tokens_exhausted)
 //	resilient.budget.rejections           counter    {rejection}   request whose retry the budget refused (outcome budget_exhausted)
 //	resilient.breaker.refusals            counter    {refusal}     request stopped by an open breaker (outcome circuit_open)
 //	resilient.breaker.transitions         counter    {transition}  state change of a host's breaker
@@ -33,7 +34,7 @@
 // Their attributes:
 //
 //	attempts                                                     host method status category hedge
-//	retries, budget.rejections, breaker.refusals,
+//	retries, tokens.rejections, budget.rejections, breaker.refusals,
 //	pushbacks, pushback.refusals                                 host method status category
 //	hedges                                                       host method
 //	replays, conflicts.in_progress, conflicts.payload_mismatch   host method status

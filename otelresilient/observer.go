@@ -67,6 +67,8 @@ func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 
 func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 	switch e.Outcome {
+	case resilient.OutcomeTokensExhausted:
+		i.tokensRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	case resilient.OutcomeBudgetExhausted:
 		i.budgetRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	case resilient.OutcomeCircuitOpen:

@@ -122,11 +122,11 @@ const (
 func settings() []setting {
 	return []setting{
 		bare:         {"1 attempt (bare client)", []resilient.Option{resilient.WithMaxAttempts(1)}},
-		uncontrolled: {"no control", []resilient.Option{resilient.WithoutRetryTokens()}},
+		uncontrolled: {"no control", []resilient.Option{resilient.WithRetryControl()}},
 		tokens:       {"retry tokens (default)", nil},
 		budget: {"Finagle budget 20%+10/s", []resilient.Option{
-			resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())}},
-		breaker: {"tokens + breaker", []resilient.Option{resilient.WithBreaker(resilient.DefaultBreakerSettings())}},
+			resilient.WithRetryControl(resilient.RetryBudget{})}},
+		breaker: {"tokens + breaker", []resilient.Option{resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{})}},
 	}
 }
 

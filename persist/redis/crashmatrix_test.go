@@ -148,7 +148,7 @@ func matrixChild() int {
 	defer tr.CloseIdleConnections()
 	base := &matrixBase{next: tr, phase: phase, op: killOp}
 	client := &http.Client{Transport: resilient.NewTransport(base,
-		resilient.WithStore(store), resilient.WithBackoff(backoff), resilient.WithoutBudget(), resilient.WithoutBreaker(),
+		resilient.WithStore(store), resilient.WithBackoff(backoff),
 		resilient.WithObserver(func(ctx context.Context, e resilient.Event) {
 			if e.Kind == resilient.EventRetry && e.Operation == opName(killOp) && strings.Contains(phase, "backoff") {
 				fmt.Printf("at %s %d\n", phase, killOp) // the backoff sleep follows
