@@ -105,7 +105,7 @@ func TestDefaultClassifierErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := resilient.DefaultClassifier(outcome(tc.method, tc.keyed, nil, tc.err))
 			assert.Equal(t, tc.action, d.Action)
-			assert.Equal(t, tc.ambiguous, d.Ambiguous)
+			assert.Equal(t, tc.ambiguous, d.Unknown)
 		})
 	}
 }
@@ -263,7 +263,7 @@ func TestDefaultClassifierIdempotencyAnswers(t *testing.T) {
 			assert.Equal(t, tc.action, d.Action)
 			assert.Equal(t, tc.category, d.Category)
 			assert.Equal(t, tc.delay, d.Delay)
-			assert.Equal(t, tc.category == progress, d.Ambiguous, "an operation in progress may commit")
+			assert.Equal(t, tc.category == progress, d.Unknown, "an operation in progress may commit")
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			assert.Equal(t, tc.body, string(b), "the classifier leaves the body intact")

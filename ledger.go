@@ -58,11 +58,11 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	// A success answers for earlier attempts only if they were the same
 	// operation: keyed, or an idempotent method. After an unkeyed POST that
 	// may have been applied, a second success may be a duplicate.
-	if l.ambiguous || d.Ambiguous { // else it stays false either way
+	if l.ambiguous || d.Unknown { // else it stays false either way
 		switch {
 		case d.Action == Success && (c.op.key != "" || idempotentMethod(c.req.Method)):
 			l.ambiguous = false
-		case d.Ambiguous:
+		case d.Unknown:
 			l.ambiguous = true
 		}
 	}

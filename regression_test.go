@@ -101,7 +101,7 @@ func TestShouldRetryHintLeavesSuccessAlone(t *testing.T) {
 }
 
 // Regression: an unkeyed POST re-sent after a 503 (which the classifier marks
-// Ambiguous) must stay Unknown after the next 200: the first POST may also
+// Unknown) must stay Unknown after the next 200: the first POST may also
 // have been applied.
 func TestUnkeyedPostAfter503StaysUnknown(t *testing.T) {
 	s := newStub(reply(503), reply(200))
