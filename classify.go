@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/retryafter"
 )
 
 // Category is the error taxonomy of an outcome: a dotted name whose first
@@ -310,7 +312,7 @@ func classifyStatus(o Outcome) Decision {
 		case answerInProgress:
 			return inProgress(resp, o.Now)
 		}
-		if _, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), o.Now); ok {
+		if _, ok := retryafter.Parse(resp.Header.Get("Retry-After"), o.Now); ok {
 			return inProgress(resp, o.Now)
 		}
 		return Decision{Action: Terminal, Category: CategoryConflict}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retryafter"
 	"github.com/resilienthttp/resilient/fakeserver"
 )
 
@@ -263,7 +264,7 @@ func (p *probe) response(now time.Time, h http.Header) {
 	if at < p.from || at >= p.to {
 		return
 	}
-	d, ok := resilient.ParseRetryAfter(h.Get("Retry-After"), now)
+	d, ok := retryafter.Parse(h.Get("Retry-After"), now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at >= p.lastRAAt {
