@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
-	"github.com/resilienthttp/resilient/internal/retryafter"
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/internal/retryafter"
 )
 
 // OperationHeader is the request header by which the harness names each
