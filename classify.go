@@ -125,19 +125,6 @@ var _ Classifier = DefaultClassifier
 // peekLimit bounds how much of a 400/409/422 body the classifier reads.
 const peekLimit = 4 << 10
 
-// Problem types (RFC 9457 "type" members) of the idempotency answers that
-// DefaultClassifier recognises, besides the IETF draft's titles and Stripe's
-// error codes (see DefaultClassifier). The fakeserver package answers with
-// them; a server may too.
-const (
-	// ProblemTypeInProgress: a request with the same key is still being
-	// processed (409).
-	ProblemTypeInProgress = "https://github.com/resilienthttp/resilient/problems/in-progress"
-	// ProblemTypePayloadMismatch: the key was already used with a different
-	// request (422, or 409).
-	ProblemTypePayloadMismatch = "https://github.com/resilienthttp/resilient/problems/payload-mismatch"
-)
-
 // The titles that draft-ietf-httpapi-idempotency-key-header (section "Error
 // Handling") gives its problem answers. The draft's examples share one
 // placeholder type URI for all of them, so the title is what tells them apart.

@@ -111,16 +111,9 @@ func TestDefaultClassifierErrors(t *testing.T) {
 }
 
 func TestValidateKey(t *testing.T) {
-	before := time.Now().Truncate(time.Millisecond) // UUIDv7 keeps milliseconds
 	k, err := resilient.NewKey()
 	require.NoError(t, err)
-	after := time.Now()
 	assert.NoError(t, resilient.ValidateKey(k))
-	ts, ok := resilient.KeyTime(k)
-	require.True(t, ok)
-	assert.False(t, ts.Before(before) || ts.After(after), "the key's time is when it was minted")
-	_, ok = resilient.KeyTime("not-a-uuid")
-	assert.False(t, ok)
 	for _, bad := range []string{"", " lead", "trail ", "tab\t", "é", strings.Repeat("a", 256)} {
 		assert.ErrorIs(t, resilient.ValidateKey(bad), resilient.ErrInvalidKey, "%q", bad)
 	}

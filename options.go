@@ -10,14 +10,19 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Defaults, applied by NewTransport when an option does not say otherwise.
+// The header names the Transport sends by default (see WithKeyHeader and
+// WithAttemptHeader); a server, a proxy or a test reads them.
 const (
-	DefaultMaxAttempts   = 4
-	DefaultRetryAfterMax = 30 * time.Second
-	DefaultMaxBodyBuffer = 1 << 20
 	DefaultKeyHeader     = "Idempotency-Key"
 	DefaultAttemptHeader = "Retry-Attempt"
-	DefaultKeyRetention  = 24 * time.Hour
+)
+
+// The other defaults, each documented on its option.
+const (
+	defaultMaxAttempts   = 4
+	defaultRetryAfterMax = 30 * time.Second
+	defaultMaxBodyBuffer = 1 << 20
+	defaultKeyRetention  = 24 * time.Hour
 	defaultBackoffBase   = 100 * time.Millisecond
 	defaultBackoffMax    = 2 * time.Second
 )
@@ -84,16 +89,16 @@ func (c *config) idleAfter() time.Duration {
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   DefaultMaxAttempts,
+		maxAttempts:   defaultMaxAttempts,
 		backoff:       FullJitter(defaultBackoffBase, defaultBackoffMax),
 		classifier:    DefaultClassifier,
 		rateLimit:     rate.Inf,
 		keyHeader:     DefaultKeyHeader,
 		attemptHeader: DefaultAttemptHeader,
 		keyMethods:    newMethodSet(http.MethodPost, http.MethodPatch),
-		keyRetention:  DefaultKeyRetention,
-		retryAfterMax: DefaultRetryAfterMax,
-		maxBodyBuffer: DefaultMaxBodyBuffer,
+		keyRetention:  defaultKeyRetention,
+		retryAfterMax: defaultRetryAfterMax,
+		maxBodyBuffer: defaultMaxBodyBuffer,
 		since:         time.Since,
 	}
 }

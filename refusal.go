@@ -25,9 +25,6 @@ func WithRefusalResponses() Option {
 	return func(c *config) { c.refusalResponses = true }
 }
 
-// ProblemTypeRefused is the problem type of the body of a refusal response
-// (WithRefusalResponses).
-const ProblemTypeRefused = "https://github.com/resilienthttp/resilient/problems/refused"
 
 // refusalResponse turns err into a refusal response if it is an *Error for
 // a request the Transport refused without sending anything; nil otherwise.

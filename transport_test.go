@@ -376,7 +376,7 @@ func TestStatusClassification(t *testing.T) {
 			assert.Equal(t, tc.code, resp.StatusCode)
 			want := 1
 			if tc.retry {
-				want = resilient.DefaultMaxAttempts
+				want = 4 // WithMaxAttempts' default
 			}
 			assert.Equal(t, want, mock.GetTotalCallCount())
 		})

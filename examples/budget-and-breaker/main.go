@@ -75,6 +75,10 @@ import (
 // maxOps bounds a burst, whatever the flags say.
 const maxOps = 2000
 
+// defaultAttempts is WithMaxAttempts' default: every setting but bare keeps
+// it.
+const defaultAttempts = 4
+
 // config is what the flags set.
 type config struct {
 	ops     int       // operations per burst
@@ -132,10 +136,10 @@ func settings() []setting {
 
 // uncontrolledBound is the amplification of retries with no control at
 // failure rate f, if each attempt fails independently: 1 + f + f² + … for
-// the DefaultMaxAttempts attempts.
+// the defaultAttempts attempts.
 func uncontrolledBound(f float64) float64 {
 	sum, p := 0.0, 1.0
-	for range resilient.DefaultMaxAttempts {
+	for range defaultAttempts {
 		sum += p
 		p *= f
 	}
@@ -151,7 +155,7 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	fmt.Fprintf(w, "%d operations (POSTs) per burst, %d concurrent senders, up to %d attempts each\n",
-		cfg.ops, cfg.workers, resilient.DefaultMaxAttempts)
+		cfg.ops, cfg.workers, defaultAttempts)
 	for _, rate := range cfg.rates {
 		fmt.Fprintf(w, "\nserver failing %.0f%% of requests (no control, failures independent: 1+f+f²+f³ = %.2fx)\n", rate*100, uncontrolledBound(rate))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
