@@ -25,7 +25,6 @@ func WithRefusalResponses() Option {
 	return func(c *config) { c.refusalResponses = true }
 }
 
-
 // refusalResponse turns err into a refusal response if it is an *Error for
 // a request the Transport refused without sending anything; nil otherwise.
 func refusalResponse(req *http.Request, err error, now time.Time) *http.Response {
