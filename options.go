@@ -29,6 +29,14 @@ const (
 
 // Option configures a Transport. Options are applied in order; the last one
 // that sets a value wins.
+//
+// The zero value of every option's argument is documented on the option and
+// is never a trap: a zero duration, a zero config field or an empty name
+// means the default (or, where "none" is the only sensible reading, as for
+// WithAttemptTimeout or a nil Observer, nothing), and no zero makes a
+// Transport fail requests it would otherwise send. WithMaxAttempts(0) and
+// WithMaxBodyBuffer(0) mean no retries and no buffering, the reading a bare
+// net/http client has anyway.
 type Option func(*config)
 
 // config is the resolved configuration of a Transport, fixed at construction.
@@ -104,7 +112,8 @@ func defaultConfig() config {
 }
 
 // WithMaxAttempts sets the total number of attempts per request, the first
-// included (default 4). 1 disables retries; values below 1 are treated as 1.
+// included (default 4). 1 disables retries; 0 and negative values are
+// treated as 1 (no retries; a request is always sent once).
 func WithMaxAttempts(n int) Option {
 	return func(c *config) { c.maxAttempts = max(n, 1) }
 }
@@ -128,23 +137,29 @@ func WithClassifier(f Classifier) Option {
 }
 
 // WithKeyHeader sets the name of the idempotency key header (default
-// "Idempotency-Key").
+// "Idempotency-Key", DefaultKeyHeader). An empty name means the default. To
+// send no key of the Transport's own, use WithKeyMethods with no methods.
 func WithKeyHeader(name string) Option {
-	return func(c *config) {
-		if name != "" {
-			c.keyHeader = http.CanonicalHeaderKey(name)
-		}
+	return func(c *config) { c.keyHeader = headerName(name, DefaultKeyHeader) }
+}
+
+// headerName is the canonical form of name, or def when name is empty.
+func headerName(name, def string) string {
+	if name == "" {
+		return def
 	}
+	return http.CanonicalHeaderKey(name)
 }
 
 // WithAttemptHeader sets the name of the header that carries the attempt
 // number (default "Retry-Attempt"), so servers can shed retries first. It is
 // sent on every retry (1, 2, …); a first attempt goes without it (a
 // request without the header is a first attempt), unless the caller set
-// the header, which the Transport then sets to 0. An empty name turns it
-// off.
+// the header, which the Transport then sets to 0. An empty name means the
+// default, as for WithKeyHeader. A server that does not know the header
+// ignores it.
 func WithAttemptHeader(name string) Option {
-	return func(c *config) { c.attemptHeader = http.CanonicalHeaderKey(name) }
+	return func(c *config) { c.attemptHeader = headerName(name, DefaultAttemptHeader) }
 }
 
 // WithKeyFunc sets the function that mints keys (default: UUIDv7s as
@@ -156,7 +171,7 @@ func WithKeyFunc(f func() (string, error)) Option {
 
 // WithKeyMethods sets the methods for which the Transport mints a key when
 // the caller set none (default POST and PATCH). With no methods, keys are sent
-// only when the caller sets one.
+// only when the caller sets one (ContextWithKey, or the header).
 func WithKeyMethods(methods ...string) Option {
 	return func(c *config) { c.keyMethods = newMethodSet(methods...) }
 }
@@ -164,37 +179,46 @@ func WithKeyMethods(methods ...string) Option {
 // WithStore makes the Transport claim the key of every request whose context
 // names an operation (ContextWithOperation) from s before the first attempt,
 // and record the outcome there: Done after a definitive answer, Pending when
-// the outcome is unknown.
+// the outcome is unknown. A nil s means no Store (the default).
 func WithStore(s persist.Store) Option {
 	return func(c *config) { c.store = s }
 }
 
 // WithKeyRetention sets how long servers are assumed to keep idempotency
-// keys (default 24 h). A key as old as this or older, by its UUIDv7
+// keys (default 24 h; 0 or negative means the default). A key as old as this or older, by its UUIDv7
 // timestamp or its Store record's creation time, is not reused: RoundTrip
 // fails with ErrKeyExpired before a first attempt, and a retry that would
 // go out that late is not sent (the last answer is returned, with
 // ErrKeyExpired as the reason). A key of the application's own that is not
-// a UUIDv7 has no known age. Zero or negative turns the check off.
+// a UUIDv7 has no known age. To turn the check off, give a retention no
+// key reaches, such as 100 years.
 func WithKeyRetention(d time.Duration) Option {
-	return func(c *config) { c.keyRetention = d }
+	return func(c *config) { c.keyRetention = orDefault(d, defaultKeyRetention) }
+}
+
+// orDefault returns d, or def when d is 0 or negative.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // WithAttemptTimeout bounds each attempt, separately from the caller's
 // context (which bounds the whole request, waits included). An attempt that
 // times out is classified DEPENDENCY.timeout and retried if it is safe to.
-// Default: none. The timeout covers reading the response body of the attempt
-// that is returned.
+// Default: none; 0 or negative means none. The timeout covers reading the
+// response body of the attempt that is returned.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(c *config) { c.attemptTimeout = d }
 }
 
 // WithRetryAfterMax sets the longest server-directed delay (Retry-After,
 // RateLimit) the Transport waits (default 30 s). A longer one is not waited
-// for: the response is returned at once. 0 (or a negative value) waits for no
-// server-directed delay at all.
+// for: the response is returned at once. 0 or negative means the default.
+// The maximum also bounds how long a server's pushback holds retries.
 func WithRetryAfterMax(d time.Duration) Option {
-	return func(c *config) { c.retryAfterMax = max(d, 0) }
+	return func(c *config) { c.retryAfterMax = orDefault(d, defaultRetryAfterMax) }
 }
 
 // maxBodyBufferLimit keeps limit+1 from overflowing in the body reader.
@@ -202,7 +226,8 @@ const maxBodyBufferLimit = 1 << 50
 
 // WithMaxBodyBuffer sets how many bytes of a request body without GetBody
 // the Transport buffers to replay it (default 1 MiB). A longer body is sent
-// once, without retries.
+// once, without retries. 0 or negative buffers nothing: every such body is
+// sent once, as a bare client sends it.
 func WithMaxBodyBuffer(n int64) Option {
 	return func(c *config) { c.maxBodyBuffer = min(max(n, 0), maxBodyBufferLimit) }
 }
@@ -210,14 +235,16 @@ func WithMaxBodyBuffer(n int64) Option {
 // WithLogger logs one record per retry decision and per final outcome at
 // Debug (retries) and Info or Warn (outcomes) with the attributes
 // idempotency_key, attempt, delay, status, category and outcome. Nothing is
-// logged by default. Headers and bodies are never logged.
+// logged by default; a nil l logs nothing. Headers and bodies are never
+// logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
 // WithObserver adds a function called with every Event (attempt, retry,
 // outcome, breaker change). Observers run synchronously on the request's
-// goroutine, never under a lock of the Transport; keep them fast.
+// goroutine, never under a lock of the Transport; keep them fast. A nil
+// Observer is ignored.
 func WithObserver(o Observer) Option {
 	return func(c *config) {
 		if o != nil {
