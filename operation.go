@@ -248,7 +248,7 @@ func (c *call) record(definitive bool) {
 	}
 	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
 	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
-		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+		c.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
 	}
 }
 

@@ -222,7 +222,7 @@ func TestStoreErrorIsNotAnOutcome(t *testing.T) {
 	obs(ctx, resilient.Event{Kind: resilient.EventStore, Host: "api.test", Method: "POST",
 		Err: fmt.Errorf("%w: finish: %w", resilient.ErrStore, errors.New("disk full"))})
 	obs(ctx, resilient.Event{Kind: resilient.EventOutcome, Host: "api.test", Method: "POST", Outcome: resilient.OutcomeSuccess,
-		StatusCode: 201, Attempts: 1, Duration: time.Second})
+		Attempt: resilient.AttemptReport{StatusCode: 201}, Summary: resilient.Summary{Attempts: 1, Duration: time.Second}})
 	ops := histograms(t, h.collect(t), "resilient.operation.duration")
 	require.Len(t, ops, 1)
 	op := ops["host=api.test,method=POST,outcome=success,status=201"]
