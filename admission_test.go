@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +72,7 @@ func TestBudgetIsPerHostAndShareable(t *testing.T) {
 	assert.Len(t, s.attempts(), 2+2+1, "each host has its own budget: one retry each")
 
 	s2 := newStub(reply(503))
-	shared := resilient.NewBudget(cfg)
+	shared := retrycontrol.NewBudget(retrycontrol.BudgetConfig(cfg))
 	sharedBudget := resilient.SharedBudget(func(string) resilient.Budget { return shared })
 	t1 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, sharedBudget))
 	t2 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, sharedBudget))

@@ -68,21 +68,13 @@ type Budget interface {
 // SharedBudget is a retry control (see WithRetryControl): the function
 // returns the Budget of each destination host, for a budget kept outside
 // the Transport, such as one shared by a fleet of processes through Redis
-// (github.com/resilienthttp/resilient/redisbudget), or one Budget from
-// NewBudget shared by several Transports. The Transport calls it when it
+// (github.com/resilienthttp/resilient/redisbudget; its Memory backend
+// shares one between the Transports of a process). The Transport calls it when it
 // creates a host's state (on the host's first request, and again after the
 // state was evicted for being idle), with the host as in URL.Host; a nil
 // result means no budget for that host. It must be safe for concurrent
 // use. A nil SharedBudget is ignored.
 type SharedBudget func(host string) Budget
-
-// NewBudget returns an in-memory Budget that follows the rule of c, as
-// RetryBudget does for each host, for a SharedBudget that hands the same
-// budget to several hosts or Transports:
-//
-//	b := resilient.NewBudget(resilient.RetryBudget{Ratio: 0.1})
-//	shared := resilient.SharedBudget(func(string) resilient.Budget { return b })
-func NewBudget(c RetryBudget) Budget { return newBudget(c) }
 
 func newBudget(c RetryBudget) *retrycontrol.Budget {
 	return retrycontrol.NewBudget(retrycontrol.BudgetConfig(c))

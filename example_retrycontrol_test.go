@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/resilienthttp/resilient"
 )
@@ -49,28 +48,4 @@ func ExampleWithRetryControl() {
 	// Output:
 	// requests: 50 attempts sent: 52
 	// map[resilient: circuit open:33 resilient: retry budget exhausted:17]
-}
-
-// NewBudget makes one in-memory budget that several Transports (or every
-// host of one Transport) share, through SharedBudget.
-func ExampleNewBudget() {
-	b := resilient.NewBudget(resilient.RetryBudget{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
-	shared := resilient.WithRetryControl(resilient.SharedBudget(func(string) resilient.Budget { return b }))
-
-	base := new(down)
-	a := resilient.NewTransport(base, resilient.WithBackoff(nil), shared)
-	c := resilient.NewTransport(base, resilient.WithBackoff(nil), shared)
-	for _, tr := range []http.RoundTripper{a, c} {
-		req, _ := http.NewRequest(http.MethodGet, "http://api.example/v1/orders", nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		resp.Body.Close()
-	}
-	fmt.Println("attempts sent by two Transports:", base.sent)
-
-	// Output:
-	// attempts sent by two Transports: 3
 }

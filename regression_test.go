@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,8 +181,8 @@ func TestCallerTraceDoesNotRace(t *testing.T) {
 // Regression: a retry paid for from the budget and then not sent (the caller
 // cancels during the backoff) is refunded.
 func TestBudgetRefundsUnsentRetry(t *testing.T) {
-	b := resilient.NewBudget(resilient.RetryBudget{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
-	available := b.(interface{ Available() float64 }).Available                                             // the in-memory budget's
+	b := retrycontrol.NewBudget(retrycontrol.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
+	available := b.Available
 	before := available()
 	require.Equal(t, 1.0, before)
 	s := newStub(reply(503))
