@@ -18,7 +18,7 @@ type hostState struct {
 	tokens  *retryTokens // nil when retry tokens are off
 	budget  Budget       // nil when no budget is configured
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
-	limiter *rate.Limiter // nil without WithRateLimit
+	limiter *rate.Limiter // nil without a RateLimit
 
 	// pauseUntil (Unix ns) holds back every request to the host after a 429
 	// with a server-directed delay; retryPauseUntil holds back retries only,

@@ -34,7 +34,7 @@ import (
 // the caller has the last answer at once; a pause set or renewed while a
 // retry waits does not drop it (the server's pushback, an opened breaker or
 // a rate limit past the deadline still do). A Budget, a circuit breaker and
-// a rate limit are opt-in (WithBudgetConfig, WithBreaker, WithRateLimit).
+// a rate limit are opt-in (WithRetryControl).
 // Only outcomes that say the host is unhealthy (5xx, timeouts, resets) count
 // against it.
 //

@@ -22,7 +22,7 @@
 //	resilient.budget.rejections           counter    {rejection}   request whose retry the budget refused (outcome budget_exhausted)
 //	resilient.breaker.refusals            counter    {refusal}     request stopped by an open breaker (outcome circuit_open)
 //	resilient.breaker.transitions         counter    {transition}  state change of a host's breaker
-//	resilient.pushbacks                   counter    {answer}      answer in which the server pushed back (Event.Pushback)
+//	resilient.pushbacks                   counter    {answer}      answer in which the server pushed back (AttemptReport.Pushback)
 //	resilient.pushback.refusals           counter    {refusal}     request whose retry a server's pushback held back (outcome pushback)
 //	resilient.replays                     counter    {replay}      answer the server replayed from its key store
 //	resilient.conflicts.in_progress       counter    {conflict}    attempt classified CONFLICT.in_progress (409)
