@@ -10,8 +10,9 @@ import (
 )
 
 // WithRefusalResponses makes a request that the Transport refuses without
-// sending anything — its host's breaker is open, or a rate limit or pause
-// does not fit the deadline — end with a synthetic response instead of an
+// sending anything — its host's breaker is open, its retry tokens or budget
+// refused a retry, or a rate limit or pause does not fit the deadline — end
+// with a synthetic response instead of an
 // *Error: 503 Service Unavailable with "X-Should-Retry: false",
 // "Stripe-Should-Retry: false", a Retry-After when the Transport knows when
 // the host will be tried again, a "Resilient-Refused" header naming the

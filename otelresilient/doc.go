@@ -46,8 +46,9 @@
 // status the response status code (an int; absent when there was no
 // response), category the Classifier's resilient.Category (absent when
 // empty, as on a success), outcome one of the resilient.Outcome… constants
-// (success, replayed, terminal, retries_exhausted, budget_exhausted,
-// circuit_open, delay_too_long, canceled, error), from and to a
+// (success, replayed, terminal, retries_exhausted, tokens_exhausted,
+// budget_exhausted, circuit_open, delay_too_long, rate_limited, pushback,
+// canceled, error), from and to a
 // resilient.BreakerState ("closed", "half-open", "open"), hedge true on a
 // hedge's attempt (absent otherwise), hedge_won on the duration of a request
 // that sent hedges (true when a hedge's answer was returned; absent when no
