@@ -24,6 +24,8 @@ func (RateLimit) retryControl()      {}
 // kept per destination host; each refusal has its own error
 // (ErrTokensExhausted, ErrBudgetExhausted, ErrCircuitOpen, ErrRateLimited),
 // and a refused retry returns the last answer, as a bare client would have.
+// The tokens and a budget never hold back a first attempt; a CircuitBreaker
+// (unless RetriesOnly) and a RateLimit may.
 //
 //	WithRetryControl()                                    // none: only WithMaxAttempts limits retries
 //	WithRetryControl(RetryBudget{Ratio: 0.1})             // a budget instead of the tokens
