@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
 )
 
 func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
@@ -25,14 +25,14 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 		maxSent   int
 		exactSent int
 	}{
-		{"budget ratio 0.1, no floor", resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: time.Minute}), 1100, 0},
-		{"budget and tokens off", resilient.WithoutRetryTokens(), 0, 4000},
+		{"budget ratio 0.1, no floor", resilient.WithRetryControl(resilient.RetryBudget{Ratio: 0.1, MinPerSecond: -1, Window: time.Minute}), 1100, 0},
+		{"budget and tokens off", resilient.WithRetryControl(), 0, 4000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStub(replyDeduping(503))
 			rep := new(resilient.Report)
-			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutRetryTokens(), resilient.WithMaxAttempts(4), tc.budget)
+			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(4), tc.budget)
 			stoppedByBudget := 0
 			for range 1000 {
 				*rep = resilient.Report{}
@@ -59,22 +59,23 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 
 func TestBudgetIsPerHostAndShareable(t *testing.T) {
 	s := newStub(replyDeduping(503))
-	cfg := resilient.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
+	cfg := resilient.RetryBudget{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
 	send := func(tr http.RoundTripper, host string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+host+"/v1/x", strings.NewReader("{}"))
 		_, err := do(t, tr, req)
 		require.NoError(t, err)
 	}
-	perHost := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudgetConfig(cfg))
+	perHost := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, cfg))
 	send(perHost, "a.test")
 	send(perHost, "b.test")
 	send(perHost, "a.test")
 	assert.Len(t, s.attempts(), 2+2+1, "each host has its own budget: one retry each")
 
 	s2 := newStub(replyDeduping(503))
-	shared := resilient.NewBudget(cfg)
-	t1 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudget(shared))
-	t2 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithoutBreaker(), resilient.WithMaxAttempts(2), resilient.WithBudget(shared))
+	shared := retrycontrol.NewBudget(retrycontrol.BudgetConfig(cfg))
+	sharedBudget := resilient.SharedBudget(func(string) resilient.Budget { return shared })
+	t1 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, sharedBudget))
+	t2 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, sharedBudget))
 	send(t1, "a.test")
 	send(t2, "b.test")
 	assert.Len(t, s2.attempts(), 2+1, "one shared budget: one retry in all")
@@ -82,8 +83,8 @@ func TestBudgetIsPerHostAndShareable(t *testing.T) {
 
 func breakerTransport(s http.RoundTripper, extra ...resilient.Option) *resilient.Transport {
 	return resilient.NewTransport(s, append([]resilient.Option{
-		resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithMaxAttempts(1),
-		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: 5 * time.Second, HalfOpenProbes: 2}),
+		resilient.WithBackoff(nil), resilient.WithMaxAttempts(1),
+		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: 5 * time.Second, HalfOpenProbes: 2}),
 	}, extra...)...)
 }
 
@@ -182,7 +183,7 @@ func TestRetryAfterPausesTheHost(t *testing.T) {
 			}
 			return reply(200)(req)
 		})
-		tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithoutBreaker())
+		tr := resilient.NewTransport(s, resilient.WithBackoff(nil))
 		get := func(host string) time.Duration {
 			start := time.Now()
 			req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
@@ -207,7 +208,7 @@ func TestRetryAfterPausesTheHost(t *testing.T) {
 func TestRateLimitPacesPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStub(reply(200))
-		tr := resilient.NewTransport(s, resilient.WithRateLimit(rate.Limit(10), 1), resilient.WithoutBudget(), resilient.WithoutBreaker())
+		tr := resilient.NewTransport(s, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.RateLimit{Rate: 10, Burst: 1}))
 		start := time.Now()
 		for range 11 {
 			req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
@@ -220,7 +221,7 @@ func TestRateLimitPacesPerHost(t *testing.T) {
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://a.test/", nil)
 		_, err := do(t, tr, req)
-		require.ErrorIs(t, err, resilient.ErrDelayTooLong, "a wait past the deadline is refused at once")
+		require.ErrorIs(t, err, resilient.ErrRateLimited, "a wait past the deadline is refused at once")
 	})
 }
 
@@ -257,8 +258,8 @@ func TestSilentByDefault(t *testing.T) {
 
 func TestBreakerRetriesOnlyStillSendsFirstAttempts(t *testing.T) {
 	s := newStub(replyDeduping(503))
-	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutRetryTokens(), resilient.WithMaxAttempts(3),
-		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
+	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(3),
+		resilient.WithRetryControl(resilient.CircuitBreaker{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
 	for range 4 { // 12 failed attempts: the breaker opens during the fourth operation
 		_, err := do(t, tr, post(t, context.Background(), "{}"))
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/backoff"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -199,27 +200,27 @@ func TestSeededIsDeterministic(t *testing.T) {
 		b := kind(100*ms, 20*time.Second)
 		t.Run(fmt.Sprint(b), func(t *testing.T) {
 			t.Parallel()
-			a, a2, c := Seeded(b, 42), Seeded(b, 42), Seeded(b, 43)
+			a, a2, c := backoff.Seeded(b, 42), backoff.Seeded(b, 42), backoff.Seeded(b, 43)
 			s := sequence(a)
 			assert.Equal(t, s, sequence(a2), "same seed, same delays")
 			assert.NotEqual(t, s, sequence(c), "different seed, different delays")
-			assert.NotEqual(t, sequence(Seeded(b, 42)), sequence(b), "the original keeps its own source")
+			assert.NotEqual(t, sequence(backoff.Seeded(b, 42)), sequence(b), "the original keeps its own source")
 		})
 	}
 
 	exp := Exponential(100*ms, time.Second)
-	assert.Equal(t, sequence(exp), sequence(Seeded(exp, 1)), "Exponential has no randomness")
+	assert.Equal(t, sequence(exp), sequence(backoff.Seeded(exp, 1)), "Exponential has no randomness")
 
 	// Not one of ours: returned unchanged.
 	var foreign Backoff = fixedTestBackoff(time.Second)
-	assert.Equal(t, foreign, Seeded(foreign, 1))
-	assert.Nil(t, Seeded(nil, 1))
+	assert.Equal(t, foreign, backoff.Seeded(foreign, 1))
+	assert.Nil(t, backoff.Seeded(nil, 1))
 }
 
 func TestSeededConcurrentUse(t *testing.T) {
 	const ms = time.Millisecond
 	t.Parallel()
-	b := Seeded(FullJitter(ms, time.Second), 7)
+	b := backoff.Seeded(FullJitter(ms, time.Second), 7)
 	done := make(chan struct{})
 	for range 8 {
 		go func() {
@@ -248,7 +249,7 @@ func TestBackoffDelayDoesNotAllocate(t *testing.T) {
 	const ms = time.Millisecond
 	for _, b := range []Backoff{
 		Exponential(ms, time.Second), FullJitter(ms, time.Second), EqualJitter(ms, time.Second),
-		DecorrelatedJitter(ms, time.Second), Seeded(FullJitter(ms, time.Second), 1),
+		DecorrelatedJitter(ms, time.Second), backoff.Seeded(FullJitter(ms, time.Second), 1),
 	} {
 		allocs := testing.AllocsPerRun(1000, func() { b.Delay(3, 5*ms) })
 		assert.Zero(t, allocs, "%v", b)
@@ -269,7 +270,7 @@ func BenchmarkBackoff(b *testing.B) {
 		{"FullJitter", FullJitter(100*ms, 2*time.Second)},
 		{"EqualJitter", EqualJitter(100*ms, 2*time.Second)},
 		{"DecorrelatedJitter", DecorrelatedJitter(100*ms, 2*time.Second)},
-		{"SeededFullJitter", Seeded(FullJitter(100*ms, 2*time.Second), 1)},
+		{"SeededFullJitter", backoff.Seeded(FullJitter(100*ms, 2*time.Second), 1)},
 	} {
 		b.Run(bo.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -29,10 +29,13 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// BreakerSettings configures the per-host circuit breakers (built on
-// github.com/sony/gobreaker/v2's TwoStepCircuitBreaker) that WithBreaker
-// turns on; a Transport has none by default. Zero fields take the
-// documented defaults, resolved once when the Transport is built.
+// CircuitBreaker is a retry control (see WithRetryControl): a classic
+// circuit breaker per destination host, built on
+// github.com/sony/gobreaker/v2's TwoStepCircuitBreaker. A Transport has none
+// by default. Every zero field means its documented default, so
+// CircuitBreaker{} is the default breaker: trip at a failure ratio of 0.5
+// over at least 20 requests in a 10 s window, stay open 5 s, then let 1
+// probe through.
 //
 // Only outcomes that say the host is unhealthy count as failures: 5xx other
 // than 501 and 505, timeouts, resets, refused connections, and a 429 without
@@ -48,9 +51,9 @@ func (s BreakerState) String() string {
 // it is good for; but while open it also fails requests that a single
 // attempt might have got through. RetriesOnly keeps the shedding of retries
 // and never refuses a first attempt.
-type BreakerSettings struct {
+type CircuitBreaker struct {
 	// FailureRatio trips the breaker when failures ÷ requests in the window
-	// reach it (default 0.5).
+	// reach it (default 0.5; a value ≤ 0 or > 1 means the default).
 	FailureRatio float64
 	// MinRequests is the number of requests in the window below which the
 	// breaker never trips (default 20).
@@ -74,15 +77,12 @@ type BreakerSettings struct {
 	RetriesOnly bool
 }
 
-// DefaultBreakerSettings returns the defaults: trip at a failure ratio of 0.5
-// over at least 20 requests in a 10 s window, stay open 5 s, then let 1 probe
-// through.
-func DefaultBreakerSettings() BreakerSettings {
-	return BreakerSettings{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 5 * time.Second, HalfOpenProbes: 1}
-}
+// defaultBreaker is what CircuitBreaker's zero fields mean.
+var defaultBreaker = CircuitBreaker{FailureRatio: 0.5, MinRequests: 20, Window: 10 * time.Second, OpenTimeout: 5 * time.Second, HalfOpenProbes: 1}
 
-func (s BreakerSettings) resolved() BreakerSettings {
-	d := DefaultBreakerSettings()
+// resolved returns s with its zero fields set to their defaults.
+func (s CircuitBreaker) resolved() CircuitBreaker {
+	d := defaultBreaker
 	if s.FailureRatio <= 0 || s.FailureRatio > 1 {
 		s.FailureRatio = d.FailureRatio
 	}
@@ -124,7 +124,7 @@ func fromGobreaker(s gobreaker.State) BreakerState {
 
 // newBreaker builds h's breaker. OnStateChange runs under gobreaker's mutex,
 // so it only records; the Transport dispatches events after the call returns.
-func newBreaker(s BreakerSettings, h *hostState, now func() time.Time) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+func newBreaker(s CircuitBreaker, h *hostState, now func() time.Time) *gobreaker.TwoStepCircuitBreaker[struct{}] {
 	s = s.resolved()
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:         h.name,

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/retryafter"
 )
 
 // Category is the error taxonomy of an outcome: a dotted name whose first
@@ -98,10 +100,10 @@ type Decision struct {
 	// Replayed reports that the server answered from its idempotency store
 	// (Idempotency-Status: replayed or Idempotent-Replayed: true).
 	Replayed bool
-	// Ambiguous reports that the attempt may have reached the server without
+	// Unknown reports that the attempt may have reached the server without
 	// a definitive answer (a reset or timeout after sending, a 5xx, a 409 "in
 	// progress"): its effect may exist.
-	Ambiguous bool
+	Unknown bool
 	// Pushback reports that the server asked its clients to stop retrying:
 	// a 429 or 5xx answer with a do-not-retry hint (X-Should-Retry or
 	// Stripe-Should-Retry "false") and a server-directed Delay, the answer
@@ -122,19 +124,6 @@ var _ Classifier = DefaultClassifier
 
 // peekLimit bounds how much of a 400/409/422 body the classifier reads.
 const peekLimit = 4 << 10
-
-// Problem types (RFC 9457 "type" members) of the idempotency answers that
-// DefaultClassifier recognises, besides the IETF draft's titles and Stripe's
-// error codes (see DefaultClassifier). The fakeserver package answers with
-// them; a server may too.
-const (
-	// ProblemTypeInProgress: a request with the same key is still being
-	// processed (409).
-	ProblemTypeInProgress = "https://github.com/resilienthttp/resilient/problems/in-progress"
-	// ProblemTypePayloadMismatch: the key was already used with a different
-	// request (422, or 409).
-	ProblemTypePayloadMismatch = "https://github.com/resilienthttp/resilient/problems/payload-mismatch"
-)
 
 // The titles that draft-ietf-httpapi-idempotency-key-header (section "Error
 // Handling") gives its problem answers. The draft's examples share one
@@ -274,7 +263,7 @@ func classifyStatus(o Outcome) Decision {
 	code := resp.StatusCode
 	safe := o.Keyed || idempotentMethod(o.Request.Method)
 	retryIfSafe := func(c Category) Decision {
-		d := Decision{Action: Terminal, Category: c, Ambiguous: true}
+		d := Decision{Action: Terminal, Category: c, Unknown: true}
 		if safe {
 			d.Action = Retry
 		}
@@ -289,7 +278,7 @@ func classifyStatus(o Outcome) Decision {
 		return Decision{Action: Retry, Category: CategoryRateLimit, Delay: ServerDelay(resp.Header, o.Now)}
 	case code == http.StatusServiceUnavailable:
 		// A 503 is shed before processing by convention; retry any method.
-		return Decision{Action: Retry, Category: CategoryUnavailable, Delay: ServerDelay(resp.Header, o.Now), Ambiguous: true}
+		return Decision{Action: Retry, Category: CategoryUnavailable, Delay: ServerDelay(resp.Header, o.Now), Unknown: true}
 	case code == http.StatusBadGateway:
 		return retryIfSafe(CategoryUnavailable)
 	case code == http.StatusGatewayTimeout:
@@ -310,7 +299,7 @@ func classifyStatus(o Outcome) Decision {
 		case answerInProgress:
 			return inProgress(resp, o.Now)
 		}
-		if _, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), o.Now); ok {
+		if _, ok := retryafter.Parse(resp.Header.Get("Retry-After"), o.Now); ok {
 			return inProgress(resp, o.Now)
 		}
 		return Decision{Action: Terminal, Category: CategoryConflict}
@@ -347,7 +336,7 @@ func classifyError(o Outcome) Decision {
 	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || (ok && ne.Timeout()) {
 		cat = CategoryTimeout
 	}
-	d := Decision{Action: Terminal, Category: cat, Ambiguous: true}
+	d := Decision{Action: Terminal, Category: cat, Unknown: true}
 	if safe {
 		d.Action = Retry
 	}
@@ -527,7 +516,7 @@ func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 // processed: retry, after the server's delay if it gave one. The effect may
 // exist (the first request may commit).
 func inProgress(resp *http.Response, now time.Time) Decision {
-	return Decision{Action: Retry, Category: CategoryInProgress, Delay: ServerDelay(resp.Header, now), Ambiguous: true}
+	return Decision{Action: Retry, Category: CategoryInProgress, Delay: ServerDelay(resp.Header, now), Unknown: true}
 }
 
 // answer is an idempotency answer recognised in a response body.

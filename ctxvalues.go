@@ -23,8 +23,8 @@ func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtxKey, key)
 }
 
-// KeyFromContext returns the key set with ContextWithKey.
-func KeyFromContext(ctx context.Context) (string, bool) {
+// keyFromContext returns the key set with ContextWithKey.
+func keyFromContext(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtxKey).(string)
 	return k, ok
 }
@@ -39,8 +39,8 @@ func ContextWithOperation(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opCtxKey, op)
 }
 
-// OperationFromContext returns the name set with ContextWithOperation.
-func OperationFromContext(ctx context.Context) (string, bool) {
+// operationFromContext returns the name set with ContextWithOperation.
+func operationFromContext(ctx context.Context) (string, bool) {
 	op, ok := ctx.Value(opCtxKey).(string)
 	return op, ok
 }

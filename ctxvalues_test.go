@@ -47,10 +47,10 @@ func TestContextValues(t *testing.T) {
 		{"merged", merged{ContextWithReport(bg, r1), ContextWithOperation(ContextWithKey(bg, "k1"), "op1")}, "k1", true, "op1", true, r1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, ok := KeyFromContext(tc.ctx)
+			k, ok := keyFromContext(tc.ctx)
 			assert.Equal(t, tc.key, k)
 			assert.Equal(t, tc.hasKey, ok)
-			op, ok := OperationFromContext(tc.ctx)
+			op, ok := operationFromContext(tc.ctx)
 			assert.Equal(t, tc.op, op)
 			assert.Equal(t, tc.hasOp, ok)
 			assert.Same(t, tc.report, reportFromContext(tc.ctx))
@@ -58,6 +58,6 @@ func TestContextValues(t *testing.T) {
 	}
 	parent := ContextWithKey(bg, "k1")
 	_ = ContextWithKey(parent, "k2")
-	k, _ := KeyFromContext(parent)
+	k, _ := keyFromContext(parent)
 	assert.Equal(t, "k1", k)
 }

@@ -21,14 +21,30 @@
 // own key, or the server showed it); otherwise its outcome is returned as a
 // bare client would return it (ErrUnsafeRetry).
 //
-// Retries are held to each host's retry tokens by default: a retry takes a
-// token, a healthy answer earns half of one back, so retries fade as
-// failures grow and stop when everything fails, while first attempts are
-// never refused or delayed by them (RetryTokensConfig). A 503 with
-// Retry-After holds back the host's retries for that long, a 429 with
-// Retry-After its first attempts too, when the wait fits their deadline. A
-// rolling-window budget, a circuit breaker (github.com/sony/gobreaker/v2)
-// and a rate limit (golang.org/x/time/rate) per host are opt-in.
+// # Retry control
+//
+// Which retries a host gets is the retry control's decision, set with
+// WithRetryControl from values kept per destination host:
+//
+//   - RetryTokens, the default: a retry takes a token, a healthy answer
+//     earns half of one back, so retries fade as failures grow and stop when
+//     everything fails; a refused retry stops with ErrTokensExhausted.
+//   - RetryBudget: retries may add a share of the traffic (20 %) plus a
+//     floor (10 per second) over a rolling window, whatever their fate;
+//     ErrBudgetExhausted. SharedBudget plugs in a budget kept elsewhere,
+//     such as one a fleet shares through Redis (package redisbudget).
+//   - CircuitBreaker: a classic breaker that, once open, refuses requests
+//     without sending them (or only retries, with RetriesOnly);
+//     ErrCircuitOpen.
+//   - RateLimit: paces every attempt to the host; an attempt that could
+//     not go out before the deadline stops with ErrRateLimited.
+//
+// First attempts are never refused or delayed by the tokens or a budget,
+// so wrapping a client cannot make an operation fail that a single attempt
+// would have completed; a refused retry returns the last answer. Server
+// hints act whatever the control: a 503 with Retry-After holds back the
+// host's retries for that long, a 429 with Retry-After its first attempts
+// too, when the wait fits their deadline.
 //
 // Most callers want NewClient or Wrap:
 //

@@ -16,8 +16,13 @@ var (
 	// ErrRetriesExhausted: every allowed attempt was made and the last one
 	// failed with a retryable outcome.
 	ErrRetriesExhausted = errors.New("resilient: retries exhausted")
-	// ErrBudgetExhausted: the retry budget of the destination host refused a
-	// retry. It is a client-side decision, not a server answer.
+	// ErrTokensExhausted: the retry tokens of the destination host
+	// (RetryTokens, the default retry control) had none left for a retry.
+	// It is a client-side decision, not a server answer.
+	ErrTokensExhausted = errors.New("resilient: retry tokens exhausted")
+	// ErrBudgetExhausted: the retry budget of the destination host
+	// (RetryBudget or SharedBudget) refused a retry. It is a client-side
+	// decision, not a server answer.
 	ErrBudgetExhausted = errors.New("resilient: retry budget exhausted")
 	// ErrCircuitOpen: the destination host's circuit breaker is open (or its
 	// half-open probes are all in flight) and the attempt was not sent.
@@ -43,10 +48,11 @@ var (
 	// within that delay (the host is shedding: a retry would wait out a
 	// pause it keeps renewing), so the Transport returned instead of
 	// sleeping, with the last answer when it had one. A pause is judged
-	// before any wait: a retry that waited out a pause is sent. A rate
-	// limiter that cannot admit the retry before the deadline also gives
-	// ErrDelayTooLong, after the backoff.
+	// before any wait: a retry that waited out a pause is sent.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
+	// ErrRateLimited: the host's RateLimit could not admit the attempt
+	// before the context's deadline, so it was not sent.
+	ErrRateLimited = errors.New("resilient: rate limit wait exceeds deadline")
 	// ErrPushback: the destination host's server pushed back (see
 	// Decision.Pushback) and the time it asked for has not passed, so the
 	// retry was not sent. Error.RetryAt says when retries may resume. First

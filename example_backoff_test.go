@@ -25,32 +25,6 @@ func ExampleExponential() {
 	// 7 2s
 }
 
-// Seeded makes a jittered Backoff reproducible, for tests and simulations.
-func ExampleSeeded() {
-	delays := func(b resilient.Backoff) []time.Duration {
-		var out []time.Duration
-		prev := time.Duration(0)
-		for attempt := 1; attempt <= 5; attempt++ {
-			prev = b.Delay(attempt, prev)
-			out = append(out, prev)
-		}
-		return out
-	}
-	b := resilient.DecorrelatedJitter(100*time.Millisecond, 5*time.Second)
-	first, second := delays(resilient.Seeded(b, 42)), delays(resilient.Seeded(b, 42))
-	fmt.Println("same delays for the same seed:", fmt.Sprint(first) == fmt.Sprint(second))
-
-	inRange := true
-	for _, d := range first {
-		inRange = inRange && d >= 100*time.Millisecond && d <= 5*time.Second
-	}
-	fmt.Println("every delay within [base, max]:", inRange)
-
-	// Output:
-	// same delays for the same seed: true
-	// every delay within [base, max]: true
-}
-
 // FullJitter, the default, draws each delay from [0, min(max, base·2^(attempt-1))).
 func ExampleFullJitter() {
 	b := resilient.FullJitter(100*time.Millisecond, 2*time.Second)

@@ -235,7 +235,7 @@ func TestInProgressRetryTakesNoToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := slowFirst(2500*time.Millisecond, fakeserver.WithInProgressRetryAfter(time.Second))
 		defer srv.Close()
-		one := WithRetryTokens(RetryTokensConfig{MinTokens: 1, CapRatio: -1})
+		one := WithRetryControl(RetryTokens{MinTokens: 1, CapRatio: -1})
 		a, b := NewTransport(srv.Transport(), one), NewTransport(srv.Transport(), one)
 		way := keyedWays()[0]
 		done := make(chan *http.Response, 1)

@@ -150,19 +150,20 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 
 // spend takes what a retry (or a hedge) of c costs at now: a retry token,
 // from the host's bucket and from the share of c's route (routeshare.go),
-// and the budget's share. On error (ErrBudgetExhausted) nothing is held.
+// and the budget's share. On error (ErrTokensExhausted, ErrBudgetExhausted)
+// nothing is held.
 func (r *reservation) spend(c *call, now time.Time) error {
 	h := r.h
 	if h.tokens != nil {
 		s, ok := h.shares.take(routeOf(c.req), h.tokens.capacity(now))
 		if !ok {
-			return ErrBudgetExhausted
+			return ErrTokensExhausted
 		}
 		if !h.tokens.TakeAt(now) {
 			if s != nil {
 				h.shares.give(s, tokenUnit)
 			}
-			return ErrBudgetExhausted
+			return ErrTokensExhausted
 		}
 		r.token, r.share = true, s
 	}
@@ -229,7 +230,7 @@ func (r *reservation) wait(c *call) error {
 			if ctxErr := c.ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
-			return ErrDelayTooLong // the limiter refuses waits past the deadline
+			return ErrRateLimited // the limiter refuses waits past the deadline
 		}
 		r.at = c.t.cfg.now()
 	}

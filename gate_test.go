@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
@@ -52,12 +53,16 @@ func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
 // gateTransport has every policy of the gate, with room to see each one's
 // accounting: 3 retry tokens, a budget of 10 retries, a breaker that never
 // trips on its own.
+var gateControls = []RetryControl{
+	RetryTokens{MinTokens: 3, CapRatio: -1},
+	RetryBudget{Ratio: -1, MinPerSecond: 1},
+	CircuitBreaker{MinRequests: 1000},
+}
+
 func gateTransport(base http.RoundTripper, opts ...Option) *Transport {
 	all := append([]Option{
 		WithBackoff(Exponential(10*time.Millisecond, 10*time.Millisecond)),
-		WithRetryTokens(RetryTokensConfig{MinTokens: 3, CapRatio: -1}),
-		WithBudgetConfig(BudgetConfig{Ratio: -1, MinPerSecond: 1}),
-		WithBreaker(BreakerSettings{MinRequests: 1000}),
+		WithRetryControl(gateControls...),
 	}, opts...)
 	return NewTransport(base, all...)
 }
@@ -72,7 +77,7 @@ func assertReleased(t *testing.T, tr *Transport, sentRetries int) {
 	h := v.(*hostState)
 	now := tr.cfg.now()
 	assert.Equal(t, float64(3-sentRetries), h.tokens.AvailableAt(now), "tokens: only sent retries are spent")
-	assert.Equal(t, float64(10-sentRetries), h.budget.(*Budget).AvailableAt(now), "budget: only sent retries are spent")
+	assert.Equal(t, float64(10-sentRetries), h.budget.(*retrycontrol.Budget).AvailableAt(now), "budget: only sent retries are spent")
 	c := h.breaker.Counts()
 	assert.Equal(t, c.Requests, c.TotalSuccesses+c.TotalFailures+c.TotalExclusions, "breaker: one done per Allow")
 }
@@ -108,7 +113,7 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 		{name: "cancelled in the backoff", codes: []int{503}, cancelAfter: 5 * time.Millisecond, wantErr: context.Canceled},
 		{
 			name: "rate limiter refuses a wait past the deadline", codes: []int{503},
-			opts: []Option{WithRateLimit(rate.Every(time.Hour), 1)}, deadline: time.Second, wantErr: ErrDelayTooLong,
+			opts: []Option{WithRetryControl(append(gateControls, RateLimit{Rate: rate.Every(time.Hour), Burst: 1})...)}, deadline: time.Second, wantErr: ErrRateLimited,
 		},
 		{name: "tokens run out", codes: []int{503}, opts: []Option{WithMaxAttempts(10)}, sentRetries: 3, wantErr: nil},
 	}
@@ -267,7 +272,7 @@ func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 	for name, opts := range map[string][]Option{
 		"defaults": nil,
-		"budget":   {WithBudgetConfig(DefaultBudgetConfig())},
+		"budget":   {WithRetryControl(RetryTokens{}, RetryBudget{})},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := NewTransport(&scripted{codes: []int{200}}, opts...)
@@ -339,10 +344,10 @@ func TestReserveResetsEveryField(t *testing.T) {
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 
-// Regression: one WithBreaker Option used by two Transports gave them one
+// Regression: one breaker Option used by two Transports gave them one
 // settings struct, which each NewTransport wrote while the other read it.
 func TestBreakerOptionBuildsManyTransports(t *testing.T) {
-	opt := WithBreaker(DefaultBreakerSettings())
+	opt := WithRetryControl(RetryTokens{}, CircuitBreaker{})
 	a := NewTransport(&scripted{codes: []int{200}}, opt)
 	b := NewTransport(&scripted{codes: []int{200}}, opt)
 	assert.NotSame(t, a.cfg.breaker, b.cfg.breaker)
@@ -410,7 +415,7 @@ func TestFirstAttemptsSizeTheTokens(t *testing.T) {
 		for i := 1; i <= 100; i++ {
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 			v, _ := tr.hosts.m.Load("api.test")
-			require.Equal(t, int64(i), v.(*hostState).tokens.firstsAt(tr.cfg.now()), "after %d operations", i)
+			require.Equal(t, int64(i), v.(*hostState).tokens.Firsts(tr.cfg.now()), "after %d operations", i)
 		}
 	})
 }
@@ -422,16 +427,18 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 	// In a bubble: the breaker's rolling window moves only with its
 	// virtual time, so its counts cannot age out between the two reads.
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{200}}, WithBreaker(BreakerSettings{}))
+		tr := NewTransport(&scripted{codes: []int{200}}, WithRetryControl(RetryTokens{}, CircuitBreaker{}))
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		v, _ := tr.hosts.m.Load("api.test")
 		h := v.(*hostState)
-		h.tokens.deficit.Store(3 * tokenUnit)
+		for range 3 {
+			require.True(t, h.tokens.TakeAt(tr.cfg.now()))
+		}
 		before := h.breaker.Counts()
 		for range 4 {
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		}
-		assert.Equal(t, int64(tokenUnit), h.tokens.deficit.Load(), "four successes earn 4 × 0.5 tokens")
+		assert.Equal(t, int64(tokenUnit), h.tokens.Deficit(), "four successes earn 4 × 0.5 tokens")
 		after := h.breaker.Counts()
 		assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
 		assert.Equal(t, before.Requests+4, after.Requests)

@@ -342,7 +342,7 @@ func (c *call) hedgeSent(n int, delay time.Duration) {
 	if len(c.t.cfg.observers) == 0 {
 		return
 	}
-	c.emit(Event{Kind: EventHedge, Attempt: n, Delay: delay, Hedge: true})
+	c.emit(Event{Kind: EventHedge, Attempt: AttemptReport{Attempt: n, Hedge: true}, Delay: delay})
 }
 
 // isHedge reports whether attempt n of the call was a hedge.

@@ -166,9 +166,9 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 		first step // the answer to setup's request; default 503 Retry-After: 30
 		setup func(t *testing.T, tr http.RoundTripper)
 	}{
-		{name: "no retry token", opts: []resilient.Option{resilient.WithRetryTokens(resilient.RetryTokensConfig{MinTokens: -1, CapRatio: -1})}},
-		{name: "budget exhausted", opts: []resilient.Option{resilient.WithoutRetryTokens(),
-			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: -1, MinPerSecond: -1})}},
+		{name: "no retry token", opts: []resilient.Option{resilient.WithRetryControl(resilient.RetryTokens{MinTokens: -1, CapRatio: -1})}},
+		{name: "budget exhausted", opts: []resilient.Option{
+			resilient.WithRetryControl(resilient.RetryBudget{Ratio: -1, MinPerSecond: -1})}},
 		{name: "no attempt left", opts: []resilient.Option{resilient.WithMaxAttempts(1)}},
 		{name: "host paused by a 503's Retry-After", setup: func(t *testing.T, tr http.RoundTripper) {
 			// Answered 503 Retry-After: 30, which pauses the host's
@@ -187,7 +187,7 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 				require.NoError(t, err)
 				resp.Body.Close()
 			}},
-		{name: "breaker open", opts: []resilient.Option{resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 1, FailureRatio: 0.5,
+		{name: "breaker open", opts: []resilient.Option{resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{MinRequests: 1, FailureRatio: 0.5,
 			OpenTimeout: time.Minute, RetriesOnly: true})}, setup: func(t *testing.T, tr http.RoundTripper) {
 			resp, _, err := hedgeDo(t, tr, http.MethodDelete, nil)
 			require.NoError(t, err)
@@ -338,14 +338,14 @@ func TestHedgeEventsAndLog(t *testing.T) {
 			kinds = append(kinds, e.Kind)
 		}
 		require.Equal(t, []resilient.EventKind{resilient.EventHedge, resilient.EventAttempt, resilient.EventAttempt, resilient.EventOutcome}, kinds)
-		assert.Equal(t, 1, events[0].Attempt)
+		assert.Equal(t, 1, events[0].Attempt.Attempt)
 		assert.Equal(t, 50*time.Millisecond, events[0].Delay)
-		assert.False(t, events[1].Hedge, "the first copy, cancelled")
-		assert.True(t, events[2].Hedge)
+		assert.False(t, events[1].Attempt.Hedge, "the first copy, cancelled")
+		assert.True(t, events[2].Attempt.Hedge)
 		out := events[3]
-		assert.Equal(t, 1, out.Attempt, "the winner")
-		assert.True(t, out.Hedge)
-		assert.Equal(t, 1, out.Hedges)
+		assert.Equal(t, 1, out.Attempt.Attempt, "the winner")
+		assert.True(t, out.Attempt.Hedge)
+		assert.Equal(t, 1, out.Summary.Hedges)
 		assert.Contains(t, logs.String(), `msg="resilient: hedge"`)
 		assert.Contains(t, logs.String(), "hedges=1 winner=1 hedge_won=true")
 	})
@@ -445,7 +445,7 @@ func TestHedgeNotSentIsNotCountedWhicheverAnswersFirst(t *testing.T) {
 			b := &countingBudget{allow: 10}
 			s := newStub(timed(50*time.Millisecond, 200, &live))
 			tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}),
-				resilient.WithBudgetFunc(func(string) resilient.RetryBudget { return b }))
+				resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })))
 			rep := new(resilient.Report)
 			req, err := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
 			require.NoError(t, err)

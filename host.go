@@ -15,10 +15,10 @@ import (
 // request; evicted once the host has been idle for a window (see hosts).
 type hostState struct {
 	name    string
-	tokens  *RetryTokens // nil when retry tokens are off
-	budget  RetryBudget  // nil when no budget is configured
+	tokens  *retryTokens // nil when retry tokens are off
+	budget  Budget       // nil when no budget is configured
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
-	limiter *rate.Limiter // nil without WithRateLimit
+	limiter *rate.Limiter // nil without a RateLimit
 
 	// pauseUntil (Unix ns) holds back every request to the host after a 429
 	// with a server-directed delay; retryPauseUntil holds back retries only,
@@ -157,13 +157,11 @@ func (t *Transport) newHost(name string, ns int64) *hostState {
 	h := &hostState{name: name}
 	h.lastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
 	if !t.cfg.tokensOff {
-		h.tokens = NewRetryTokens(t.cfg.tokens)
+		h.tokens = newRetryTokens(t.cfg.tokens)
 	}
 	switch {
-	case t.cfg.budget != nil:
-		h.budget = t.cfg.budget
 	case t.cfg.budgetConfig != nil:
-		h.budget = NewBudget(*t.cfg.budgetConfig)
+		h.budget = newBudget(*t.cfg.budgetConfig)
 	case t.cfg.budgetFunc != nil:
 		if b := t.cfg.budgetFunc(name); b != nil {
 			h.budget = b

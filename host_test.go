@@ -45,7 +45,7 @@ func TestHostCache(t *testing.T) {
 		assert.Same(t, b, tr.hosts.last.Load(), "an unused cached host gives way")
 		assert.True(t, cacheHolds(tr))
 
-		time.Sleep(2 * DefaultRetryTokensConfig().Window)
+		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
 		tr.hosts.sweep(time.Now().UnixNano())
 		_, ok := tr.hosts.m.Load("b.test")
 		assert.False(t, ok, "b was idle for a window")
@@ -60,7 +60,7 @@ func TestHostCache(t *testing.T) {
 // them (a window of 1 ms, so every lookup may sweep); the cache never holds
 // a state the table has not (go test -race checks the accesses).
 func TestHostCacheUnderSweeps(t *testing.T) {
-	tr := NewTransport(&scripted{codes: []int{200}}, WithRetryTokens(RetryTokensConfig{Window: time.Millisecond}))
+	tr := NewTransport(&scripted{codes: []int{200}}, WithRetryControl(RetryTokens{Window: time.Millisecond}))
 	require.Equal(t, int64(time.Millisecond), tr.hosts.idleAfter)
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -163,7 +163,7 @@ func TestHostAndClockDoNotAllocate(t *testing.T) {
 // does not start afresh with a full burst for the next request.
 func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRateLimit(rate.Every(30*time.Second), 1))
+		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRetryControl(RetryTokens{}, RateLimit{Rate: rate.Every(30 * time.Second), Burst: 1}))
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 		v, _ := tr.hosts.m.Load("api.test")
 		var wg sync.WaitGroup

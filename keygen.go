@@ -11,13 +11,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// MaxKeyLength is the longest idempotency key the Transport accepts from a
+// maxKeyLength is the longest idempotency key the Transport accepts from a
 // caller (and the longest most servers store).
-const MaxKeyLength = 255
+const maxKeyLength = 255
 
 // NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string: 48 bits of
 // Unix milliseconds, then random bits from crypto/rand, so keys minted in
-// sequence sort in time order and their age can be read back (KeyTime). It is
+// sequence sort in time order and their age can be read back (keyTime). It is
 // what a Transport mints by default (from a buffer of crypto/rand bytes of
 // its own; see WithKeyFunc).
 func NewKey() (string, error) {
@@ -139,14 +139,14 @@ var hexPairs = func() (t [256]uint16) {
 }()
 
 // ValidateKey reports whether key can be sent as an idempotency key: non-empty,
-// at most MaxKeyLength bytes, printable ASCII (0x20–0x7E, no leading or
+// at most maxKeyLength bytes, printable ASCII (0x20–0x7E, no leading or
 // trailing space). The error wraps ErrInvalidKey and never echoes the key.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty", ErrInvalidKey)
-	case len(key) > MaxKeyLength:
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), MaxKeyLength)
+	case len(key) > maxKeyLength:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), maxKeyLength)
 	case key[0] == ' ' || key[len(key)-1] == ' ':
 		return fmt.Errorf("%w: leading or trailing space", ErrInvalidKey)
 	}

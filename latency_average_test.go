@@ -87,7 +87,7 @@ func TestLatencyAverage(t *testing.T) {
 			var durations []time.Duration
 			obs := func(_ context.Context, e Event) {
 				if e.Kind == EventAttempt {
-					durations = append(durations, e.Duration)
+					durations = append(durations, e.Attempt.Duration)
 				}
 			}
 			tr := NewTransport(&slowBase{codes: []int{200}, delays: []time.Duration{30 * ms}}, WithObserver(obs))

@@ -58,11 +58,11 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	// A success answers for earlier attempts only if they were the same
 	// operation: keyed, or an idempotent method. After an unkeyed POST that
 	// may have been applied, a second success may be a duplicate.
-	if l.ambiguous || d.Ambiguous { // else it stays false either way
+	if l.ambiguous || d.Unknown { // else it stays false either way
 		switch {
 		case d.Action == Success && (c.op.key != "" || idempotentMethod(c.req.Method)):
 			l.ambiguous = false
-		case d.Ambiguous:
+		case d.Unknown:
 			l.ambiguous = true
 		}
 	}
@@ -78,12 +78,12 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 		l.rep.Attempts = append(l.rep.Attempts, ar)
 	}
 	if len(c.t.cfg.observers) > 0 {
-		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}
+		e := Event{Kind: EventAttempt, Attempt: AttemptReport{Attempt: a.n, Wait: wait, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}}
 		if d.Pushback {
-			e.Pushback, e.Delay = true, min(d.Delay, c.t.cfg.retryAfterMax)
+			e.Attempt.Pushback, e.Delay = true, min(d.Delay, c.t.cfg.retryAfterMax)
 		}
 		if a.resp != nil {
-			e.StatusCode = a.resp.StatusCode
+			e.Attempt.StatusCode = a.resp.StatusCode
 		}
 		c.emit(e)
 	}
@@ -94,9 +94,9 @@ func (c *call) retrying(n int, a *attempt, d Decision, delay time.Duration) {
 	if len(c.t.cfg.observers) == 0 {
 		return
 	}
-	e := Event{Kind: EventRetry, Attempt: n, Delay: delay, Category: d.Category, Action: Retry, Outcome: OutcomeRetry, Err: a.err}
+	e := Event{Kind: EventRetry, Attempt: AttemptReport{Attempt: n, Category: d.Category, Action: Retry, Err: a.err}, Delay: delay, Outcome: OutcomeRetry}
 	if a.resp != nil {
-		e.StatusCode = a.resp.StatusCode
+		e.Attempt.StatusCode = a.resp.StatusCode
 	}
 	c.emit(e)
 }
@@ -124,8 +124,8 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	observed := len(c.t.cfg.observers) > 0 // events are built only for observers
 	if a.resp != nil {
 		if observed {
-			c.emit(Event{Kind: EventOutcome, Attempt: a.n, Attempts: l.attempts, Resends: l.resends, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action,
-				Replayed: d.Replayed, Outcome: outcomeOf(d, stop), Duration: c.elapsed(), Hedges: len(l.hedgeNums), Hedge: l.isHedge(a.n)})
+			c.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
+				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: c.elapsed()}})
 		}
 		return a.resp, nil
 	}
@@ -138,8 +138,8 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	}
 	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
 	c.retryAt(e)
-	c.emit(Event{Kind: EventOutcome, Attempt: a.n, Attempts: l.attempts, Resends: l.resends, Category: d.Category, Action: d.Action, Unknown: e.Unknown,
-		Outcome: outcome, Duration: c.elapsed(), Err: e, Hedges: len(l.hedgeNums), Hedge: l.isHedge(a.n)})
+	c.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
+		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: c.elapsed(), Unknown: e.Unknown}, Err: e})
 	return nil, e
 }
 
@@ -162,17 +162,21 @@ func (c *call) fail(reason error, cat Category, err error) error {
 	switch {
 	case errors.Is(reason, ErrCircuitOpen):
 		outcome = OutcomeCircuitOpen
+	case errors.Is(reason, ErrTokensExhausted):
+		outcome = OutcomeTokensExhausted
 	case errors.Is(reason, ErrBudgetExhausted):
 		outcome = OutcomeBudgetExhausted
 	case errors.Is(reason, ErrDelayTooLong):
 		outcome = OutcomeDelayTooLong
+	case errors.Is(reason, ErrRateLimited):
+		outcome = OutcomeRateLimited
 	case errors.Is(reason, ErrPushback):
 		outcome = OutcomePushback
 	case errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded):
 		outcome = OutcomeCanceled
 	}
-	c.emit(Event{Kind: EventOutcome, Attempts: l.attempts, StatusCode: l.status, Category: cat, Unknown: e.Unknown,
-		Outcome: outcome, Duration: c.elapsed(), Err: e})
+	c.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{StatusCode: l.status, Category: cat},
+		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Duration: c.elapsed(), Unknown: e.Unknown}, Err: e})
 	return e
 }
 
@@ -202,7 +206,7 @@ func (c *call) stopped(reason error) error {
 	switch {
 	case errors.Is(reason, ErrCircuitOpen):
 		return c.fail(reason, CategoryCircuitOpen, c.led.lastErr)
-	case errors.Is(reason, ErrDelayTooLong), errors.Is(reason, ErrPushback):
+	case errors.Is(reason, ErrDelayTooLong), errors.Is(reason, ErrRateLimited), errors.Is(reason, ErrPushback):
 		return c.fail(reason, CategoryRateLimit, c.led.lastErr)
 	}
 	return c.fail(reason, CategoryCanceled, reason)
@@ -210,6 +214,8 @@ func (c *call) stopped(reason error) error {
 
 func outcomeOf(d Decision, stop error) string {
 	switch {
+	case errors.Is(stop, ErrTokensExhausted):
+		return OutcomeTokensExhausted
 	case errors.Is(stop, ErrBudgetExhausted):
 		return OutcomeBudgetExhausted
 	case errors.Is(stop, ErrCircuitOpen):
@@ -218,6 +224,8 @@ func outcomeOf(d Decision, stop error) string {
 		return OutcomeRetriesExhausted
 	case errors.Is(stop, ErrDelayTooLong):
 		return OutcomeDelayTooLong
+	case errors.Is(stop, ErrRateLimited):
+		return OutcomeRateLimited
 	case errors.Is(stop, ErrPushback):
 		return OutcomePushback
 	case stop != nil:

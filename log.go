@@ -13,23 +13,7 @@ import (
 // the outcome of a request that sent hedges). No headers, no bodies.
 func logObserver(l *slog.Logger) Observer {
 	return func(ctx context.Context, e Event) {
-		var level slog.Level
-		var msg string
 		switch e.Kind {
-		case EventAttempt:
-			if !e.Pushback {
-				return
-			}
-			level, msg = slog.LevelWarn, "resilient: pushback"
-		case EventRetry:
-			level, msg = slog.LevelDebug, "resilient: retry"
-		case EventHedge:
-			level, msg = slog.LevelDebug, "resilient: hedge"
-		case EventOutcome:
-			level, msg = slog.LevelInfo, "resilient: outcome"
-			if e.Outcome != OutcomeSuccess && e.Outcome != OutcomeReplayed {
-				level = slog.LevelWarn
-			}
 		case EventStore:
 			l.LogAttrs(ctx, slog.LevelError, "resilient: store", slog.String("idempotency_key", e.Key),
 				slog.String("operation", e.Operation), slog.String("error", e.Err.Error()))
@@ -38,40 +22,67 @@ func logObserver(l *slog.Logger) Observer {
 			l.LogAttrs(ctx, slog.LevelWarn, "resilient: breaker", slog.String("host", e.Host),
 				slog.String("from", e.From.String()), slog.String("to", e.To.String()))
 			return
-		default:
+		}
+		level, msg, ok := logLevel(e)
+		if !ok || !l.Enabled(ctx, level) {
 			return
 		}
-		if !l.Enabled(ctx, level) {
-			return
-		}
-		attrs := []slog.Attr{
-			slog.String("idempotency_key", e.Key),
-			slog.Int("attempt", max(e.Attempt, e.Attempts)),
-			slog.Duration("delay", e.Delay),
-			slog.Int("status", e.StatusCode),
-			slog.String("category", string(e.Category)),
-			slog.String("outcome", e.Outcome),
-			slog.String("host", e.Host),
-			slog.String("method", e.Method),
-		}
-		if e.Operation != "" {
-			attrs = append(attrs, slog.String("operation", e.Operation))
-		}
-		if e.Unknown {
-			attrs = append(attrs, slog.Bool("unknown", true))
-		}
-		if e.Kind == EventHedge {
-			attrs = append(attrs, slog.Bool("hedge", true))
-		}
-		if e.Hedges > 0 {
-			attrs = append(attrs, slog.Int("hedges", e.Hedges), slog.Int("winner", e.Attempt), slog.Bool("hedge_won", e.Hedge))
-		}
-		if e.Resends > 0 {
-			attrs = append(attrs, slog.Int("resends", e.Resends))
-		}
-		if e.Err != nil {
-			attrs = append(attrs, slog.String("error", e.Err.Error()))
-		}
-		l.LogAttrs(ctx, level, msg, attrs...)
+		l.LogAttrs(ctx, level, msg, logAttrs(e)...)
 	}
+}
+
+// logLevel returns the level and message of a request's event, and false
+// for an event that is not logged (an attempt without pushback).
+func logLevel(e Event) (slog.Level, string, bool) {
+	switch e.Kind {
+	case EventAttempt:
+		return slog.LevelWarn, "resilient: pushback", e.Attempt.Pushback
+	case EventRetry:
+		return slog.LevelDebug, "resilient: retry", true
+	case EventHedge:
+		return slog.LevelDebug, "resilient: hedge", true
+	case EventOutcome:
+		if e.Outcome != OutcomeSuccess && e.Outcome != OutcomeReplayed {
+			return slog.LevelWarn, "resilient: outcome", true
+		}
+		return slog.LevelInfo, "resilient: outcome", true
+	}
+	return 0, "", false
+}
+
+// logAttrs returns the attributes of a request's event.
+func logAttrs(e Event) []slog.Attr {
+	attrs := []slog.Attr{
+		slog.String("idempotency_key", e.Key),
+		slog.Int("attempt", max(e.Attempt.Attempt, e.Summary.Attempts)),
+		slog.Duration("delay", e.Delay),
+		slog.Int("status", e.Attempt.StatusCode),
+		slog.String("category", string(e.Attempt.Category)),
+		slog.String("outcome", e.Outcome),
+		slog.String("host", e.Host),
+		slog.String("method", e.Method),
+	}
+	if e.Operation != "" {
+		attrs = append(attrs, slog.String("operation", e.Operation))
+	}
+	if e.Summary.Unknown {
+		attrs = append(attrs, slog.Bool("unknown", true))
+	}
+	if e.Kind == EventHedge {
+		attrs = append(attrs, slog.Bool("hedge", true))
+	}
+	if e.Summary.Hedges > 0 {
+		attrs = append(attrs, slog.Int("hedges", e.Summary.Hedges), slog.Int("winner", e.Attempt.Attempt), slog.Bool("hedge_won", e.Attempt.Hedge))
+	}
+	resends, err := e.Attempt.Resends, e.Attempt.Err // an attempt's, a retry's
+	if e.Kind == EventOutcome {
+		resends, err = e.Summary.Resends, e.Err
+	}
+	if resends > 0 {
+		attrs = append(attrs, slog.Int("resends", resends))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	return attrs
 }

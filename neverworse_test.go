@@ -267,7 +267,7 @@ func TestOuterRetryLoopIsAccounted(t *testing.T) {
 func TestRefusalResponses(t *testing.T) {
 	s := newStub(reply(503))
 	tr := resilient.NewTransport(s, resilient.WithMaxAttempts(1), resilient.WithRefusalResponses(),
-		resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute}))
+		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute}))
 	resp, err := do(t, tr, post(t, context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Empty(t, resp.Header.Get("Resilient-Refused"), "a real answer is not a refusal")

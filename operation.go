@@ -53,7 +53,7 @@ type operation struct {
 func (c *call) resolve() error {
 	cfg := &c.t.cfg
 	op := &c.op
-	op.name, _ = OperationFromContext(c.ctx)
+	op.name, _ = operationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
 	c.led.start(c, reportFromContext(c.ctx))
 	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
@@ -102,7 +102,7 @@ func (c *call) identity(alt string) error {
 		op.key, op.own, op.field = vs[0], true, name
 		return ValidateKey(op.key)
 	}
-	if k, ok := KeyFromContext(c.ctx); ok {
+	if k, ok := keyFromContext(c.ctx); ok {
 		op.key, op.own = k, true
 		return ValidateKey(k)
 	}
@@ -139,7 +139,7 @@ func (c *call) unsent() {
 	if c.op.field != "" {
 		return // the caller's header
 	}
-	if _, ok := KeyFromContext(c.ctx); ok {
+	if _, ok := keyFromContext(c.ctx); ok {
 		return
 	}
 	c.op.key = ""
@@ -187,7 +187,7 @@ func (c *call) claim() error {
 		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
 	}
 	explicit := op.field != ""
-	if _, ok := KeyFromContext(c.ctx); ok {
+	if _, ok := keyFromContext(c.ctx); ok {
 		explicit = true
 	}
 	if explicit && rec.Key != op.key {
@@ -217,7 +217,7 @@ func (c *call) keyAge(at time.Time) error {
 		return nil
 	}
 	born := c.op.born
-	if t, ok := KeyTime(c.op.key); ok && (born.IsZero() || t.Before(born)) {
+	if t, ok := keyTime(c.op.key); ok && (born.IsZero() || t.Before(born)) {
 		born = t
 	}
 	if born.IsZero() {
@@ -248,7 +248,7 @@ func (c *call) record(definitive bool) {
 	}
 	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
 	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
-		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+		c.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
 	}
 }
 
@@ -269,9 +269,9 @@ func bounded(ctx context.Context, f func(context.Context) error) error {
 	}
 }
 
-// KeyTime returns the creation time embedded in a UUIDv7 key, and false for
+// keyTime returns the creation time embedded in a UUIDv7 key, and false for
 // a key that is not a UUIDv7.
-func KeyTime(key string) (time.Time, bool) {
+func keyTime(key string) (time.Time, bool) {
 	u, err := uuid.Parse(key)
 	if err != nil || u.Version() != 7 {
 		return time.Time{}, false

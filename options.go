@@ -5,24 +5,38 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/persist"
 	"golang.org/x/time/rate"
 )
 
-// Defaults, applied by NewTransport when an option does not say otherwise.
+// The header names the Transport sends by default (see WithKeyHeader and
+// WithAttemptHeader); a server, a proxy or a test reads them.
 const (
-	DefaultMaxAttempts   = 4
-	DefaultRetryAfterMax = 30 * time.Second
-	DefaultMaxBodyBuffer = 1 << 20
 	DefaultKeyHeader     = "Idempotency-Key"
 	DefaultAttemptHeader = "Retry-Attempt"
-	DefaultKeyRetention  = 24 * time.Hour
+)
+
+// The other defaults, each documented on its option.
+const (
+	defaultMaxAttempts   = 4
+	defaultRetryAfterMax = 30 * time.Second
+	defaultMaxBodyBuffer = 1 << 20
+	defaultKeyRetention  = 24 * time.Hour
 	defaultBackoffBase   = 100 * time.Millisecond
 	defaultBackoffMax    = 2 * time.Second
 )
 
 // Option configures a Transport. Options are applied in order; the last one
 // that sets a value wins.
+//
+// The zero value of every option's argument is documented on the option and
+// is never a trap: a zero duration, a zero config field or an empty name
+// means the default (or, where "none" is the only sensible reading, as for
+// WithAttemptTimeout or a nil Observer, nothing), and no zero makes a
+// Transport fail requests it would otherwise send. WithMaxAttempts(0) and
+// WithMaxBodyBuffer(0) mean no retries and no buffering, the reading a bare
+// net/http client has anyway.
 type Option func(*config)
 
 // config is the resolved configuration of a Transport, fixed at construction.
@@ -32,15 +46,15 @@ type config struct {
 	classifier       Classifier
 	customClassifier bool // WithClassifier set one: it may read Outcome.Now
 	observed         bool // an Observer, hedging or a custom Classifier reads every attempt (see call.unobserved)
-	tokensOff        bool
-	tokens           RetryTokensConfig
-	budget           *Budget       // shared by every host when set
-	budgetConfig     *BudgetConfig // a budget per host when set
-	budgetFunc       func(host string) RetryBudget
-	breaker          *BreakerSettings
-	rateLimit        rate.Limit
-	rateBurst        int
-	keyHeader        string
+	// The retry controls, set by WithRetryControl.
+	tokensOff    bool
+	tokens       RetryTokens
+	budgetConfig *RetryBudget // a budget per host when set
+	budgetFunc   SharedBudget // a budget kept elsewhere when set
+	breaker      *CircuitBreaker
+	rateLimit    rate.Limit // rate.Inf: no limit
+	rateBurst    int
+	keyHeader    string
 	// keyWire is the spelling keyHeader is sent under when the Transport
 	// adds the key (resolved by NewTransport): net/http re-sends a request
 	// by itself after a reused connection dies once it holds the
@@ -71,12 +85,9 @@ type config struct {
 // idleAfter is how long a host's state is kept without requests: the
 // longest window among its policies.
 func (c *config) idleAfter() time.Duration {
-	d := c.tokens.window()
+	d := retrycontrol.TokensConfig(c.tokens).Span()
 	if c.budgetConfig != nil {
-		d = max(d, time.Duration(c.budgetConfig.params().width*budgetBuckets))
-	}
-	if c.budget != nil {
-		d = max(d, time.Duration(c.budget.params().width*budgetBuckets))
+		d = max(d, c.budgetConfig.span())
 	}
 	if c.breaker != nil {
 		d = max(d, c.breaker.Window, c.breaker.OpenTimeout)
@@ -86,23 +97,23 @@ func (c *config) idleAfter() time.Duration {
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:   DefaultMaxAttempts,
+		maxAttempts:   defaultMaxAttempts,
 		backoff:       FullJitter(defaultBackoffBase, defaultBackoffMax),
 		classifier:    DefaultClassifier,
-		tokens:        DefaultRetryTokensConfig(),
 		rateLimit:     rate.Inf,
 		keyHeader:     DefaultKeyHeader,
 		attemptHeader: DefaultAttemptHeader,
 		keyMethods:    newMethodSet(http.MethodPost, http.MethodPatch),
-		keyRetention:  DefaultKeyRetention,
-		retryAfterMax: DefaultRetryAfterMax,
-		maxBodyBuffer: DefaultMaxBodyBuffer,
+		keyRetention:  defaultKeyRetention,
+		retryAfterMax: defaultRetryAfterMax,
+		maxBodyBuffer: defaultMaxBodyBuffer,
 		since:         time.Since,
 	}
 }
 
 // WithMaxAttempts sets the total number of attempts per request, the first
-// included (default 4). 1 disables retries; values below 1 are treated as 1.
+// included (default 4). 1 disables retries; 0 and negative values are
+// treated as 1 (no retries; a request is always sent once).
 func WithMaxAttempts(n int) Option {
 	return func(c *config) { c.maxAttempts = max(n, 1) }
 }
@@ -125,96 +136,37 @@ func WithClassifier(f Classifier) Option {
 	}
 }
 
-// WithRetryTokens sets the configuration of the retry tokens each
-// destination host gets (default DefaultRetryTokensConfig()): a retry takes
-// a token, a healthy answer earns some back, so retries fade as failures
-// grow and stop when everything fails. First attempts are never refused.
-// See RetryTokens.
-func WithRetryTokens(rc RetryTokensConfig) Option {
-	return func(c *config) { c.tokens, c.tokensOff = rc, false }
-}
-
-// WithoutRetryTokens turns the retry tokens off: retries are then limited
-// only by WithMaxAttempts and by a budget or breaker if one is configured.
-func WithoutRetryTokens() Option {
-	return func(c *config) { c.tokensOff = true }
-}
-
-// WithBudget makes every request of the Transport also spend retries from b,
-// whatever its host, so that several Transports can share one budget. No
-// budget is used by default (the retry tokens are); a nil b removes it.
-func WithBudget(b *Budget) Option {
-	return func(c *config) { c.budget, c.budgetConfig, c.budgetFunc = b, nil, nil }
-}
-
-// WithBudgetConfig gives each destination host a Finagle-style retry budget
-// (see Budget) configured by bc, in addition to the retry tokens. No budget
-// is used by default.
-func WithBudgetConfig(bc BudgetConfig) Option {
-	return func(c *config) { c.budgetConfig, c.budget, c.budgetFunc = &bc, nil, nil }
-}
-
-// WithBudgetFunc gives each destination host the RetryBudget f returns for
-// it, in addition to the retry tokens: a budget kept elsewhere, such as one
-// shared by a fleet of processes through Redis. f is called when the
-// Transport creates a host's state (on its first request, and again after
-// the state was evicted for being idle), with the host as in URL.Host; a
-// nil result means no budget for that host. f must be safe for concurrent
-// use.
-func WithBudgetFunc(f func(host string) RetryBudget) Option {
-	return func(c *config) { c.budgetFunc, c.budget, c.budgetConfig = f, nil, nil }
-}
-
-// WithoutBudget removes a budget set by WithBudget, WithBudgetConfig or
-// WithBudgetFunc.
-func WithoutBudget() Option {
-	return func(c *config) { c.budget, c.budgetConfig, c.budgetFunc = nil, nil, nil }
-}
-
-// WithBreaker gives each destination host a classic circuit breaker with
-// settings s (zero fields take the defaults of DefaultBreakerSettings). No
-// breaker is used by default: a classic breaker refuses first attempts while
-// open, which sheds load from an overloaded dependency but fails requests a
-// single attempt might have got through; BreakerSettings.RetriesOnly makes
-// it refuse retries only.
-func WithBreaker(s BreakerSettings) Option {
-	return func(c *config) {
-		r := s.resolved() // a copy per Transport: an Option may build many
-		c.breaker = &r
-	}
-}
-
-// WithoutBreaker removes a breaker set by WithBreaker.
-func WithoutBreaker() Option {
-	return func(c *config) { c.breaker = nil }
-}
-
-// WithRateLimit paces requests to each destination host with a token bucket
-// of r requests per second and the given burst (golang.org/x/time/rate).
-// Every attempt, first or retry, waits for a token, honouring the request's
-// context. Default: no limit (rate.Inf).
-func WithRateLimit(r rate.Limit, burst int) Option {
-	return func(c *config) { c.rateLimit, c.rateBurst = r, max(burst, 1) }
-}
-
 // WithKeyHeader sets the name of the idempotency key header (default
-// "Idempotency-Key").
+// "Idempotency-Key", DefaultKeyHeader). An empty name means the default: a
+// setting read from an unset variable must not turn keys off. To send no
+// key of the Transport's own, use WithKeyMethods with no methods.
 func WithKeyHeader(name string) Option {
-	return func(c *config) {
-		if name != "" {
-			c.keyHeader = http.CanonicalHeaderKey(name)
-		}
+	return func(c *config) { c.keyHeader = headerName(name, DefaultKeyHeader) }
+}
+
+// headerName is the canonical form of name, or def when name is empty.
+func headerName(name, def string) string {
+	if name == "" {
+		return def
 	}
+	return http.CanonicalHeaderKey(name)
 }
 
 // WithAttemptHeader sets the name of the header that carries the attempt
-// number (default "Retry-Attempt"), so servers can shed retries first. It is
-// sent on every retry (1, 2, …); a first attempt goes without it (a
-// request without the header is a first attempt), unless the caller set
-// the header, which the Transport then sets to 0. An empty name turns it
-// off.
+// number (default "Retry-Attempt", DefaultAttemptHeader), so servers can shed
+// retries first. It is sent on every retry (1, 2, …); a first attempt goes
+// without it (a request without the header is a first attempt), unless the
+// caller set the header, which the Transport then sets to 0. An empty name
+// sends no attempt header: the retries then go out as the caller made them,
+// for a server that refuses headers it does not know or a signature that
+// covers every header.
 func WithAttemptHeader(name string) Option {
-	return func(c *config) { c.attemptHeader = http.CanonicalHeaderKey(name) }
+	return func(c *config) {
+		c.attemptHeader = ""
+		if name != "" {
+			c.attemptHeader = http.CanonicalHeaderKey(name)
+		}
+	}
 }
 
 // WithKeyFunc sets the function that mints keys (default: UUIDv7s as
@@ -226,7 +178,7 @@ func WithKeyFunc(f func() (string, error)) Option {
 
 // WithKeyMethods sets the methods for which the Transport mints a key when
 // the caller set none (default POST and PATCH). With no methods, keys are sent
-// only when the caller sets one.
+// only when the caller sets one (ContextWithKey, or the header).
 func WithKeyMethods(methods ...string) Option {
 	return func(c *config) { c.keyMethods = newMethodSet(methods...) }
 }
@@ -234,37 +186,46 @@ func WithKeyMethods(methods ...string) Option {
 // WithStore makes the Transport claim the key of every request whose context
 // names an operation (ContextWithOperation) from s before the first attempt,
 // and record the outcome there: Done after a definitive answer, Pending when
-// the outcome is unknown.
+// the outcome is unknown. A nil s means no Store (the default).
 func WithStore(s persist.Store) Option {
 	return func(c *config) { c.store = s }
 }
 
 // WithKeyRetention sets how long servers are assumed to keep idempotency
-// keys (default 24 h). A key as old as this or older, by its UUIDv7
+// keys (default 24 h; 0 or negative means the default). A key as old as this or older, by its UUIDv7
 // timestamp or its Store record's creation time, is not reused: RoundTrip
 // fails with ErrKeyExpired before a first attempt, and a retry that would
 // go out that late is not sent (the last answer is returned, with
 // ErrKeyExpired as the reason). A key of the application's own that is not
-// a UUIDv7 has no known age. Zero or negative turns the check off.
+// a UUIDv7 has no known age. To turn the check off, give a retention no
+// key reaches, such as 100 years.
 func WithKeyRetention(d time.Duration) Option {
-	return func(c *config) { c.keyRetention = d }
+	return func(c *config) { c.keyRetention = orDefault(d, defaultKeyRetention) }
+}
+
+// orDefault returns d, or def when d is 0 or negative.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // WithAttemptTimeout bounds each attempt, separately from the caller's
 // context (which bounds the whole request, waits included). An attempt that
 // times out is classified DEPENDENCY.timeout and retried if it is safe to.
-// Default: none. The timeout covers reading the response body of the attempt
-// that is returned.
+// Default: none; 0 or negative means none. The timeout covers reading the
+// response body of the attempt that is returned.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(c *config) { c.attemptTimeout = d }
 }
 
 // WithRetryAfterMax sets the longest server-directed delay (Retry-After,
 // RateLimit) the Transport waits (default 30 s). A longer one is not waited
-// for: the response is returned at once. 0 (or a negative value) waits for no
-// server-directed delay at all.
+// for: the response is returned at once. 0 or negative means the default.
+// The maximum also bounds how long a server's pushback holds retries.
 func WithRetryAfterMax(d time.Duration) Option {
-	return func(c *config) { c.retryAfterMax = max(d, 0) }
+	return func(c *config) { c.retryAfterMax = orDefault(d, defaultRetryAfterMax) }
 }
 
 // maxBodyBufferLimit keeps limit+1 from overflowing in the body reader.
@@ -272,7 +233,8 @@ const maxBodyBufferLimit = 1 << 50
 
 // WithMaxBodyBuffer sets how many bytes of a request body without GetBody
 // the Transport buffers to replay it (default 1 MiB). A longer body is sent
-// once, without retries.
+// once, without retries. 0 or negative buffers nothing: every such body is
+// sent once, as a bare client sends it.
 func WithMaxBodyBuffer(n int64) Option {
 	return func(c *config) { c.maxBodyBuffer = min(max(n, 0), maxBodyBufferLimit) }
 }
@@ -280,14 +242,16 @@ func WithMaxBodyBuffer(n int64) Option {
 // WithLogger logs one record per retry decision and per final outcome at
 // Debug (retries) and Info or Warn (outcomes) with the attributes
 // idempotency_key, attempt, delay, status, category and outcome. Nothing is
-// logged by default. Headers and bodies are never logged.
+// logged by default; a nil l logs nothing. Headers and bodies are never
+// logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
 // WithObserver adds a function called with every Event (attempt, retry,
 // outcome, breaker change). Observers run synchronously on the request's
-// goroutine, never under a lock of the Transport; keep them fast.
+// goroutine, never under a lock of the Transport; keep them fast. A nil
+// Observer is ignored.
 func WithObserver(o Observer) Option {
 	return func(c *config) {
 		if o != nil {

@@ -95,7 +95,7 @@ func TestOuterLoopDrives(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStub(reply(http.StatusServiceUnavailable))
-			opts := append([]resilient.Option{resilient.WithBackoff(nil), resilient.WithDedupingServer("api.test"), resilient.WithoutRetryTokens()}, tt.opts...)
+			opts := append([]resilient.Option{resilient.WithBackoff(nil), resilient.WithDedupingServer("api.test"), resilient.WithRetryControl()}, tt.opts...)
 			tr := resilient.NewTransport(s, opts...)
 			codes, errs := roundTrips(t, tr, tt.sdk, tt.calls, `{"a":1}`)
 			for i := range codes {
@@ -204,7 +204,7 @@ func TestOuterLoopReport(t *testing.T) {
 // refuses is not sent, and the SDK gets what it does not retry: a Stainless
 // SDK a 503 with X-Should-Retry: false, an AWS SDK an *Error.
 func TestOuterLoopRefusal(t *testing.T) {
-	noTokens := resilient.WithRetryTokens(resilient.RetryTokensConfig{MinTokens: 1, CapRatio: 0, Refill: 0})
+	noTokens := resilient.WithRetryControl(resilient.RetryTokens{MinTokens: 1, CapRatio: 0, Refill: 0})
 	t.Run("stainless: a refusal response", func(t *testing.T) {
 		s := newStub(reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s, noTokens)
@@ -216,14 +216,14 @@ func TestOuterLoopRefusal(t *testing.T) {
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
-		assert.Equal(t, "budget_exhausted", resp.Header.Get("Resilient-Refused"))
+		assert.Equal(t, "tokens_exhausted", resp.Header.Get("Resilient-Refused"))
 	})
 	t.Run("aws: an *Error", func(t *testing.T) {
 		s := newStub(reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s, noTokens)
 		codes, errs := roundTrips(t, tr, awsSDK("0f8fad5b-d9cb-469f-a165-70867728950e", 4), 3, `{"a":1}`)
 		assert.Equal(t, []int{500, 500, 0}, codes)
-		assert.ErrorIs(t, errs[2], resilient.ErrBudgetExhausted)
+		assert.ErrorIs(t, errs[2], resilient.ErrTokensExhausted)
 		var re *resilient.Error
 		require.True(t, errors.As(errs[2], &re))
 		assert.Zero(t, re.Attempts)

@@ -30,7 +30,7 @@ func TestObserverSeesRetryAtAndAnonymousTransitions(t *testing.T) {
 		mu.Unlock()
 	}
 	tr := NewTransport(&scripted{codes: []int{503}}, WithObserver(obs), WithMaxAttempts(1),
-		WithBreaker(BreakerSettings{MinRequests: 2, FailureRatio: 1, OpenTimeout: time.Hour}))
+		WithRetryControl(RetryTokens{}, CircuitBreaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: time.Hour}))
 	for range 2 {
 		resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
 		require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestOnlyUnhealthyOutcomesCountAgainstTheHost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := NewTransport(&scripted{codes: tt.codes, headers: tt.headers}, WithBackoff(nil), WithMaxAttempts(2),
-				WithBreaker(BreakerSettings{MinRequests: 5, FailureRatio: 0.5, OpenTimeout: time.Hour}))
+				WithRetryControl(RetryTokens{}, CircuitBreaker{MinRequests: 5, FailureRatio: 0.5, OpenTimeout: time.Hour}))
 			var wg sync.WaitGroup
 			for range 64 {
 				wg.Go(func() {
@@ -170,7 +170,7 @@ func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
 	require.NoError(t, err)
 	resp2.Body.Close()
 	h, _ := tr.hosts.m.Load("api.test")
-	firsts, _, _, _ := h.(*hostState).tokens.firsts.sum(h.(*hostState).tokens.firsts.params().epoch(time.Now()), nil)
+	firsts := h.(*hostState).tokens.Firsts(time.Now())
 	assert.Equal(t, int64(1), firsts)
 }
 
@@ -199,7 +199,7 @@ func TestIdleHostsAreEvicted(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&full)
 		t.Logf("heap per active host: %d B", (int64(full.HeapInuse)-int64(before.HeapInuse))/n)
-		time.Sleep(2 * DefaultRetryTokensConfig().Window)
+		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
 		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
@@ -223,7 +223,7 @@ func TestHostWithStateIsNotEvicted(t *testing.T) {
 		resp.Body.Close()
 		h, _ := tr.hosts.m.Load("api.test")
 		h.(*hostState).pause(time.Now(), time.Hour, true)
-		time.Sleep(2 * DefaultRetryTokensConfig().Window)
+		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
 		tr.host("other.test", time.Now())
 		_, ok := tr.hosts.m.Load("api.test")
 		assert.True(t, ok, "a paused host is kept")

@@ -92,7 +92,7 @@ func TestPushbackHoldsEveryRetryToTheHost(t *testing.T) {
 		assert.True(t, rep.Attempts[0].Pushback)
 		mu.Lock()
 		require.NotEmpty(t, events)
-		assert.True(t, events[0].Pushback, "the attempt's Event says pushback")
+		assert.True(t, events[0].Attempt.Pushback, "the attempt's Event says pushback")
 		assert.Equal(t, 5*time.Second, events[0].Delay)
 		mu.Unlock()
 

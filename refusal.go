@@ -10,8 +10,9 @@ import (
 )
 
 // WithRefusalResponses makes a request that the Transport refuses without
-// sending anything — its host's breaker is open, or a rate limit or pause
-// does not fit the deadline — end with a synthetic response instead of an
+// sending anything — its host's breaker is open, its retry tokens or budget
+// refused a retry, or a rate limit or pause does not fit the deadline — end
+// with a synthetic response instead of an
 // *Error: 503 Service Unavailable with "X-Should-Retry: false",
 // "Stripe-Should-Retry: false", a Retry-After when the Transport knows when
 // the host will be tried again, a "Resilient-Refused" header naming the
@@ -25,10 +26,6 @@ func WithRefusalResponses() Option {
 	return func(c *config) { c.refusalResponses = true }
 }
 
-// ProblemTypeRefused is the problem type of the body of a refusal response
-// (WithRefusalResponses).
-const ProblemTypeRefused = "https://github.com/resilienthttp/resilient/problems/refused"
-
 // refusalResponse turns err into a refusal response if it is an *Error for
 // a request the Transport refused without sending anything; nil otherwise.
 func refusalResponse(req *http.Request, err error, now time.Time) *http.Response {
@@ -40,10 +37,14 @@ func refusalResponse(req *http.Request, err error, now time.Time) *http.Response
 	switch {
 	case errors.Is(e.Reason, ErrCircuitOpen):
 		reason = "circuit_open"
+	case errors.Is(e.Reason, ErrTokensExhausted):
+		reason = "tokens_exhausted"
 	case errors.Is(e.Reason, ErrBudgetExhausted):
 		reason = "budget_exhausted"
 	case errors.Is(e.Reason, ErrDelayTooLong):
 		reason = "delay_too_long"
+	case errors.Is(e.Reason, ErrRateLimited):
+		reason = "rate_limited"
 	case errors.Is(e.Reason, ErrPushback):
 		reason = "pushback"
 	default:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,7 +102,7 @@ func TestShouldRetryHintLeavesSuccessAlone(t *testing.T) {
 }
 
 // Regression: an unkeyed POST re-sent after a 503 (which the classifier marks
-// Ambiguous) must stay Unknown after the next 200: the first POST may also
+// Unknown) must stay Unknown after the next 200: the first POST may also
 // have been applied.
 func TestUnkeyedPostAfter503StaysUnknown(t *testing.T) {
 	s := newStub(reply(503), reply(200))
@@ -180,25 +181,26 @@ func TestCallerTraceDoesNotRace(t *testing.T) {
 // Regression: a retry paid for from the budget and then not sent (the caller
 // cancels during the backoff) is refunded.
 func TestBudgetRefundsUnsentRetry(t *testing.T) {
-	b := resilient.NewBudget(resilient.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
-	before := b.Available()
+	b := retrycontrol.NewBudget(retrycontrol.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
+	available := b.Available
+	before := available()
 	require.Equal(t, 1.0, before)
 	s := newStub(replyDeduping(503))
-	tr := resilient.NewTransport(s, resilient.WithBudget(b), resilient.WithoutBreaker(),
+	tr := resilient.NewTransport(s, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })),
 		resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
 	_, err := do(t, tr, post(t, ctx, "{}"))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Len(t, s.attempts(), 1)
-	assert.Equal(t, before, b.Available(), "no retry was sent, none is charged")
+	assert.Equal(t, before, available(), "no retry was sent, none is charged")
 
 	// A retry that is sent stays charged.
 	s2 := newStub(replyDeduping(503), replyDeduping(201))
-	tr2 := resilient.NewTransport(s2, resilient.WithBudget(b), resilient.WithoutBreaker(), resilient.WithBackoff(nil))
+	tr2 := resilient.NewTransport(s2, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })), resilient.WithBackoff(nil))
 	_, err = do(t, tr2, post(t, context.Background(), "{}"))
 	require.NoError(t, err)
-	assert.Equal(t, 0.0, b.Available())
+	assert.Equal(t, 0.0, available())
 }
 
 // Regression: header fields net/http refuses (with an untyped error the

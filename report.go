@@ -1,9 +1,6 @@
 package resilient
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Report records what the Transport did for one request: its key, each
 // attempt and wait, and why it stopped. Attach an empty Report to the
@@ -35,7 +32,8 @@ type Report struct {
 	// buffer limit, no GetBody), so no retry was possible.
 	SingleAttempt bool
 	// Stopped is why the Transport stopped retrying (ErrRetriesExhausted,
-	// ErrBudgetExhausted, ErrCircuitOpen, ErrDelayTooLong, a context error…),
+	// ErrTokensExhausted, ErrBudgetExhausted, ErrCircuitOpen,
+	// ErrDelayTooLong, ErrRateLimited, a context error…),
 	// nil when the last outcome was a success or terminal.
 	Stopped error
 	// Unknown is true when the outcome is unknown (see Error.Unknown).
@@ -82,84 +80,3 @@ type AttemptReport struct {
 	// because another answered first has Category CategoryCanceled.
 	Hedge bool
 }
-
-// EventKind says what an Event reports.
-type EventKind uint8
-
-const (
-	// EventAttempt: an attempt finished and was classified.
-	EventAttempt EventKind = iota + 1
-	// EventRetry: the Transport decided to retry after Delay.
-	EventRetry
-	// EventOutcome: RoundTrip is returning; Outcome says how.
-	EventOutcome
-	// EventBreaker: a host's circuit breaker changed state (From, To).
-	EventBreaker
-	// EventStore: the Store failed to record an operation's outcome (Err
-	// wraps ErrStore). The request's own EventOutcome follows.
-	EventStore
-	// EventHedge: the Transport sent hedge Attempt after waiting Delay for
-	// an answer (WithHedging); its EventAttempt follows when it is settled.
-	EventHedge
-)
-
-// Outcome values of an EventOutcome (and of the "outcome" log attribute).
-const (
-	OutcomeSuccess          = "success"
-	OutcomeReplayed         = "replayed"
-	OutcomeTerminal         = "terminal"
-	OutcomeRetry            = "retry"
-	OutcomeRetriesExhausted = "retries_exhausted"
-	OutcomeBudgetExhausted  = "budget_exhausted"
-	OutcomeCircuitOpen      = "circuit_open"
-	OutcomeDelayTooLong     = "delay_too_long"
-	OutcomePushback         = "pushback"
-	OutcomeCanceled         = "canceled"
-	OutcomeError            = "error"
-)
-
-// Event is what an Observer receives. Fields that do not apply to the Kind
-// are zero. It never carries headers or bodies.
-type Event struct {
-	Kind      EventKind
-	Host      string
-	Method    string
-	Key       string
-	Operation string
-	// Attempt is the attempt number, 0 for the first; in an EventOutcome,
-	// the number of the attempt whose answer was returned.
-	Attempt int
-	// Attempts is the number of attempts sent (EventOutcome).
-	Attempts int
-	// Resends is the number of re-sends the base transport made on its own
-	// (of this attempt for EventAttempt, in all for EventOutcome).
-	Resends    int
-	StatusCode int
-	Category   Category
-	Action     Action
-	// Delay is the wait before the next attempt (EventRetry), or how long
-	// the server's pushback holds retries (EventAttempt with Pushback).
-	Delay time.Duration
-	// Duration is the attempt's (EventAttempt) or the whole request's
-	// (EventOutcome) duration.
-	Duration time.Duration
-	Replayed bool
-	Unknown  bool
-	// Pushback is true when the attempt's answer was the server's pushback
-	// (EventAttempt): the Transport sends no retry to Host for Delay.
-	Pushback bool
-	// Outcome is one of the Outcome… constants (EventOutcome).
-	Outcome string
-	// From and To are breaker states (EventBreaker).
-	From, To BreakerState
-	Err      error
-	// Hedge is true for a hedge (EventHedge, and its EventAttempt) and, in
-	// an EventOutcome, when the answer returned came from a hedge, whose
-	// number is then Attempt (the winner's; the last attempt's without
-	// hedging). Hedges is the number of hedges sent (EventOutcome).
-	Hedge  bool
-	Hedges int
-}
-
-// Observer receives Events. See WithObserver.
-type Observer func(ctx context.Context, e Event)

@@ -90,7 +90,7 @@ func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
 // nothing the bucket would not.
 func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	rt := NewRetryTokens(RetryTokensConfig{})
+	rt := newRetryTokens(RetryTokens{})
 	var rs routeShares
 	r := route{"POST", "/v1/charges"}
 	now := time.Now()
@@ -111,7 +111,7 @@ func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
 			rs.earn(r, rt.params().refill)
 		}
 		s := rs.get(r)
-		require.Equal(t, rt.deficit.Load(), s.deficit.Load(), "step %d", i)
+		require.Equal(t, rt.Deficit(), s.deficit.Load(), "step %d", i)
 		require.Equal(t, s.deficit.Load() != 0, rs.owing.Load() == 1, "step %d: owing", i)
 	}
 }

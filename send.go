@@ -368,14 +368,14 @@ func (c *call) classify(a *attempt) Decision {
 	case a.err != nil && c.ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
 		a.err = withCause(c.ctx.Err(), a.err)
-		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
+		d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
 		d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
 	}
 	if a.err != nil && d.Action == Success {
 		// No response is no success, whatever a classifier says, and it
 		// proves nothing about the effect.
-		d.Action, d.Ambiguous = Terminal, true
+		d.Action, d.Unknown = Terminal, true
 	}
 	// A write that got no answer of its own (an error after a write, or an
 	// answer to a re-send net/http made after the first write's connection
@@ -383,7 +383,7 @@ func (c *call) classify(a *attempt) Decision {
 	// A request cut short by its own body (the caller's reader failed)
 	// never reached the server whole.
 	if (a.err != nil && a.wroteAny && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && d.Action != Success && a.rewritten) {
-		d.Ambiguous = true
+		d.Unknown = true
 	}
 	if c.guardUnsafe(a, &d) {
 		a.stop = ErrUnsafeRetry

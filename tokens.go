@@ -1,207 +1,75 @@
 package resilient
 
 import (
-	"math"
-	"sync/atomic"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 )
 
-// RetryTokensConfig configures RetryTokens, the default retry control of a
-// Transport (one bucket per destination host). Every zero field means its
-// default; NewRetryTokens resolves the configuration once, as documented on
-// each field.
-type RetryTokensConfig struct {
+// RetryTokens is a retry control (see WithRetryControl), and the default
+// one: each destination host gets a token bucket for retries, on the model
+// of the AWS SDKs' retry quota. A retry takes a token and is not sent when
+// none is left (the request then fails with ErrTokensExhausted, carrying
+// the last answer); a healthy answer earns Refill tokens back; the bucket
+// starts full. Because it grows only with answers the host gets right,
+// retries fade as the failure rate p grows, to about Refill × (1 − p)
+// retries per operation, and when every answer fails only what the bucket
+// holds is spent, then none. First attempts are never refused: they only
+// size the bucket (CapRatio × the first attempts of the last Window, at
+// least MinTokens).
+//
+// Every zero field means its default, so RetryTokens{} is the default
+// control: Refill 0.5, CapRatio 0.02, MinTokens 3, Window 10 s. The defaults
+// were chosen with the storm benchmark (bench/cmd/storm) so that retries
+// help when failures are rare, fade as they grow, and stop when everything
+// fails (see the README).
+type RetryTokens struct {
 	// Refill is the number of tokens each healthy answer earns: a success,
 	// or an answer that is the request's fault rather than the host's (a
 	// 4xx). A retry costs one token, so Refill bounds the retries per
-	// healthy answer. Default 0.5; a negative or NaN value is clamped to 0
-	// (retries then spend only what the bucket holds and never earn it
-	// back); +Inf refills the bucket at every healthy answer.
+	// healthy answer. 0 means the default, 0.5; a negative or NaN value
+	// means none (retries then spend only what the bucket holds and never
+	// earn it back); +Inf refills the bucket at every healthy answer.
 	Refill float64
 
 	// CapRatio scales the bucket with the host's traffic: the bucket holds
 	// at most CapRatio × the first attempts sent to the host in the last
 	// Window, and never less than MinTokens. It bounds the retries a sudden
-	// outage can trigger before the bucket is empty. Default 0.02 (about
-	// 0.2 s of traffic with the default Window); negative or NaN is
-	// clamped to 0.
+	// outage can trigger before the bucket is empty. 0 means the default,
+	// 0.02 (about 0.2 s of traffic with the default Window); negative or
+	// NaN means none (the bucket holds MinTokens).
 	CapRatio float64
 
 	// MinTokens is the least the bucket holds, whatever the traffic, so
-	// that a client with little traffic can still retry. Default 3;
-	// negative or NaN is clamped to 0.
+	// that a client with little traffic can still retry. 0 means the
+	// default, 3; negative or NaN means none.
 	MinTokens float64
 
 	// Window is the period over which first attempts are counted to size
-	// the bucket, in 10 buckets. Default 10 s.
+	// the bucket, in 10 buckets. 0 or negative means the default, 10 s.
 	Window time.Duration
 }
 
-// DefaultRetryTokensConfig returns the defaults: Refill 0.5, CapRatio 0.02,
-// MinTokens 3, Window 10 s. They were chosen with the storm benchmark
-// (bench/cmd/storm) so that retries help when failures are rare, fade as
-// they grow, and stop when everything fails (see the README).
-func DefaultRetryTokensConfig() RetryTokensConfig {
-	return RetryTokensConfig{Refill: 0.5, CapRatio: 0.02, MinTokens: 3, Window: 10 * time.Second}
-}
+// retryTokens is a host's bucket: the Transport records first attempts,
+// takes a token before each retry, earns after each healthy answer and
+// refunds a retry that took a token and was then not sent.
+type retryTokens struct{ retrycontrol.Tokens }
 
-// RetryTokens is a token bucket for retries, on the model of the AWS SDKs'
-// retry quota: a retry takes a token, and is not sent when none is left; a
-// healthy answer earns Refill tokens back; the bucket starts full. Unlike a
-// budget that grows with first attempts (Budget), it grows only with
-// answers the host gets right, so retries fade as the failure rate p grows
-// — to about Refill × (1 − p) retries per operation — and when every answer
-// fails, only what the bucket holds is spent, then none. First attempts are
-// never refused: they only size the bucket (CapRatio × the first attempts of
-// the last Window, at least MinTokens).
-//
-// The zero value is a usable RetryTokens that behaves as
-// NewRetryTokens(DefaultRetryTokensConfig()). A RetryTokens must not be
-// copied after first use. It is safe for concurrent use by multiple
-// goroutines.
-//
-// Call First when an operation's first attempt is sent, Take before each
-// retry (and do not retry if it returns false), Earn after each healthy
-// answer, and Refund when a retry that took a token was then not sent. A
-// Transport does all four for each destination host. The …At forms
-// take the time explicitly, for tests and simulations.
-//
-// First is one atomic add (as Budget.Deposit); Earn is one atomic load while
-// the bucket is full and a compare-and-swap otherwise; Take sums the
-// window's 10 buckets and makes a compare-and-swap. None allocates.
-type RetryTokens struct {
-	p      retryTokensParams // zero: the defaults
-	firsts Budget            // counts first attempts in the window (deposits only)
-	// deficit is the number of tokens missing from a full bucket, in
-	// millitokens, ≥ 0. Counting what is missing rather than what is there
-	// makes the zero value a full bucket whatever its capacity.
-	deficit atomic.Int64
-}
-
-// tokenUnit is one token in the fixed-point unit of RetryTokens.deficit.
-const tokenUnit = 1000
-
-type retryTokensParams struct {
-	refill   int64 // millitokens per healthy answer
-	capRatio float64
-	minCap   int64 // millitokens
-	set      bool
-}
-
-// NewRetryTokens returns a full bucket configured by c, with its fields'
-// zero and out-of-range values resolved as documented on RetryTokensConfig.
-func NewRetryTokens(c RetryTokensConfig) *RetryTokens {
-	rt := &RetryTokens{p: c.params()}
-	rt.firsts.p = BudgetConfig{Window: c.window()}.params()
+func newRetryTokens(c RetryTokens) *retryTokens {
+	rt := new(retryTokens)
+	rt.Init(retrycontrol.TokensConfig(c))
 	return rt
 }
 
-func (c RetryTokensConfig) window() time.Duration {
-	if c.Window <= 0 {
-		return DefaultRetryTokensConfig().Window
-	}
-	return c.Window
-}
-
-func (c RetryTokensConfig) params() retryTokensParams {
-	d := DefaultRetryTokensConfig()
-	pick := func(v, def float64) float64 {
-		switch {
-		case v == 0:
-			return def
-		case !(v > 0): // negative or NaN
-			return 0
-		}
-		return v
-	}
-	refill := pick(c.Refill, d.Refill)
-	minCap := pick(c.MinTokens, d.MinTokens)
-	return retryTokensParams{
-		refill:   toMilli(refill),
-		capRatio: pick(c.CapRatio, d.CapRatio),
-		minCap:   toMilli(minCap),
-		set:      true,
-	}
-}
-
-// toMilli converts tokens to millitokens, saturating far below overflow.
-func toMilli(v float64) int64 {
-	const limit = math.MaxInt64 / 4
-	if m := v * tokenUnit; m < limit {
-		return int64(math.Round(m))
-	}
-	return limit
-}
-
-func (rt *RetryTokens) params() retryTokensParams {
-	if !rt.p.set {
-		return DefaultRetryTokensConfig().params()
-	}
-	return rt.p
-}
-
-// First records a first attempt now.
-func (rt *RetryTokens) First() { rt.FirstAt(time.Now()) }
-
-// FirstAt records a first attempt at time now. It sizes the bucket; it
-// never spends or earns a token.
-func (rt *RetryTokens) FirstAt(now time.Time) { rt.firsts.deposit(now) }
-
-// firstsAt returns the first attempts recorded in the window at now.
-func (rt *RetryTokens) firstsAt(now time.Time) int64 {
-	firsts, _, _, _ := rt.firsts.sum(rt.firsts.params().epoch(now), nil)
-	return firsts
-}
-
-// Take reports whether a retry may be sent now, and if so takes its token.
-func (rt *RetryTokens) Take() bool { return rt.TakeAt(time.Now()) }
-
-// TakeAt reports whether a retry may be sent at time now, and if so takes
-// its token. A refused retry takes nothing.
-func (rt *RetryTokens) TakeAt(now time.Time) bool {
-	capacity := rt.capacity(now)
-	for {
-		d := rt.deficit.Load()
-		if d+tokenUnit > capacity {
-			return false
-		}
-		if rt.deficit.CompareAndSwap(d, d+tokenUnit) {
-			return true
-		}
-	}
-}
-
-// Refund gives back the token of a retry that was taken and then not sent.
-func (rt *RetryTokens) Refund() { rt.give(tokenUnit) }
-
-// Earn records a healthy answer: it puts Refill tokens back, up to a full
-// bucket.
-func (rt *RetryTokens) Earn() { rt.give(rt.params().refill) }
-
-func (rt *RetryTokens) give(n int64) {
-	for {
-		d := rt.deficit.Load()
-		if d == 0 {
-			return
-		}
-		if rt.deficit.CompareAndSwap(d, max(d-n, 0)) {
-			return
-		}
-	}
-}
-
-// Available returns the number of retries Take would allow now if nothing
-// else happened, rounded down. It is meant for reports and metrics.
-func (rt *RetryTokens) Available() float64 { return rt.AvailableAt(time.Now()) }
-
-// AvailableAt returns the number of retries TakeAt(now) would allow if
-// nothing else happened, rounded down. It does not modify rt.
-func (rt *RetryTokens) AvailableAt(now time.Time) float64 {
-	return float64(max(rt.capacity(now)-rt.deficit.Load(), 0) / tokenUnit)
-}
+// tokenUnit is one token in millitokens, the unit of capacity and of a
+// route's share (routeshare.go).
+const tokenUnit = retrycontrol.TokenUnit
 
 // capacity is the bucket's size at now, in millitokens.
-func (rt *RetryTokens) capacity(now time.Time) int64 {
-	p := rt.params()
-	return max(p.minCap, toMilli(p.capRatio*float64(rt.firstsAt(now))))
-}
+func (rt *retryTokens) capacity(now time.Time) int64 { return rt.Capacity(now) }
+
+// params returns the resolved configuration the gate reads.
+func (rt *retryTokens) params() tokenParams { return tokenParams{refill: rt.RefillMilli()} }
+
+// tokenParams: refill is the millitokens a healthy answer earns.
+type tokenParams struct{ refill int64 }

@@ -34,7 +34,7 @@ import (
 // the caller has the last answer at once; a pause set or renewed while a
 // retry waits does not drop it (the server's pushback, an opened breaker or
 // a rate limit past the deadline still do). A Budget, a circuit breaker and
-// a rate limit are opt-in (WithBudgetConfig, WithBreaker, WithRateLimit).
+// a rate limit are opt-in (WithRetryControl).
 // Only outcomes that say the host is unhealthy (5xx, timeouts, resets) count
 // against it.
 //
@@ -166,8 +166,9 @@ type call struct {
 // RoundTrip sends req, retrying as configured. See Transport for the
 // guarantees. Errors are *Error values; errors.Is works with ErrInvalidKey,
 // ErrInvalidRequest, ErrBodyNotReplayable, ErrStore, ErrOperationMismatch,
-// ErrKeyExpired, ErrCircuitOpen, ErrBudgetExhausted, ErrRetriesExhausted,
-// ErrDelayTooLong and the context's errors.
+// ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted, ErrBudgetExhausted,
+// ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited and the context's
+// errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.roundTrip(req)
 	if err != nil && t.cfg.refusalResponses {

@@ -41,9 +41,9 @@ func BenchmarkTransport(b *testing.B) {
 		opts   []resilient.Option
 		base   http.RoundTripper
 	}{
-		{"GET/no-retry-control", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens()}, nil},
-		{"GET/budget", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())}, nil},
-		{"GET/breaker", http.MethodGet, []resilient.Option{resilient.WithoutRetryTokens(), resilient.WithBreaker(resilient.DefaultBreakerSettings())}, nil},
+		{"GET/no-retry-control", http.MethodGet, []resilient.Option{resilient.WithRetryControl()}, nil},
+		{"GET/budget", http.MethodGet, []resilient.Option{resilient.WithRetryControl(resilient.RetryBudget{})}, nil},
+		{"GET/breaker", http.MethodGet, []resilient.Option{resilient.WithRetryControl(resilient.CircuitBreaker{})}, nil},
 		{"GET/defaults", http.MethodGet, nil, nil},
 		{"POST/defaults", http.MethodPost, nil, nil},
 		{"POST/deduping-server", http.MethodPost, nil, dedupingTransport{}},

@@ -28,7 +28,6 @@ const target = "http://api.test/v1/charges"
 func fast(extra ...resilient.Option) []resilient.Option {
 	return append([]resilient.Option{
 		resilient.WithBackoff(resilient.Exponential(time.Microsecond, time.Microsecond)),
-		resilient.WithoutBudget(), resilient.WithoutBreaker(),
 	}, extra...)
 }
 
@@ -377,7 +376,7 @@ func TestStatusClassification(t *testing.T) {
 			assert.Equal(t, tc.code, resp.StatusCode)
 			want := 1
 			if tc.retry {
-				want = resilient.DefaultMaxAttempts
+				want = 4 // WithMaxAttempts' default
 			}
 			assert.Equal(t, want, mock.GetTotalCallCount())
 		})
@@ -451,7 +450,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 				now := time.Now().Truncate(time.Second)
 				time.Sleep(time.Until(now.Add(time.Second))) // align to a whole second for HTTP-dates
 				s := newStub(reply(429, "Retry-After: "+tc.header(time.Now())), reply(200))
-				tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithoutBudget(), resilient.WithoutBreaker())
+				tr := resilient.NewTransport(s, resilient.WithBackoff(nil))
 				start := time.Now()
 				resp, err := do(t, tr, post(t, context.Background(), "{}"))
 				require.NoError(t, err)
@@ -465,8 +464,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestJitterNeverShortensRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStub(replyDeduping(503, "Retry-After: 1"), replyDeduping(200))
-		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)),
-			resilient.WithoutBudget(), resilient.WithoutBreaker())
+		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)))
 		start := time.Now()
 		_, err := do(t, tr, post(t, context.Background(), "{}"))
 		require.NoError(t, err)
@@ -519,8 +517,7 @@ func TestDeadlineShorterThanDelayReturnsAtOnce(t *testing.T) {
 		assert.Len(t, s.attempts(), 1)
 
 		s2 := newStub(fail(readErr()))
-		tr2 := resilient.NewTransport(s2, resilient.WithBackoff(resilient.Exponential(10*time.Second, 10*time.Second)),
-			resilient.WithoutBudget(), resilient.WithoutBreaker())
+		tr2 := resilient.NewTransport(s2, resilient.WithBackoff(resilient.Exponential(10*time.Second, 10*time.Second)))
 		_, err = do(t, tr2, post(t, ctx, "{}"))
 		require.ErrorIs(t, err, resilient.ErrDelayTooLong)
 		require.ErrorIs(t, err, syscall.ECONNRESET, "the real cause is kept")

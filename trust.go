@@ -222,7 +222,7 @@ func (c *call) guardUnsafe(a *attempt, d *Decision) (refused bool) {
 	}
 	d.Action = Terminal
 	if a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil {
-		d.Ambiguous = true
+		d.Unknown = true
 	}
 	return true
 }

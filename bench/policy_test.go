@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 )
 
 // The root package benchmarks each of its mechanisms alone (BenchmarkBudget,
@@ -31,7 +32,7 @@ import (
 //     budget.Budget interface).
 func BenchmarkRetryBudget(b *testing.B) {
 	b.Run("resilient/refused", func(b *testing.B) {
-		bu := resilient.NewBudget(resilient.BudgetConfig{Ratio: 0.2, Window: 10 * time.Second})
+		bu := retrycontrol.NewBudget(retrycontrol.BudgetConfig{Ratio: 0.2, Window: 10 * time.Second})
 		for bu.Withdraw() {
 		}
 		b.ReportAllocs()
@@ -42,7 +43,7 @@ func BenchmarkRetryBudget(b *testing.B) {
 		}
 	})
 	b.Run("resilient/traffic-parallel", func(b *testing.B) {
-		bu := resilient.NewBudget(resilient.DefaultBudgetConfig())
+		bu := retrycontrol.NewBudget(retrycontrol.DefaultBudgetConfig())
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for i := 0; pb.Next(); i++ {

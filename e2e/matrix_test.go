@@ -17,8 +17,6 @@ func retrying(extra ...resilient.Option) []resilient.Option {
 	return append([]resilient.Option{
 		resilient.WithBackoff(resilient.FullJitter(2*time.Millisecond, 40*time.Millisecond)),
 		resilient.WithMaxAttempts(6),
-		resilient.WithoutBudget(),
-		resilient.WithoutBreaker(),
 		// The fake server dedupes by key; the tests declare it.
 		resilient.WithDedupingServer("127.0.0.1"),
 	}, extra...)
@@ -30,7 +28,7 @@ func retrying(extra ...resilient.Option) []resilient.Option {
 func guarded(extra ...resilient.Option) []resilient.Option {
 	return append([]resilient.Option{
 		resilient.WithBackoff(resilient.FullJitter(5*time.Millisecond, 100*time.Millisecond)),
-		resilient.WithBreaker(resilient.BreakerSettings{Window: time.Second, OpenTimeout: 200 * time.Millisecond}),
+		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{Window: time.Second, OpenTimeout: 200 * time.Millisecond}),
 	}, extra...)
 }
 

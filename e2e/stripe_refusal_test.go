@@ -64,7 +64,7 @@ func TestStripeGoAndALocalRefusal(t *testing.T) {
 			t.Cleanup(base.CloseIdleConnections)
 			opts := []resilient.Option{
 				resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 5*time.Millisecond)),
-				resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 2, FailureRatio: 0.5, Window: 10 * time.Second, OpenTimeout: time.Minute}),
+				resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{MinRequests: 2, FailureRatio: 0.5, Window: 10 * time.Second, OpenTimeout: time.Minute}),
 			}
 			if tt.responses {
 				opts = append(opts, resilient.WithRefusalResponses())

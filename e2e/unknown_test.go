@@ -82,7 +82,7 @@ func TestUnknownOutcomeIsNotLost(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			observe := func(_ context.Context, e resilient.Event) {
-				if c.cancelInWait && e.Kind == resilient.EventRetry && e.StatusCode == http.StatusTooManyRequests {
+				if c.cancelInWait && e.Kind == resilient.EventRetry && e.Attempt.StatusCode == http.StatusTooManyRequests {
 					cancel()
 				}
 			}

@@ -18,10 +18,11 @@
 //	instrument                            kind       unit          one count or sample per
 //	resilient.attempts                    counter    {attempt}     attempt sent, first or retry
 //	resilient.retries                     counter    {retry}       decision to retry
+//	resilient.tokens.rejections           counter    {rejection}   request whose retry the retry tokens refused (outcome tokens_exhausted)
 //	resilient.budget.rejections           counter    {rejection}   request whose retry the budget refused (outcome budget_exhausted)
 //	resilient.breaker.refusals            counter    {refusal}     request stopped by an open breaker (outcome circuit_open)
 //	resilient.breaker.transitions         counter    {transition}  state change of a host's breaker
-//	resilient.pushbacks                   counter    {answer}      answer in which the server pushed back (Event.Pushback)
+//	resilient.pushbacks                   counter    {answer}      answer in which the server pushed back (AttemptReport.Pushback)
 //	resilient.pushback.refusals           counter    {refusal}     request whose retry a server's pushback held back (outcome pushback)
 //	resilient.replays                     counter    {replay}      answer the server replayed from its key store
 //	resilient.conflicts.in_progress       counter    {conflict}    attempt classified CONFLICT.in_progress (409)
@@ -33,7 +34,7 @@
 // Their attributes:
 //
 //	attempts                                                     host method status category hedge
-//	retries, budget.rejections, breaker.refusals,
+//	retries, tokens.rejections, budget.rejections, breaker.refusals,
 //	pushbacks, pushback.refusals                                 host method status category
 //	hedges                                                       host method
 //	replays, conflicts.in_progress, conflicts.payload_mismatch   host method status
@@ -45,8 +46,9 @@
 // status the response status code (an int; absent when there was no
 // response), category the Classifier's resilient.Category (absent when
 // empty, as on a success), outcome one of the resilient.Outcome… constants
-// (success, replayed, terminal, retries_exhausted, budget_exhausted,
-// circuit_open, delay_too_long, canceled, error), from and to a
+// (success, replayed, terminal, retries_exhausted, tokens_exhausted,
+// budget_exhausted, circuit_open, delay_too_long, rate_limited, pushback,
+// canceled, error), from and to a
 // resilient.BreakerState ("closed", "half-open", "open"), hedge true on a
 // hedge's attempt (absent otherwise), hedge_won on the duration of a request
 // that sent hedges (true when a hedge's answer was returned; absent when no

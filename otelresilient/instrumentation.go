@@ -29,6 +29,7 @@ func durationBuckets() []float64 {
 type Instrumentation struct {
 	attempts        metric.Int64Counter
 	retries         metric.Int64Counter
+	tokensRejected  metric.Int64Counter
 	budgetRejected  metric.Int64Counter
 	breakerRefused  metric.Int64Counter
 	breakerChanges  metric.Int64Counter
@@ -72,6 +73,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 	i := &Instrumentation{
 		attempts:        counter("resilient.attempts", "{attempt}", "Attempts sent, first attempts and retries."),
 		retries:         counter("resilient.retries", "{retry}", "Decisions to retry a request."),
+		tokensRejected:  counter("resilient.tokens.rejections", "{rejection}", "Requests whose retry the host's retry tokens refused."),
 		budgetRejected:  counter("resilient.budget.rejections", "{rejection}", "Requests whose retry the host's retry budget refused."),
 		breakerRefused:  counter("resilient.breaker.refusals", "{refusal}", "Requests stopped because the host's circuit breaker was open."),
 		breakerChanges:  counter("resilient.breaker.transitions", "{transition}", "State changes of a host's circuit breaker."),

@@ -45,19 +45,19 @@ func (i *Instrumentation) observe(ctx context.Context, e resilient.Event) {
 func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 	addSpanEvent(ctx, e)
 	set := requestAttrs(e, true, true)
-	if e.Hedge {
+	if e.Attempt.Hedge {
 		set = attribute.NewSet(append(set.ToSlice(), keyHedge.Bool(true))...)
 	}
 	i.attempts.Add(ctx, 1, metric.WithAttributeSet(set))
-	if e.Pushback {
+	if e.Attempt.Pushback {
 		i.pushbacks.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	}
-	if e.Replayed || e.Category == resilient.CategoryInProgress || e.Category == resilient.CategoryPayloadMismatch {
+	if e.Attempt.Replayed || e.Attempt.Category == resilient.CategoryInProgress || e.Attempt.Category == resilient.CategoryPayloadMismatch {
 		narrow := metric.WithAttributeSet(requestAttrs(e, true, false))
 		switch {
-		case e.Replayed:
+		case e.Attempt.Replayed:
 			i.replays.Add(ctx, 1, narrow)
-		case e.Category == resilient.CategoryInProgress:
+		case e.Attempt.Category == resilient.CategoryInProgress:
 			i.inProgress.Add(ctx, 1, narrow)
 		default:
 			i.payloadMismatch.Add(ctx, 1, narrow)
@@ -67,6 +67,8 @@ func (i *Instrumentation) onAttempt(ctx context.Context, e resilient.Event) {
 
 func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 	switch e.Outcome {
+	case resilient.OutcomeTokensExhausted:
+		i.tokensRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	case resilient.OutcomeBudgetExhausted:
 		i.budgetRejected.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	case resilient.OutcomeCircuitOpen:
@@ -76,11 +78,11 @@ func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 	}
 	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(e.Outcome)}
 	kvs = appendStatusCategory(kvs, e, true, true)
-	if e.Hedges > 0 {
+	if e.Summary.Hedges > 0 {
 		addWinnerEvent(ctx, e)
-		kvs = append(kvs, keyHedgeWon.Bool(e.Hedge))
+		kvs = append(kvs, keyHedgeWon.Bool(e.Attempt.Hedge))
 	}
-	i.opDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(kvs...)))
+	i.opDuration.Record(ctx, e.Summary.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(kvs...)))
 }
 
 // requestAttrs returns host and method, with status and category when asked
@@ -92,11 +94,11 @@ func requestAttrs(e resilient.Event, status, category bool) attribute.Set {
 }
 
 func appendStatusCategory(kvs []attribute.KeyValue, e resilient.Event, status, category bool) []attribute.KeyValue {
-	if status && e.StatusCode != 0 {
-		kvs = append(kvs, keyStatus.Int(e.StatusCode))
+	if status && e.Attempt.StatusCode != 0 {
+		kvs = append(kvs, keyStatus.Int(e.Attempt.StatusCode))
 	}
-	if category && e.Category != resilient.CategoryNone {
-		kvs = append(kvs, keyCategory.String(string(e.Category)))
+	if category && e.Attempt.Category != resilient.CategoryNone {
+		kvs = append(kvs, keyCategory.String(string(e.Attempt.Category)))
 	}
 	return kvs
 }

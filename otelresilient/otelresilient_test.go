@@ -63,7 +63,7 @@ func TestRetriedThenCreated(t *testing.T) {
 	assert.Equal(t, map[string]int64{
 		"category=DEPENDENCY.unavailable,host=api.test,method=POST,status=503": 2,
 	}, counts(t, ms, "resilient.retries"))
-	for _, name := range []string{"resilient.budget.rejections", "resilient.breaker.refusals", "resilient.breaker.transitions",
+	for _, name := range []string{"resilient.tokens.rejections", "resilient.budget.rejections", "resilient.breaker.refusals", "resilient.breaker.transitions",
 		"resilient.replays", "resilient.conflicts.in_progress", "resilient.conflicts.payload_mismatch"} {
 		assert.Empty(t, counts(t, ms, name), name)
 	}
@@ -102,7 +102,7 @@ func TestBudgetExhausted(t *testing.T) {
 	stub := newStub(statuses(503)...)
 	// No ratio and no floor: the budget refuses every retry.
 	tr := resilient.NewTransport(stub, h.inst.TransportOption(), fixedBackoff(),
-		resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: -1, MinPerSecond: -1}))
+		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.RetryBudget{Ratio: -1, MinPerSecond: -1}))
 
 	resp, err := post(t, h, tr, "charge-1")
 	require.NoError(t, err, "the last response is returned")
@@ -128,9 +128,9 @@ func TestBreakerOpen(t *testing.T) {
 	h := newHarness(t)
 	stub := newStub(statuses(503)...)
 	// Trips on the second failure in a row and stays open for the test.
-	tr := resilient.NewTransport(stub, h.inst.TransportOption(), fixedBackoff(), resilient.WithoutBudget(),
+	tr := resilient.NewTransport(stub, h.inst.TransportOption(), fixedBackoff(),
 		resilient.WithMaxAttempts(3),
-		resilient.WithBreaker(resilient.BreakerSettings{FailureRatio: 1, MinRequests: 2, OpenTimeout: time.Hour}))
+		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{FailureRatio: 1, MinRequests: 2, OpenTimeout: time.Hour}))
 
 	// First request: 503, retry, 503 trips the breaker, which refuses the
 	// second retry; the last 503 is returned.
@@ -222,7 +222,7 @@ func TestStoreErrorIsNotAnOutcome(t *testing.T) {
 	obs(ctx, resilient.Event{Kind: resilient.EventStore, Host: "api.test", Method: "POST",
 		Err: fmt.Errorf("%w: finish: %w", resilient.ErrStore, errors.New("disk full"))})
 	obs(ctx, resilient.Event{Kind: resilient.EventOutcome, Host: "api.test", Method: "POST", Outcome: resilient.OutcomeSuccess,
-		StatusCode: 201, Attempts: 1, Duration: time.Second})
+		Attempt: resilient.AttemptReport{StatusCode: 201}, Summary: resilient.Summary{Attempts: 1, Duration: time.Second}})
 	ops := histograms(t, h.collect(t), "resilient.operation.duration")
 	require.Len(t, ops, 1)
 	op := ops["host=api.test,method=POST,outcome=success,status=201"]

@@ -22,18 +22,18 @@ func addSpanEvent(ctx context.Context, e resilient.Event) {
 	if e.Key != "" {
 		kvs = append(kvs, attribute.String("idempotency_key", e.Key))
 	}
-	kvs = append(kvs, attribute.Int("attempt", e.Attempt))
-	if e.StatusCode != 0 {
-		kvs = append(kvs, attribute.Int("status", e.StatusCode))
+	kvs = append(kvs, attribute.Int("attempt", e.Attempt.Attempt))
+	if e.Attempt.StatusCode != 0 {
+		kvs = append(kvs, attribute.Int("status", e.Attempt.StatusCode))
 	}
-	if e.Category != resilient.CategoryNone {
-		kvs = append(kvs, attribute.String("category", string(e.Category)))
+	if e.Attempt.Category != resilient.CategoryNone {
+		kvs = append(kvs, attribute.String("category", string(e.Attempt.Category)))
 	}
-	kvs = append(kvs, attribute.String("action", e.Action.String()))
-	if e.Replayed {
+	kvs = append(kvs, attribute.String("action", e.Attempt.Action.String()))
+	if e.Attempt.Replayed {
 		kvs = append(kvs, attribute.Bool("replayed", true))
 	}
-	if e.Hedge {
+	if e.Attempt.Hedge {
 		kvs = append(kvs, attribute.Bool("hedge", true))
 	}
 	span.AddEvent(AttemptEventName, trace.WithAttributes(kvs...))
@@ -50,7 +50,7 @@ const (
 // addHedgeEvent adds the "resilient.hedge" event of an EventHedge.
 func addHedgeEvent(ctx context.Context, e resilient.Event) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(HedgeEventName, trace.WithAttributes(attribute.Int("attempt", e.Attempt),
+		span.AddEvent(HedgeEventName, trace.WithAttributes(attribute.Int("attempt", e.Attempt.Attempt),
 			attribute.Float64("delay", e.Delay.Seconds())))
 	}
 }
@@ -59,7 +59,7 @@ func addHedgeEvent(ctx context.Context, e resilient.Event) {
 // request that sent hedges.
 func addWinnerEvent(ctx context.Context, e resilient.Event) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(WinnerEventName, trace.WithAttributes(attribute.Int("attempt", e.Attempt),
-			attribute.Bool("hedge", e.Hedge), attribute.Int("hedges", e.Hedges)))
+		span.AddEvent(WinnerEventName, trace.WithAttributes(attribute.Int("attempt", e.Attempt.Attempt),
+			attribute.Bool("hedge", e.Attempt.Hedge), attribute.Int("hedges", e.Summary.Hedges)))
 	}
 }

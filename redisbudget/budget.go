@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 )
 
 // budget is one host's budget in one process: the lease of retry permits the
@@ -14,7 +15,7 @@ import (
 type budget struct {
 	f     *Fleet
 	name  string
-	local *resilient.Budget // always counts this process's first attempts, and its retries
+	local *retrycontrol.Budget // always counts this process's first attempts, and its retries
 
 	shared  atomic.Bool  // StateShared; false: StateLocal
 	lease   atomic.Int64 // permits left of the last grant (negative: given back too many, see RefundAt)
@@ -31,7 +32,7 @@ type budget struct {
 }
 
 func newBudget(f *Fleet, name string) *budget {
-	b := &budget{f: f, name: name, local: resilient.NewBudget(f.s.local)}
+	b := &budget{f: f, name: name, local: retrycontrol.NewBudget(f.s.local)}
 	b.shared.Store(!f.s.unlimited)
 	return b
 }
@@ -175,4 +176,4 @@ func (b *budget) apply(r Request, rep Reply, closing bool) {
 	}
 }
 
-var _ resilient.RetryBudget = (*budget)(nil)
+var _ resilient.Budget = (*budget)(nil)

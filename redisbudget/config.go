@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 )
 
 // Defaults of the fields of Config that are not the budget's rule (the rule's
-// defaults are resilient.DefaultBudgetConfig's).
+// defaults are resilient.RetryBudget's: 0.2, 10, 10 s).
 const (
 	// DefaultFlushEvery is Config.FlushEvery's default: a process flushes a
 	// budget once it has sent 128 first attempts to the host, so that
@@ -32,11 +32,11 @@ const (
 
 // Config configures a Fleet. New resolves it once; the zero value of each
 // field is documented with the field, and the zero Config is the common
-// one: the rule of resilient.DefaultBudgetConfig shared by every process
+// one: the default rule of resilient.RetryBudget shared by every process
 // that uses the same Redis and Prefix.
 type Config struct {
 	// Ratio, MinPerSecond and Window are the budget's rule, with the
-	// meaning, defaults and zero values of resilient.BudgetConfig's fields
+	// meaning, defaults and zero values of resilient.RetryBudget's fields
 	// (0.2, 10 and 10 s): over the last Window, the fleet's retries to a
 	// host stay below Ratio × the fleet's first attempts to it +
 	// MinPerSecond × Window seconds. Every process sharing a budget must use
@@ -123,8 +123,8 @@ type Rule struct {
 // settings is a Config resolved by New.
 type settings struct {
 	rule      Rule
-	local     resilient.BudgetConfig // the local budget's configuration
-	unlimited bool                   // Ratio is +Inf: every retry is allowed, nothing is shared
+	local     retrycontrol.BudgetConfig // the local budget's configuration
+	unlimited bool                      // Ratio is +Inf: every retry is allowed, nothing is shared
 	every     int64
 	interval  time.Duration
 	timeout   time.Duration
@@ -132,7 +132,7 @@ type settings struct {
 	onChange  func(name string, from, to State, err error)
 }
 
-// orDefault resolves a rule field as resilient.BudgetConfig does: 0 and NaN
+// orDefault resolves a rule field as resilient.RetryBudget does: 0 and NaN
 // mean the default, a negative value means none.
 func orDefault(v, def float64) float64 {
 	switch {
@@ -145,7 +145,7 @@ func orDefault(v, def float64) float64 {
 }
 
 func (c Config) resolve() settings {
-	d := resilient.DefaultBudgetConfig()
+	d := retrycontrol.DefaultBudgetConfig()
 	window := c.Window
 	if window <= 0 {
 		window = d.Window
@@ -153,7 +153,7 @@ func (c Config) resolve() settings {
 	bucket := max(window/10/time.Microsecond*time.Microsecond, time.Microsecond)
 	ratio, perSecond := orDefault(c.Ratio, d.Ratio), orDefault(c.MinPerSecond, d.MinPerSecond)
 	s := settings{
-		local:    resilient.BudgetConfig{Ratio: c.Ratio, MinPerSecond: c.MinPerSecond, Window: c.Window},
+		local:    retrycontrol.BudgetConfig{Ratio: c.Ratio, MinPerSecond: c.MinPerSecond, Window: c.Window},
 		every:    int64(c.FlushEvery),
 		interval: c.FlushInterval,
 		timeout:  c.CallTimeout,

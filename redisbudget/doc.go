@@ -1,6 +1,6 @@
 // Package redisbudget is a retry budget shared by a fleet of processes
 // through Redis: one rolling window per destination host, with the rule of
-// resilient.Budget — over the last Window, the fleet's retries to a host stay
+// resilient.RetryBudget — over the last Window, the fleet's retries to a host stay
 // below Ratio × the fleet's first attempts to it + MinPerSecond × Window
 // seconds — so that tens to hundreds of processes of 100 operations per
 // second or more each cannot together turn a partial outage into a retry
@@ -9,7 +9,7 @@
 //
 //	fleet := redisbudget.New(redisClient, redisbudget.Config{})
 //	defer fleet.Close()
-//	client := resilient.NewClient(resilient.WithBudgetFunc(fleet.For))
+//	client := resilient.NewClient(resilient.WithRetryControl(resilient.SharedBudget(fleet.For)))
 //
 // # How it works
 //
@@ -55,7 +55,7 @@
 // budget whose flush failed or timed out falls back to StateLocal at once:
 // its lease is dropped (those permits stay charged to the window, which
 // errs on the side of fewer retries) and retries are admitted by a local
-// resilient.Budget with the same rule, which has counted every first
+// budget with the same rule (resilient.RetryBudget's), which has counted every first
 // attempt and retry of the process all along, so it takes over with the
 // process's recent history rather than a fresh allowance. The switch is
 // reported to Config.OnStateChange and in Stats. The Fleet keeps flushing

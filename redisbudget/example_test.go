@@ -22,7 +22,7 @@ func ExampleNew() {
 		},
 	})
 	defer fleet.Close()
-	client := resilient.NewClient(resilient.WithBudgetFunc(fleet.For))
+	client := resilient.NewClient(resilient.WithRetryControl(resilient.SharedBudget(fleet.For)))
 	_ = client // client.Get(...), client.Post(...)
 }
 
@@ -34,7 +34,7 @@ func ExampleNewWithBackend() {
 	b := redisbudget.NewWithBackend(mem, redisbudget.Config{})
 	defer a.Close()
 	defer b.Close()
-	_ = &http.Client{Transport: resilient.NewTransport(http.DefaultTransport, resilient.WithBudgetFunc(a.For))}
+	_ = &http.Client{Transport: resilient.NewTransport(http.DefaultTransport, resilient.WithRetryControl(resilient.SharedBudget(a.For)))}
 	fmt.Println(b.Stats().Budgets)
 	// Output: 0
 }

@@ -31,19 +31,20 @@ var errBusy = fmt.Errorf("%w: the previous call has not returned yet", ErrTimeou
 
 // A Fleet is a set of retry budgets shared by every process that uses the
 // same Redis and Config.Prefix: one per destination host, each a rolling
-// window with the rule of resilient.Budget — over the last Window, the
+// window with the rule of resilient.RetryBudget — over the last Window, the
 // fleet's retries to a host stay below Ratio × the fleet's first attempts to
 // it + MinPerSecond × Window seconds — kept in Redis on the Redis server's
 // clock.
 //
-// Most callers want New and resilient.WithBudgetFunc(fleet.For), and Close
+// Most callers want New and
+// resilient.WithRetryControl(resilient.SharedBudget(fleet.For)), and Close
 // when done. The budgets For returns answer from local state only (one
 // atomic add for a first attempt, a compare-and-swap on the local lease of
 // retry permits for a retry) and never wait for Redis: one background
 // goroutine per Fleet flushes them, all in one pipeline, when a budget has
 // counted Config.FlushEvery first attempts or Config.FlushInterval has
 // passed. When a flush fails or takes longer than Config.CallTimeout, the
-// budgets it carried fall back to a local resilient.Budget with the same
+// budgets it carried fall back to a local budget with the same
 // rule (StateLocal), reported through Config.OnStateChange and Stats, until
 // a flush succeeds again.
 //
@@ -108,10 +109,10 @@ func newFleet(b Backend, s settings) *Fleet {
 
 // For returns the budget of destination host (the name of its window), the
 // same one on every call; it is the function to pass to
-// resilient.WithBudgetFunc. A new budget starts in StateShared with an empty
+// resilient.SharedBudget. A new budget starts in StateShared with an empty
 // lease: its first retries are refused until its first flush, which For
 // asks for at once. After Close, For returns budgets that are local only.
-func (f *Fleet) For(host string) resilient.RetryBudget {
+func (f *Fleet) For(host string) resilient.Budget {
 	f.mu.Lock()
 	b, ok := f.budgets[host]
 	if !ok {

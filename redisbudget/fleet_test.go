@@ -257,7 +257,7 @@ type load struct {
 	wg           sync.WaitGroup
 }
 
-func startLoad(b resilient.RetryBudget, goroutines int) *load {
+func startLoad(b resilient.Budget, goroutines int) *load {
 	l := &load{stop: make(chan struct{})}
 	for range goroutines {
 		l.wg.Go(func() {

@@ -24,7 +24,8 @@ import (
 // [0, min(RetryWaitMax, RetryWaitMin·2^attemptNum)). A non-nil b ignores them.
 //
 // The server-directed delay is not capped here; CheckRetry refuses to retry
-// when it is over resilient.DefaultRetryAfterMax or past the deadline.
+// when it is over the Transport's default Retry-After maximum (30 s) or
+// past the deadline.
 func Backoff(b resilient.Backoff) retryablehttp.Backoff {
 	return func(waitMin, waitMax time.Duration, attemptNum int, resp *http.Response) time.Duration {
 		bo := b

@@ -9,6 +9,9 @@ import (
 	"github.com/resilienthttp/resilient"
 )
 
+// retryAfterMax is the Transport's default WithRetryAfterMax.
+const retryAfterMax = 30 * time.Second
+
 // CheckRetry returns a retryablehttp.CheckRetry that retries exactly when c
 // (resilient.DefaultClassifier if nil) decides resilient.Retry, with the
 // resilient.Transport's limits on server-directed delays:
@@ -20,7 +23,7 @@ import (
 //     server (reset, timeout, 500, 502, 504) is retried only for a keyed
 //     request or an idempotent method;
 //   - a server-directed delay (Retry-After, RateLimit) longer than
-//     resilient.DefaultRetryAfterMax (30 s), or one that would end after
+//     the Transport's default Retry-After maximum (30 s), or one that would end after
 //     ctx's deadline, stops the retries: the response is returned at once
 //     instead of waiting into a deadline;
 //   - an error that comes with a response (the http.Client's CheckRedirect
@@ -48,7 +51,7 @@ func CheckRetry(c resilient.Classifier) retryablehttp.CheckRetry {
 			return false, nil
 		}
 		d := c(o)
-		if d.Action != resilient.Retry || d.Delay > resilient.DefaultRetryAfterMax {
+		if d.Action != resilient.Retry || d.Delay > retryAfterMax {
 			return false, nil
 		}
 		if dl, ok := ctx.Deadline(); ok && !o.Now.Add(d.Delay).Before(dl) {

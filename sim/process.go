@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/backoff"
 	"github.com/resilienthttp/resilient/persist"
 )
 
@@ -42,7 +43,7 @@ func newProcess(n int, p *Plan, nw *network, durable persist.Store, claimed *cla
 	pr.base = &http.Transport{DialContext: nw.dial, MaxIdleConnsPerHost: 4, DisableCompression: true}
 	opts := []resilient.Option{
 		resilient.WithMaxAttempts(p.MaxAttempts),
-		resilient.WithBackoff(resilient.Seeded(resilient.FullJitter(p.BackoffBase, p.BackoffMax), p.Seed)),
+		resilient.WithBackoff(backoff.Seeded(resilient.FullJitter(p.BackoffBase, p.BackoffMax), p.Seed)),
 		resilient.WithKeyRetention(p.KeyRetention),
 	}
 	if p.AttemptTimeout > 0 {
@@ -55,7 +56,7 @@ func newProcess(n int, p *Plan, nw *network, durable persist.Store, claimed *cla
 		opts = append(opts, resilient.WithDedupingServer("sim"))
 	}
 	if p.NoTokens {
-		opts = append(opts, resilient.WithoutRetryTokens())
+		opts = append(opts, resilient.WithRetryControl())
 	}
 	if p.Hedge > 0 {
 		opts = append(opts, resilient.WithHedging(resilient.HedgingConfig{Delay: p.Hedge, MaxHedges: p.Hedges}))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 )
 
 // The anchors: published retry-admission policies, each in a self-contained
@@ -162,8 +163,9 @@ func anchorClassify(ctx context.Context, resp *http.Response, err error) (o anch
 // finaglePolicy is Finagle's retry budget (RetryBudget's defaults, as in
 // Linkerd): every first attempt deposits, every retry withdraws, and
 // retries may be at most 20 % of the first attempts plus 10 per second,
-// over a 10 s window. It is resilient's Budget at DefaultBudgetConfig.
-type finaglePolicy struct{ b *resilient.Budget }
+// over a 10 s window. It is resilient's in-memory budget at
+// resilient.RetryBudget's defaults.
+type finaglePolicy struct{ b *retrycontrol.Budget }
 
 func (p finaglePolicy) first(time.Time) { p.b.Deposit() }
 func (p finaglePolicy) acquire(time.Time, bool) (float64, bool) {
@@ -391,7 +393,7 @@ func anchorStrategies() []Strategy {
 	}
 	return []Strategy{
 		mk("anchor-finagle", "Finagle retry budget: retries ≤ 20 % of first attempts + 10/s over 10 s", func() anchorPolicy {
-			return finaglePolicy{resilient.NewBudget(resilient.BudgetConfig{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second})}
+			return finaglePolicy{retrycontrol.NewBudget(retrycontrol.BudgetConfig{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second})}
 		}),
 		mk("anchor-retrybreaker", "Brooker 2022 retry-only breaker: no retry while > 10 % of attempts failed in 10 s", func() anchorPolicy {
 			return newRetryBreakerPolicy()

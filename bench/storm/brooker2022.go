@@ -52,16 +52,16 @@ func retryModelStrategies() []Strategy {
 			return bench.Resilient(base, opts...)
 		}}
 	}
-	none := resilient.WithoutRetryTokens()
+	only := resilient.WithRetryControl // the controls given, not the tokens
 	return []Strategy{
-		mk("no retries", "1 attempt", resilient.WithMaxAttempts(1), none),
-		mk("3 retries", "4 attempts, no retry control", none),
-		mk("budget", "4 attempts + resilient's Finagle budget", none, resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())),
-		mk("breaker", "4 attempts + resilient's classic circuit breaker", none, resilient.WithBreaker(resilient.DefaultBreakerSettings())),
-		mk("retry breaker", "4 attempts + resilient's breaker refusing retries only", none,
-			resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true})),
-		mk("budget, no floor", "4 attempts + a budget of 20 % of first attempts, no per-second floor", none,
-			resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: 0.2, MinPerSecond: -1, Window: 10 * time.Second})),
+		mk("no retries", "1 attempt", resilient.WithMaxAttempts(1), only()),
+		mk("3 retries", "4 attempts, no retry control", only()),
+		mk("budget", "4 attempts + resilient's Finagle budget", only(resilient.RetryBudget{})),
+		mk("breaker", "4 attempts + resilient's classic circuit breaker", only(resilient.CircuitBreaker{})),
+		mk("retry breaker", "4 attempts + resilient's breaker refusing retries only",
+			only(resilient.CircuitBreaker{RetriesOnly: true})),
+		mk("budget, no floor", "4 attempts + a budget of 20 % of first attempts, no per-second floor",
+			only(resilient.RetryBudget{Ratio: 0.2, MinPerSecond: -1, Window: 10 * time.Second})),
 		mk("retry tokens", "4 attempts + resilient's defaults: retry tokens"),
 	}
 }

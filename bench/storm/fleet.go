@@ -56,7 +56,7 @@ func fleetRun(newFleet func() *redisbudget.Fleet) (func(http.RoundTripper) *http
 		mu.Lock()
 		fleets = append(fleets, f)
 		mu.Unlock()
-		return bench.Resilient(base, resilient.WithBudgetFunc(f.For))
+		return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(f.For)))
 	}
 	done := func() {
 		mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/backoff"
 )
 
 // OCCConfig is the model of Brooker's "Exponential Backoff and Jitter" (AWS
@@ -72,7 +73,7 @@ func occBackoffs(base, cap time.Duration) []struct {
 
 // SimulateOCC runs the model for every backoff and number of clients of c.
 // It is a discrete-event simulation (no goroutines, no clock): the backoffs
-// are the SDK's own, made deterministic with resilient.Seeded.
+// are the SDK's own, made deterministic with internal/backoff's Seeded.
 //
 // The simulator's n-th retry waits base·2^n (10 ms first with base 5 ms);
 // resilient's Backoff counts attempts from 1 with base·2^(attempt-1), so the
@@ -150,7 +151,7 @@ func occRun(c OCCConfig, n int, b resilient.Backoff, seed uint64) (calls int, en
 		heap.Push(&q, e)
 	}
 	for i := range clients {
-		clients[i].b = resilient.Seeded(b, seed^uint64(i+1)*0x9e3779b97f4a7c15)
+		clients[i].b = backoff.Seeded(b, seed^uint64(i+1)*0x9e3779b97f4a7c15)
 		push(occEvent{at: delay(), kind: occRead, client: i})
 	}
 	version := 0

@@ -41,10 +41,11 @@ type Policy struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// Backoff is WithBackoff.
 	Backoff *PolicyBackoff `json:"backoff,omitempty"`
-	// RetryControl chooses the retry control: WithRetryTokens,
-	// WithBudgetConfig (with WithoutRetryTokens) or WithoutRetryTokens.
+	// RetryControl chooses the retry control of WithRetryControl:
+	// resilient.RetryTokens, resilient.RetryBudget or none.
 	RetryControl *PolicyRetryControl `json:"retry_control,omitempty"`
-	// Breaker is WithBreaker (fields as in resilient.BreakerSettings).
+	// Breaker adds a resilient.CircuitBreaker (same fields) to the retry
+	// control (the retry tokens when RetryControl is not set).
 	Breaker *PolicyBreaker `json:"breaker,omitempty"`
 	// Hedging is WithHedging (fields as in resilient.HedgingConfig).
 	Hedging *PolicyHedging `json:"hedging,omitempty"`
@@ -63,7 +64,7 @@ type PolicyBackoff struct {
 }
 
 // PolicyRetryControl is the retry control: Kind "tokens" (fields of
-// resilient.RetryTokensConfig), "budget" (fields of resilient.BudgetConfig)
+// resilient.RetryTokens), "budget" (fields of resilient.RetryBudget)
 // or "none". Zero fields keep the defaults.
 type PolicyRetryControl struct {
 	Kind         string   `json:"kind"`
@@ -75,7 +76,7 @@ type PolicyRetryControl struct {
 	Window       Duration `json:"window,omitempty"`
 }
 
-// PolicyBreaker is resilient.BreakerSettings.
+// PolicyBreaker is resilient.CircuitBreaker.
 type PolicyBreaker struct {
 	FailureRatio   float64  `json:"failure_ratio,omitempty"`
 	MinRequests    uint32   `json:"min_requests,omitempty"`
@@ -193,26 +194,36 @@ func (p Policy) Options() ([]resilient.Option, string, error) {
 		opts = append(opts, resilient.WithBackoff(bo))
 		desc = append(desc, fmt.Sprintf("%s(%v, %v)", b.Kind, base, mx))
 	}
+	// The retry controls: the default (the retry tokens) unless the policy
+	// names a kind or a breaker, which joins the chosen kind.
+	var controls []resilient.RetryControl
+	controlled := false
 	if rc := p.RetryControl; rc != nil {
 		switch rc.Kind {
 		case "tokens":
-			opts = append(opts, resilient.WithRetryTokens(resilient.RetryTokensConfig{Refill: rc.Refill, CapRatio: rc.CapRatio,
-				MinTokens: rc.MinTokens, Window: time.Duration(rc.Window)}))
+			controls = append(controls, resilient.RetryTokens{Refill: rc.Refill, CapRatio: rc.CapRatio,
+				MinTokens: rc.MinTokens, Window: time.Duration(rc.Window)})
 		case "budget":
-			opts = append(opts, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.BudgetConfig{Ratio: rc.Ratio,
-				MinPerSecond: rc.MinPerSecond, Window: time.Duration(rc.Window)}))
+			controls = append(controls, resilient.RetryBudget{Ratio: rc.Ratio,
+				MinPerSecond: rc.MinPerSecond, Window: time.Duration(rc.Window)})
 		case "none":
-			opts = append(opts, resilient.WithoutRetryTokens())
 		default:
 			return nil, "", fmt.Errorf("retry_control kind %q: want tokens, budget or none", rc.Kind)
 		}
+		controlled = true
 		desc = append(desc, "retry control "+rc.Kind)
 	}
 	if b := p.Breaker; b != nil {
-		opts = append(opts, resilient.WithBreaker(resilient.BreakerSettings{FailureRatio: b.FailureRatio, MinRequests: b.MinRequests,
+		if !controlled {
+			controls, controlled = append(controls, resilient.RetryTokens{}), true
+		}
+		controls = append(controls, resilient.CircuitBreaker{FailureRatio: b.FailureRatio, MinRequests: b.MinRequests,
 			Window: time.Duration(b.Window), OpenTimeout: time.Duration(b.OpenTimeout), HalfOpenProbes: b.HalfOpenProbes,
-			RetriesOnly: b.RetriesOnly}))
+			RetriesOnly: b.RetriesOnly})
 		desc = append(desc, "breaker")
+	}
+	if controlled {
+		opts = append(opts, resilient.WithRetryControl(controls...))
 	}
 	if h := p.Hedging; h != nil {
 		opts = append(opts, resilient.WithHedging(resilient.HedgingConfig{Delay: time.Duration(h.Delay), Quantile: h.Quantile,

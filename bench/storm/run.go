@@ -15,6 +15,7 @@ import (
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/internal/retryafter"
 )
 
 // OperationHeader is the request header by which the harness names each
@@ -263,7 +264,7 @@ func (p *probe) response(now time.Time, h http.Header) {
 	if at < p.from || at >= p.to {
 		return
 	}
-	d, ok := resilient.ParseRetryAfter(h.Get("Retry-After"), now)
+	d, ok := retryafter.Parse(h.Get("Retry-After"), now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at >= p.lastRAAt {

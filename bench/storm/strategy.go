@@ -90,7 +90,7 @@ var strategies = []Strategy{
 		Description: "resilient, FullJitter(100ms, 2s), 4 attempts, no retry control",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithoutRetryTokens())
+			return bench.Resilient(base, resilient.WithRetryControl())
 		},
 	},
 	{
@@ -99,7 +99,7 @@ var strategies = []Strategy{
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
 			return bench.Resilient(base, resilient.WithBackoff(resilient.DecorrelatedJitter(100*time.Millisecond, 2*time.Second)),
-				resilient.WithoutRetryTokens())
+				resilient.WithRetryControl())
 		},
 	},
 	{
@@ -107,7 +107,7 @@ var strategies = []Strategy{
 		Description: "resilient with the Finagle budget (20 % + 10/s over 10 s) instead of retry tokens",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig()))
+			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryBudget{}))
 		},
 	},
 	{
@@ -115,17 +115,15 @@ var strategies = []Strategy{
 		Description: "resilient's former defaults: Finagle budget + classic breaker (refuses first attempts while open)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig()),
-				resilient.WithBreaker(resilient.DefaultBreakerSettings()))
+			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryBudget{}, resilient.CircuitBreaker{}))
 		},
 	},
 	{
 		Name:        "resilient-retrybreaker",
-		Description: "resilient, Finagle budget + breaker refusing retries only (BreakerSettings.RetriesOnly)",
+		Description: "resilient, Finagle budget + breaker refusing retries only (CircuitBreaker.RetriesOnly)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig()),
-				resilient.WithBreaker(resilient.BreakerSettings{RetriesOnly: true}))
+			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryBudget{}, resilient.CircuitBreaker{RetriesOnly: true}))
 		},
 	},
 	{
@@ -133,7 +131,7 @@ var strategies = []Strategy{
 		Description: "resilient, retry tokens earning 0.25 per healthy answer (default 0.5)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryTokens(resilient.RetryTokensConfig{Refill: 0.25}))
+			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{Refill: 0.25}))
 		},
 	},
 	{
@@ -141,7 +139,7 @@ var strategies = []Strategy{
 		Description: "resilient, retry tokens earning 1 per healthy answer (default 0.5)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryTokens(resilient.RetryTokensConfig{Refill: 1}))
+			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{Refill: 1}))
 		},
 	},
 	{
@@ -149,7 +147,7 @@ var strategies = []Strategy{
 		Description: "resilient, retry tokens with a bucket of 10 % of recent first attempts (default 2 %)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryTokens(resilient.RetryTokensConfig{CapRatio: 0.1}))
+			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{CapRatio: 0.1}))
 		},
 	},
 	{

@@ -36,7 +36,7 @@ func (c *counted) RoundTrip(req *http.Request) (*http.Response, error) {
 // for each of its retries, sleeps its backoff between them as it would
 // alone, and no retry reaches the wire.
 func TestSDKRefusedRetry(t *testing.T) {
-	breaker := resilient.WithBreaker(resilient.BreakerSettings{MinRequests: 1, FailureRatio: 0.5, Window: 10 * time.Second, OpenTimeout: time.Minute})
+	breaker := resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{MinRequests: 1, FailureRatio: 0.5, Window: 10 * time.Second, OpenTimeout: time.Minute})
 	calls := map[string]int32{openaiGo.name: 2, dynamoDB.name: 4, stripeGo.name: 2}
 	for _, c := range []client{openaiGo, dynamoDB, stripeGo} {
 		t.Run(c.name, func(t *testing.T) {

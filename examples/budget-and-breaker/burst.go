@@ -101,7 +101,7 @@ send:
 		switch outcome {
 		case resilient.OutcomeSuccess, resilient.OutcomeReplayed:
 			r.succeeded += n
-		case resilient.OutcomeBudgetExhausted, resilient.OutcomeCircuitOpen:
+		case resilient.OutcomeTokensExhausted, resilient.OutcomeBudgetExhausted, resilient.OutcomeCircuitOpen:
 			r.retriesRefused += n
 		case resilient.OutcomeRetriesExhausted:
 			r.exhausted += n

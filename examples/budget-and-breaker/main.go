@@ -16,10 +16,10 @@
 // there is nothing to control. The settings:
 //
 //	1 attempt (bare client)  WithMaxAttempts(1): the baseline
-//	no control               WithoutRetryTokens(): only the 4 attempts bound retries
+//	no control               WithRetryControl(): only the 4 attempts bound retries
 //	retry tokens (default)   no option: per-host RetryTokens
-//	Finagle budget           WithoutRetryTokens(), WithBudgetConfig(DefaultBudgetConfig()): 20 % + 10/s over 10 s
-//	tokens + breaker         WithBreaker(DefaultBreakerSettings()): a classic breaker on top of the tokens
+//	Finagle budget           WithRetryControl(RetryBudget{}): 20 % + 10/s over 10 s
+//	tokens + breaker         WithRetryControl(RetryTokens{}, CircuitBreaker{}): a classic breaker on top of the tokens
 //
 // How to read it: amplification is requests sent per operation; succeeded
 // counts operations that got their 201, to compare with the bare client's
@@ -39,14 +39,14 @@
 //     everything fails only the bucket is spent (max(3, 2 % of the last 10
 //     s's first attempts)). First attempts are never refused, so no
 //     operation fails that a bare client would have completed. Keep them
-//     unless a measurement says otherwise; tune them with WithRetryTokens.
+//     unless a measurement says otherwise; tune them with RetryTokens' fields.
 //   - A Finagle budget allows Ratio retries per first attempt plus
 //     MinPerSecond × Window per window, whatever happens to them: it keeps
 //     adding that much load to a server where everything fails, and its
 //     floor (100 retries per 10 s) is large next to a burst of a few hundred
 //     operations — here the floor is what bounds it. Choose it when the extra
 //     load a dependency can take is known as a share of the traffic, or to
-//     share one budget between Transports (WithBudget).
+//     share one budget between processes (SharedBudget, package redisbudget).
 //   - A classic breaker stops sending anything once FailureRatio of at least
 //     MinRequests requests in Window failed, for OpenTimeout: it sheds a host
 //     that is down (at 90 % it sends less than a bare client) but fails
@@ -54,7 +54,7 @@
 //     less often than the bare client), and near FailureRatio whether it
 //     trips depends on timing. Choose it only to protect a dependency that
 //     must be shed when it is down, with OpenTimeout near its recovery time;
-//     BreakerSettings.RetriesOnly keeps first attempts.
+//     CircuitBreaker.RetriesOnly keeps first attempts.
 package main
 
 import (
@@ -74,6 +74,10 @@ import (
 
 // maxOps bounds a burst, whatever the flags say.
 const maxOps = 2000
+
+// defaultAttempts is WithMaxAttempts' default: every setting but bare keeps
+// it.
+const defaultAttempts = 4
 
 // config is what the flags set.
 type config struct {
@@ -122,20 +126,20 @@ const (
 func settings() []setting {
 	return []setting{
 		bare:         {"1 attempt (bare client)", []resilient.Option{resilient.WithMaxAttempts(1)}},
-		uncontrolled: {"no control", []resilient.Option{resilient.WithoutRetryTokens()}},
+		uncontrolled: {"no control", []resilient.Option{resilient.WithRetryControl()}},
 		tokens:       {"retry tokens (default)", nil},
 		budget: {"Finagle budget 20%+10/s", []resilient.Option{
-			resilient.WithoutRetryTokens(), resilient.WithBudgetConfig(resilient.DefaultBudgetConfig())}},
-		breaker: {"tokens + breaker", []resilient.Option{resilient.WithBreaker(resilient.DefaultBreakerSettings())}},
+			resilient.WithRetryControl(resilient.RetryBudget{})}},
+		breaker: {"tokens + breaker", []resilient.Option{resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{})}},
 	}
 }
 
 // uncontrolledBound is the amplification of retries with no control at
 // failure rate f, if each attempt fails independently: 1 + f + f² + … for
-// the DefaultMaxAttempts attempts.
+// the defaultAttempts attempts.
 func uncontrolledBound(f float64) float64 {
 	sum, p := 0.0, 1.0
-	for range resilient.DefaultMaxAttempts {
+	for range defaultAttempts {
 		sum += p
 		p *= f
 	}
@@ -151,7 +155,7 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	fmt.Fprintf(w, "%d operations (POSTs) per burst, %d concurrent senders, up to %d attempts each\n",
-		cfg.ops, cfg.workers, resilient.DefaultMaxAttempts)
+		cfg.ops, cfg.workers, defaultAttempts)
 	for _, rate := range cfg.rates {
 		fmt.Fprintf(w, "\nserver failing %.0f%% of requests (no control, failures independent: 1+f+f²+f³ = %.2fx)\n", rate*100, uncontrolledBound(rate))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

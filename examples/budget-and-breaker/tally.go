@@ -25,13 +25,13 @@ func (t *tally) observe(_ context.Context, e resilient.Event) {
 	defer t.mu.Unlock()
 	switch e.Kind {
 	case resilient.EventAttempt:
-		if e.Attempt == 0 {
+		if e.Attempt.Attempt == 0 {
 			t.firsts++
 		} else {
 			t.retries++
 		}
 	case resilient.EventOutcome:
-		if e.Attempts == 0 {
+		if e.Summary.Attempts == 0 {
 			t.unsent[e.Outcome]++
 		} else {
 			t.outcomes[e.Outcome]++

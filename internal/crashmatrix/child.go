@@ -175,7 +175,7 @@ func newClient(store persist.Store, b http.RoundTripper, phase string, killOp in
 		backoff = resilient.Exponential(5*time.Second, 5*time.Second) // the parent kills it meanwhile
 	}
 	return &http.Client{Transport: resilient.NewTransport(b,
-		resilient.WithStore(store), resilient.WithBackoff(backoff), resilient.WithoutBudget(), resilient.WithoutBreaker(),
+		resilient.WithStore(store), resilient.WithBackoff(backoff),
 		resilient.WithObserver(func(ctx context.Context, e resilient.Event) {
 			if e.Kind == resilient.EventRetry && e.Operation == opName(killOp) && strings.Contains(phase, "backoff") {
 				fmt.Printf("at %s %d\n", phase, killOp) // the backoff sleep follows

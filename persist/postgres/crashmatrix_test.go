@@ -134,8 +134,7 @@ func matrixChild() int {
 	})
 	client := &http.Client{Transport: resilient.NewTransport(base,
 		resilient.WithStore(finishHook{store, func(op string) { at(killAnswered, strings.TrimPrefix(op, "pay:")) }}),
-		resilient.WithBackoff(resilient.Exponential(5*time.Millisecond, 20*time.Millisecond)),
-		resilient.WithoutBudget(), resilient.WithoutBreaker())}
+		resilient.WithBackoff(resilient.Exponential(5*time.Millisecond, 20*time.Millisecond)))}
 	payment := func(ctx context.Context, order string, amount int, resume bool) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url,
 			strings.NewReader(fmt.Sprintf(`{"order":%q,"amount":%d}`, order, amount)))

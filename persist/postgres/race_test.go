@@ -34,7 +34,7 @@ func TestInlineCallAndResumerRace(t *testing.T) {
 	srv := httptest.NewServer(is)
 	defer srv.Close()
 	client := &http.Client{Transport: resilient.NewTransport(srv.Client().Transport,
-		resilient.WithStore(store), resilient.WithoutBudget(), resilient.WithoutBreaker())}
+		resilient.WithStore(store))}
 	defer client.CloseIdleConnections()
 	request := func(ctx context.Context, order string) (*http.Request, error) {
 		return http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/payments",

@@ -1,4 +1,4 @@
-package resilient
+package retrycontrol
 
 import (
 	"math"
@@ -12,7 +12,7 @@ import (
 
 // tokensDrain takes at now until rt refuses (or limit is reached) and
 // returns how many retries it allowed.
-func tokensDrain(rt *RetryTokens, now time.Time, limit int) int {
+func tokensDrain(rt *Tokens, now time.Time, limit int) int {
 	n := 0
 	for n < limit && rt.TakeAt(now) {
 		n++
@@ -24,17 +24,17 @@ func TestRetryTokensBucket(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		rt     *RetryTokens
+		rt     *Tokens
 		firsts int // first attempts in the window before draining
 		want   int // retries allowed from a full bucket
 	}{
-		{"zero value is the default: MinTokens 3", new(RetryTokens), 0, 3},
-		{"default, 100 first attempts: still the minimum", NewRetryTokens(DefaultRetryTokensConfig()), 100, 3},
-		{"default, 1000 first attempts: 2 %", NewRetryTokens(DefaultRetryTokensConfig()), 1000, 20},
-		{"zero config is the default", NewRetryTokens(RetryTokensConfig{}), 1000, 20},
-		{"CapRatio 0.1", NewRetryTokens(RetryTokensConfig{CapRatio: 0.1}), 1000, 100},
-		{"negative MinTokens is 0", NewRetryTokens(RetryTokensConfig{MinTokens: -1}), 0, 0},
-		{"NaN MinTokens is 0", NewRetryTokens(RetryTokensConfig{MinTokens: math.NaN()}), 0, 0},
+		{"zero value is the default: MinTokens 3", new(Tokens), 0, 3},
+		{"default, 100 first attempts: still the minimum", NewTokens(DefaultTokensConfig()), 100, 3},
+		{"default, 1000 first attempts: 2 %", NewTokens(DefaultTokensConfig()), 1000, 20},
+		{"zero config is the default", NewTokens(TokensConfig{}), 1000, 20},
+		{"CapRatio 0.1", NewTokens(TokensConfig{CapRatio: 0.1}), 1000, 100},
+		{"negative MinTokens is 0", NewTokens(TokensConfig{MinTokens: -1}), 0, 0},
+		{"NaN MinTokens is 0", NewTokens(TokensConfig{MinTokens: math.NaN()}), 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestRetryTokensBucket(t *testing.T) {
 
 func TestRetryTokensInfiniteCapRatioSaturates(t *testing.T) {
 	t.Parallel()
-	rt := NewRetryTokens(RetryTokensConfig{CapRatio: math.Inf(1)})
+	rt := NewTokens(TokensConfig{CapRatio: math.Inf(1)})
 	rt.FirstAt(budgetT0)
 	assert.Equal(t, 10000, tokensDrain(rt, budgetT0, 10000))
 	assert.Greater(t, rt.AvailableAt(budgetT0), 1e12, "no overflow into a negative capacity")
@@ -59,7 +59,7 @@ func TestRetryTokensInfiniteCapRatioSaturates(t *testing.T) {
 
 func TestRetryTokensEarnAndRefund(t *testing.T) {
 	t.Parallel()
-	rt := NewRetryTokens(RetryTokensConfig{Refill: 0.5, MinTokens: 3})
+	rt := NewTokens(TokensConfig{Refill: 0.5, MinTokens: 3})
 	assert.Equal(t, 3, tokensDrain(rt, budgetT0, 10))
 	rt.Earn()
 	assert.False(t, rt.TakeAt(budgetT0), "half a token is not a retry")
@@ -77,7 +77,7 @@ func TestRetryTokensEarnAndRefund(t *testing.T) {
 // window, what was earned beyond the minimum is no longer spendable.
 func TestRetryTokensCapacityFollowsTheWindow(t *testing.T) {
 	t.Parallel()
-	rt := NewRetryTokens(RetryTokensConfig{CapRatio: 0.1, MinTokens: 1, Window: 10 * time.Second})
+	rt := NewTokens(TokensConfig{CapRatio: 0.1, MinTokens: 1, Window: 10 * time.Second})
 	for range 200 {
 		rt.FirstAt(budgetT0)
 	}
@@ -89,18 +89,18 @@ func TestRetryTokensCapacityFollowsTheWindow(t *testing.T) {
 // tokens back.
 func TestRetryTokensRefillResolution(t *testing.T) {
 	t.Parallel()
-	rt := NewRetryTokens(RetryTokensConfig{Refill: -1, MinTokens: 1})
+	rt := NewTokens(TokensConfig{Refill: -1, MinTokens: 1})
 	assert.True(t, rt.TakeAt(budgetT0))
 	for range 100 {
 		rt.Earn()
 	}
 	assert.False(t, rt.TakeAt(budgetT0))
-	assert.Equal(t, DefaultRetryTokensConfig().params(), RetryTokensConfig{}.params())
+	assert.Equal(t, DefaultTokensConfig().params(), TokensConfig{}.params())
 }
 
 func TestRetryTokensConcurrentTakesNeverExceedTheBucket(t *testing.T) {
 	t.Parallel()
-	rt := NewRetryTokens(RetryTokensConfig{MinTokens: 50})
+	rt := NewTokens(TokensConfig{MinTokens: 50})
 	var taken atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -117,7 +117,7 @@ func TestRetryTokensConcurrentTakesNeverExceedTheBucket(t *testing.T) {
 }
 
 func TestRetryTokensDoNotAllocate(t *testing.T) {
-	rt := new(RetryTokens)
+	rt := new(Tokens)
 	now := budgetT0
 	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.FirstAt(now) }), "FirstAt")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { rt.TakeAt(now) }), "TakeAt")
@@ -128,7 +128,7 @@ func TestRetryTokensDoNotAllocate(t *testing.T) {
 }
 
 func BenchmarkRetryTokens(b *testing.B) {
-	rt := new(RetryTokens)
+	rt := new(Tokens)
 	now := time.Now()
 	b.Run("First", func(b *testing.B) {
 		for b.Loop() {

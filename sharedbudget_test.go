@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// countingBudget is a RetryBudget that records its calls and allows a fixed
+// countingBudget is a Budget that records its calls and allows a fixed
 // number of withdrawals.
 type countingBudget struct {
 	mu                           sync.Mutex
@@ -33,7 +33,7 @@ func (b *countingBudget) WithdrawAt(time.Time) bool {
 	return true
 }
 
-func TestWithBudgetFunc(t *testing.T) {
+func TestSharedBudget(t *testing.T) {
 	tests := []struct {
 		name          string
 		allow         int
@@ -49,12 +49,12 @@ func TestWithBudgetFunc(t *testing.T) {
 			b := &countingBudget{allow: tt.allow}
 			var hosts []string
 			s := newStub(reply(503))
-			tr := resilient.NewTransport(s, resilient.WithoutRetryTokens(),
+			tr := resilient.NewTransport(s,
 				resilient.WithBackoff(resilient.Exponential(0, 0)),
-				resilient.WithBudgetFunc(func(host string) resilient.RetryBudget {
+				resilient.WithRetryControl(resilient.SharedBudget(func(host string) resilient.Budget {
 					hosts = append(hosts, host)
 					return b
-				}))
+				})))
 			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test:8080/v1/x", nil)
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
@@ -69,10 +69,10 @@ func TestWithBudgetFunc(t *testing.T) {
 	}
 }
 
-func TestWithBudgetFuncNilMeansNoBudget(t *testing.T) {
+func TestSharedBudgetNilMeansNoBudget(t *testing.T) {
 	s := newStub(reply(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(0, 0)),
-		resilient.WithBudgetFunc(func(string) resilient.RetryBudget { return nil }))
+		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return nil })))
 	resp, err := tr.RoundTrip(mustGet(t, "http://api.test/v1/x"))
 	require.NoError(t, err)
 	resp.Body.Close()

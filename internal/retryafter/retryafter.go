@@ -1,4 +1,8 @@
-package resilient
+// Package retryafter parses the delays servers direct in their answers'
+// headers (Retry-After, Retry-After-Ms, the IETF RateLimit fields,
+// X-Amz-Retry-After), for resilient.ServerDelay and for the modules of this
+// repository.
+package retryafter
 
 import (
 	"errors"
@@ -14,12 +18,12 @@ import (
 // default) stop the retries anyway.
 const maxHeaderDelay = 365 * 24 * time.Hour
 
-// ParseRetryAfter parses a Retry-After value (RFC 9110 §10.2.3): either
+// Parse parses a Retry-After value (RFC 9110 §10.2.3): either
 // delay-seconds or an HTTP-date in any of the three forms http.ParseTime
 // accepts. A date is relative to now; a date in the past is a zero delay.
 // ok is false for an empty, negative or malformed value, which callers
 // ignore. Huge values are clamped to a year.
-func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+func Parse(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
@@ -57,12 +61,12 @@ func parseSeconds(v string) (time.Duration, bool) {
 	return time.Duration(n) * time.Second, true
 }
 
-// ServerDelay returns the server-directed delay of a response's headers, from
+// Delay returns the server-directed delay of a response's headers, from
 // the first of these that is present and valid:
 //
 //   - Retry-After-Ms, milliseconds (Stainless-generated APIs and SDKs read
 //     it before Retry-After);
-//   - Retry-After (see ParseRetryAfter); an HTTP-date is measured against
+//   - Retry-After (see Parse); an HTTP-date is measured against
 //     the response's Date when it has a valid one (the server's clock, so
 //     that a skewed client clock sends no retry before the server said),
 //     else against now;
@@ -77,7 +81,7 @@ func parseSeconds(v string) (time.Duration, bool) {
 // Otherwise it returns 0, which leaves the wait to the backoff. Malformed
 // values are ignored; huge ones are clamped to a year. The result is not
 // capped by the Transport's maximum.
-func ServerDelay(h http.Header, now time.Time) time.Duration {
+func Delay(h http.Header, now time.Time) time.Duration {
 	if v := headerValue(h, "Retry-After-Ms"); v != "" {
 		if d, ok := parseMillis(v); ok {
 			return d
@@ -122,7 +126,7 @@ func retryAfterOf(h http.Header, now time.Time) (time.Duration, bool) {
 			now = date
 		}
 	}
-	return ParseRetryAfter(v, now)
+	return Parse(v, now)
 }
 
 // parseMillis parses a non-negative number of milliseconds (a decimal
@@ -190,4 +194,13 @@ func isZero(v string) bool {
 		}
 	}
 	return true
+}
+
+// headerValue is h.Get(name) for a name already in canonical form: one map
+// lookup, without canonicalising name.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

@@ -1,0 +1,100 @@
+package resilient
+
+import (
+	"context"
+	"time"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventAttempt: an attempt finished and was classified.
+	EventAttempt EventKind = iota + 1
+	// EventRetry: the Transport decided to retry after Delay.
+	EventRetry
+	// EventOutcome: RoundTrip is returning; Outcome says how.
+	EventOutcome
+	// EventBreaker: a host's circuit breaker changed state (From, To).
+	EventBreaker
+	// EventStore: the Store failed to record an operation's outcome (Err
+	// wraps ErrStore). The request's own EventOutcome follows.
+	EventStore
+	// EventHedge: the Transport sent hedge Attempt after waiting Delay for
+	// an answer (WithHedging); its EventAttempt follows when it is settled.
+	EventHedge
+)
+
+// Outcome values of an EventOutcome (and of the "outcome" log attribute).
+const (
+	OutcomeSuccess          = "success"
+	OutcomeReplayed         = "replayed"
+	OutcomeTerminal         = "terminal"
+	OutcomeRetry            = "retry"
+	OutcomeRetriesExhausted = "retries_exhausted"
+	OutcomeTokensExhausted  = "tokens_exhausted"
+	OutcomeBudgetExhausted  = "budget_exhausted"
+	OutcomeCircuitOpen      = "circuit_open"
+	OutcomeDelayTooLong     = "delay_too_long"
+	OutcomeRateLimited      = "rate_limited"
+	OutcomePushback         = "pushback"
+	OutcomeCanceled         = "canceled"
+	OutcomeError            = "error"
+)
+
+// Event is what an Observer receives. Fields that do not apply to the Kind
+// are zero. It never carries headers or bodies.
+type Event struct {
+	Kind EventKind
+	// Host (as in URL.Host), Method, Key and Operation identify the
+	// request; an EventBreaker has Host only.
+	Host      string
+	Method    string
+	Key       string
+	Operation string
+	// Attempt describes the attempt the event is about:
+	//   - EventAttempt: the attempt that finished, as in Report.Attempts;
+	//   - EventRetry: Attempt.Attempt is the number of the retry to come,
+	//     and StatusCode, Category and Err are those of the attempt that
+	//     failed (Action is Retry);
+	//   - EventHedge: the hedge sent (Attempt.Hedge is true);
+	//   - EventOutcome: the attempt whose answer was returned (the winner,
+	//     which with hedging may be a hedge: Attempt.Hedge), or, when none
+	//     answered, the last status and category seen.
+	Attempt AttemptReport
+	// Delay is the wait before the next attempt (EventRetry), the wait for
+	// an answer before a hedge (EventHedge), or how long the server's
+	// pushback holds retries (EventAttempt with Attempt.Pushback).
+	Delay time.Duration
+	// Outcome is one of the Outcome… constants (EventOutcome, and
+	// OutcomeRetry for EventRetry).
+	Outcome string
+	// Summary describes the whole request (EventOutcome; EventStore has
+	// Summary.Attempts).
+	Summary Summary
+	// From and To are breaker states (EventBreaker).
+	From, To BreakerState
+	// Err is the error RoundTrip returns (EventOutcome without a
+	// response), or the Store's (EventStore, wrapping ErrStore).
+	Err error
+}
+
+// Summary describes a whole request, in an EventOutcome.
+type Summary struct {
+	// Attempts is the number of attempts sent.
+	Attempts int
+	// Resends is the number of re-sends the base transport made on its own,
+	// over all attempts (see AttemptReport.Resends).
+	Resends int
+	// Hedges is the number of hedges sent (WithHedging).
+	Hedges int
+	// Duration is the request's, from RoundTrip to its return, all attempts
+	// and waits included.
+	Duration time.Duration
+	// Unknown is true when the outcome is unknown: an attempt may have been
+	// applied and no success answered for it (see Error.Unknown).
+	Unknown bool
+}
+
+// Observer receives Events. See WithObserver.
+type Observer func(ctx context.Context, e Event)
