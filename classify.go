@@ -1,7 +1,6 @@
 package resilient
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -119,9 +118,6 @@ type Decision struct {
 type Classifier func(o Outcome) Decision
 
 var _ Classifier = DefaultClassifier
-
-// peekLimit bounds how much of a 400/409/422 body the classifier reads.
-const peekLimit = 4 << 10
 
 // Problem types (RFC 9457 "type" members) of the idempotency answers that
 // DefaultClassifier recognises, besides the IETF draft's titles and Stripe's
@@ -471,55 +467,9 @@ func headerValue(h http.Header, name string) string {
 	return ""
 }
 
-// PeekBody returns the first bytes (at most 4 KiB) of resp's body without
-// consuming it: it replaces resp.Body with a reader that yields the same
-// bytes, then the rest, and closes the original. A second call on the same
-// response returns the same bytes and reads nothing. Classifiers use it to
-// look at a problem body; a read error is kept for the caller after the
-// bytes that came.
-func PeekBody(resp *http.Response) []byte { return peek(resp) }
-
-func peek(resp *http.Response) []byte {
-	if p, ok := resp.Body.(*peekedBody); ok {
-		return p.head
-	}
-	if resp.Body == nil || resp.Body == http.NoBody {
-		return nil
-	}
-	size := peekLimit
-	if resp.ContentLength >= 0 && resp.ContentLength < peekLimit {
-		// Read no more than announced; a body longer than its length
-		// still reaches the caller whole, after the head.
-		size = int(resp.ContentLength)
-	}
-	buf := make([]byte, size)
-	n, err := io.ReadFull(resp.Body, buf)
-	buf = buf[:n]
-	var rest io.Reader = resp.Body
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		rest = eofReader{}
-	case err != nil:
-		// Keep the read error for the caller, after the bytes that came.
-		rest = errReader{err: err}
-	}
-	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), rest), c: resp.Body, head: buf}
-	return buf
-}
-
-type peekedBody struct {
-	io.Reader
-	c    io.Closer
-	head []byte
-}
-
 func (p *peekedBody) Close() error { return p.c.Close() }
 
-type errReader struct{ err error }
-
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
@@ -601,4 +551,54 @@ func jsonMediaType(ct string) (problem, ok bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// classify returns the Classifier's decision on a, with what the Transport
+// knows better than any classifier: a cancelled caller is terminal, no
+// response is no success, and a write that got no answer of its own may
+// have been applied.
+func (c *call) classify(a *attempt) Decision {
+	if !a.sent {
+		return Decision{Action: Terminal, Category: CategoryClient}
+	}
+	var d Decision
+	switch {
+	case !c.t.cfg.customClassifier && plainSuccess(a.resp, a.err):
+		// DefaultClassifier's first case (success), without building
+		// its Outcome; the replay headers are kept for guardUnsafe.
+		d = Decision{Action: Success, Replayed: c.op.key != "" && a.replayHeaders().replay()}
+	case a.err != nil && c.ctx.Err() != nil:
+		// The caller gave up; nothing else matters.
+		a.err = withCause(c.ctx.Err(), a.err)
+		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
+	default:
+		d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
+	}
+	if a.err != nil && d.Action == Success {
+		// No response is no success, whatever a classifier says, and it
+		// proves nothing about the effect.
+		d.Action, d.Ambiguous = Terminal, true
+	}
+	// A write that got no answer of its own (an error after a write, or an
+	// answer to a re-send net/http made after the first write's connection
+	// died) may have been applied, whatever the last error says.
+	// A request cut short by its own body (the caller's reader failed)
+	// never reached the server whole.
+	if (a.err != nil && a.wroteAny && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && d.Action != Success && a.rewritten) {
+		d.Ambiguous = true
+	}
+	if c.guardUnsafe(a, &d) {
+		a.stop = ErrUnsafeRetry
+	}
+	return d
+}
+
+// withCause returns err, the error of an attempt cut short by the
+// caller's context, so that errors.Is finds ctxErr in it too; its text is
+// err's alone (the context's error is the Reason beside it).
+func withCause(ctxErr, err error) error {
+	if errors.Is(err, ctxErr) {
+		return err
+	}
+	return wrapped{err, ctxErr}
 }
