@@ -229,7 +229,7 @@ func DefaultClassifier(o Outcome) Decision {
 	}
 	switch hint := shouldRetryHint(resp.Header); {
 	case hint < 0:
-		d.Action = Terminal
+		d = terminal(d, false)
 		if code := resp.StatusCode; code == http.StatusTooManyRequests || code >= 500 {
 			if d.Delay == 0 {
 				d.Delay = ServerDelay(resp.Header, o.Now)
@@ -270,11 +270,7 @@ func classifyStatus(o Outcome) Decision {
 	code := resp.StatusCode
 	safe := o.Keyed || idempotentMethod(o.Request.Method)
 	retryIfSafe := func(c Category) Decision {
-		d := Decision{Action: Terminal, Category: c, Ambiguous: true}
-		if safe {
-			d.Action = Retry
-		}
-		return d
+		return Decision{Action: retryIf(safe), Category: c, Ambiguous: true}
 	}
 	switch {
 	case code >= 200 && code < 400:
@@ -343,11 +339,15 @@ func classifyError(o Outcome) Decision {
 	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || (ok && ne.Timeout()) {
 		cat = CategoryTimeout
 	}
-	d := Decision{Action: Terminal, Category: cat, Ambiguous: true}
+	return Decision{Action: retryIf(safe), Category: cat, Ambiguous: true}
+}
+
+// retryIf is Retry if safe, else Terminal.
+func retryIf(safe bool) Action {
 	if safe {
-		d.Action = Retry
+		return Retry
 	}
-	return d
+	return Terminal
 }
 
 // notSent reports whether err proves the request never left the client: a
@@ -553,43 +553,75 @@ func jsonMediaType(ct string) (problem, ok bool) {
 	return false, false
 }
 
+// verdict is classify's judgment of one attempt.
+type verdict struct {
+	d Decision
+	// err is the attempt's error as the caller is to see it: its own,
+	// joined with the caller's context's error when the caller gave up.
+	err error
+	// stop is why the Transport will not retry the attempt when it
+	// overrode the classifier (ErrUnsafeRetry); nil otherwise.
+	stop error
+	// shown: the answer to an unsafe keyed request shows that the server
+	// dedupes by the key (showsDedupe), evidence for its route that
+	// observe records.
+	shown bool
+}
+
 // classify returns the Classifier's decision on a, with what the Transport
 // knows better than any classifier: a cancelled caller is terminal, no
-// response is no success, and a write that got no answer of its own may
-// have been applied.
-func (c *call) classify(a *attempt) Decision {
+// response is no success, a write that got no answer of its own may have
+// been applied, and an unsafe request that may have been applied is not
+// retried without evidence that the server dedupes it (guardUnsafe). It
+// changes nothing: the verdict says it all.
+func (c *call) classify(a *attempt) verdict {
 	if !a.sent {
-		return Decision{Action: Terminal, Category: CategoryClient}
+		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}
 	}
-	var d Decision
+	v := verdict{err: a.err}
+	var rh replayHeaders
+	if c.op.key != "" && a.resp != nil {
+		rh = replayHeadersOf(a.resp.Header)
+	}
 	switch {
 	case !c.t.cfg.customClassifier && plainSuccess(a.resp, a.err):
 		// DefaultClassifier's first case (success), without building
-		// its Outcome; the replay headers are kept for guardUnsafe.
-		d = Decision{Action: Success, Replayed: c.op.key != "" && a.replayHeaders().replay()}
+		// its Outcome.
+		v.d = Decision{Action: Success, Replayed: rh.replay()}
 	case a.err != nil && c.ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
-		a.err = withCause(c.ctx.Err(), a.err)
-		d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
+		v.err = withCause(c.ctx.Err(), a.err)
+		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Ambiguous: true}
 	default:
-		d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
+		v.d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
 	}
-	if a.err != nil && d.Action == Success {
+	if a.err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it
 		// proves nothing about the effect.
-		d.Action, d.Ambiguous = Terminal, true
+		v.d = terminal(v.d, true)
 	}
 	// A write that got no answer of its own (an error after a write, or an
 	// answer to a re-send net/http made after the first write's connection
 	// died) may have been applied, whatever the last error says.
 	// A request cut short by its own body (the caller's reader failed)
 	// never reached the server whole.
-	if (a.err != nil && a.wroteAny && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && d.Action != Success && a.rewritten) {
-		d.Ambiguous = true
+	if (a.err != nil && a.writes.any && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && v.d.Action != Success && a.writes.again) {
+		v.d.Ambiguous = true
 	}
-	if c.guardUnsafe(a, &d) {
-		a.stop = ErrUnsafeRetry
+	if c.guarded() {
+		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.t.cfg.keyHeader, c.op.key, v.d)
+		if c.refusesRetry(a, v.d, v.shown) {
+			v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
+			v.stop = ErrUnsafeRetry
+		}
 	}
+	return v
+}
+
+// terminal returns d made terminal, and ambiguous too if ambiguous.
+func terminal(d Decision, ambiguous bool) Decision {
+	d.Action = Terminal
+	d.Ambiguous = d.Ambiguous || ambiguous
 	return d
 }
 

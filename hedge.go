@@ -157,12 +157,20 @@ type hedgeResult struct {
 	a attempt
 }
 
+// hedgeRound is a hedged round's copies and their goroutines.
+type hedgeRound struct {
+	results  chan hedgeResult
+	copies   []hedgeCopy
+	wg       sync.WaitGroup
+	inflight int
+}
+
 // hedged sends attempt n (the i-th of the call, admitted by res) and, while
 // no definitive answer has come, up to budget hedges, each delay after the
 // previous copy, numbered n+1, n+2…; each copy runs in its own goroutine
-// with its own context, a child of the caller's. Every copy is classified,
-// released, observed and noted here. It returns the answer that ends the
-// round and its decision, and the number of hedges sent.
+// with its own context, a child of the caller's. Every copy is settled
+// here. It returns the answer that ends the round and its verdict, and the
+// number of hedges sent.
 //
 // The first definitive answer wins: the other copies are cancelled and
 // waited for, their answers noted and discarded. A retryable answer, or a
@@ -171,109 +179,130 @@ type hedgeResult struct {
 // that copy; the round ends with the last answer when every copy failed and the
 // timer has not sent another. Every goroutine of the round has ended when
 // it returns; the winner's context is cancelled when its body is closed.
-func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, Decision, int) {
-	results := make(chan hedgeResult, 1+budget)
-	copies := make([]hedgeCopy, 0, 1+budget)
-	var wg sync.WaitGroup
-	launch := func(r reservation, i, n int, hedge bool, wait time.Duration) {
-		ctx, cancel := context.WithCancel(c.ctx)
-		cc := *c // send reads the call; each copy gets its own, with its own context
-		cc.ctx = ctx
-		k := len(copies)
-		copies = append(copies, hedgeCopy{res: r, cancel: cancel, n: n, hedge: hedge, wait: wait})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var a attempt
-			cc.send(&a, i, n, r.at)
-			results <- hedgeResult{k, a}
-		}()
-	}
-	launch(*res, i, n, false, res.delay)
-	if i == 0 {
-		// The first copy's base transport owns the caller's body now
-		// (the copy cleared its own call's, not c's).
-		c.op.body.first = nil
-	}
-	defer wg.Wait()
+func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
+	r := &hedgeRound{results: make(chan hedgeResult, 1+budget), copies: make([]hedgeCopy, 0, 1+budget)}
+	c.launch(r, *res, i, n, false, res.delay)
+	defer r.wg.Wait()
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	tick := timer.C
-	sent, inflight := 0, 1
+	sent := 0
 	var (
 		last  attempt
-		lastD Decision
+		lastV verdict
 	)
-	for inflight > 0 {
+	for r.inflight > 0 {
 		select {
 		case <-tick:
 			tick = nil
-			if c.led.attempts+inflight >= c.t.cfg.maxAttempts {
-				continue
-			}
-			r, err := c.h.reserveHedge(c, c.t.cfg.now())
-			if err != nil {
+			if !c.hedge(r, i+sent+1, n+sent+1, delay) {
 				continue // not sent; the copies in flight go on
 			}
 			sent++
-			c.led.hedgeNums = append(c.led.hedgeNums, n+sent)
-			launch(r, i+sent, n+sent, true, delay)
-			inflight++
-			c.hedgeSent(n+sent, delay)
 			if sent < budget {
 				timer.Reset(delay)
 				tick = timer.C
 			}
-		case r := <-results:
-			inflight--
-			cp := &copies[r.k]
-			cp.done = true
-			a := r.a
-			d := c.classify(&a)
-			if !a.sent && inflight > 0 {
-				// A hedge whose body could not be rewound (GetBody failed)
-				// never left: it gives back what it took, and the copy in
-				// flight goes on.
-				cp.res.cancel()
-				cp.cancel()
-				c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
-				continue
+		case res := <-r.results:
+			r.inflight--
+			a, v, won := c.settleCopy(r, res)
+			if won {
+				return a, v, sent
 			}
-			// A server's refusal (a 5xx or 429 it will not have us retry,
-			// pushback above all) to one copy says nothing of the copy it
-			// is still serving: it does not win, and it ends only this
-			// copy. A hedge is a retry to the server, the first to be shed.
-			refused := inflight > 0 && a.resp != nil && d.Action == Terminal &&
-				(a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
-			if !a.sent {
-				cp.res.cancel()
-			} else {
-				hl := healthOf(a.resp, a.err, d)
-				if refused && d.Pushback {
-					hl = healthNeutral // shed by design, not a failure of the host
-				}
-				cp.res.release(c, hl)
-				c.observe(&a, d)
-			}
-			if d.Action != Retry && !refused {
-				c.settleLosers(copies, results, inflight)
-				c.note(&a, d, cp.wait, cp.hedge)
-				c.keepCopy(&a, cp.cancel)
-				return a, d, sent
-			}
-			c.note(&a, d, cp.wait, cp.hedge)
-			if inflight > 0 {
-				if a.resp != nil {
-					discard(a.resp)
-				}
-				cp.cancel()
-				continue
-			}
-			c.keepCopy(&a, cp.cancel)
-			last, lastD = a, d
+			last, lastV = a, v
 		}
 	}
-	return last, lastD, sent
+	return last, lastV, sent
+}
+
+// launch sends copy n (the i-th of the call, admitted by res) of a hedged
+// round in a goroutine of its own, with a context of its own.
+func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	k := len(r.copies)
+	r.copies = append(r.copies, hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait})
+	job := struct {
+		snd sender
+		t   try
+	}{c.sender(), c.try(ctx, i, n, res.at, nil)} // the goroutine's one allocation
+	r.inflight++
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		var a attempt
+		job.snd.send(&a, &job.t)
+		r.results <- hedgeResult{k, a}
+	}()
+}
+
+// hedge sends hedge n (the i-th attempt of the call) of round r, delay
+// after the copy before it, if attempts are left and the gate admits it.
+func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
+	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
+		return false
+	}
+	res, err := c.h.reserveHedge(c, c.t.cfg.now())
+	if err != nil {
+		return false
+	}
+	c.led.hedgeNums = append(c.led.hedgeNums, n)
+	c.launch(r, res, i, n, true, delay)
+	c.hedgeSent(n, delay)
+	return true
+}
+
+// settleCopy settles the copy of round r that answered. It reports whether
+// the copy won: the round ends with it, the other copies settled.
+func (c *call) settleCopy(r *hedgeRound, res hedgeResult) (attempt, verdict, bool) {
+	cp := &r.copies[res.k]
+	cp.done = true
+	a := res.a
+	if !a.sent && r.inflight > 0 {
+		// A hedge whose body could not be rewound (GetBody failed)
+		// never left: it gives back what it took, and the copy in
+		// flight goes on.
+		c.withdraw(cp)
+		return a, verdict{}, false
+	}
+	ro := alone
+	if r.inflight > 0 {
+		ro = racing
+	}
+	v := c.judge(&a, &cp.res, ro)
+	// A server's refusal (a 5xx or 429 it will not have us retry,
+	// pushback above all) to one copy says nothing of the copy it
+	// is still serving: it does not win, and it ends only this
+	// copy. A hedge is a retry to the server, the first to be shed.
+	if v.d.Action != Retry && !(ro == racing && shed(&a, v.d)) {
+		c.settleLosers(r)
+		c.note(&a, v.d, cp.wait, cp.hedge)
+		c.keepCopy(&a, cp.cancel)
+		return a, v, true
+	}
+	c.note(&a, v.d, cp.wait, cp.hedge)
+	if r.inflight > 0 {
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+	} else {
+		c.keepCopy(&a, cp.cancel)
+	}
+	return a, v, false
+}
+
+// shed reports whether attempt a, decided d, is a server's refusal: a 5xx
+// or 429 it says not to retry.
+func shed(a *attempt, d Decision) bool {
+	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
+}
+
+// withdraw gives back what copy cp took: it never left (its body could
+// not be rewound), and is not counted.
+func (c *call) withdraw(cp *hedgeCopy) {
+	cp.res.cancel()
+	cp.cancel()
+	c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
 }
 
 // keepCopy ties the copy's context to what the caller gets: cancelled when
@@ -286,54 +315,32 @@ func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
 	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
 }
 
-// settleLosers cancels the copies still in flight once another has won,
-// waits for each, and notes it: an attempt cancelled because another copy
-// answered (Category CategoryCanceled, neutral for the host), or an answer
-// that came anyway, discarded (a failure counts against the host; a
-// healthy answer earns no token). Their latency until then still counts
-// for the host's quantile, as a lower bound of what they would have taken,
-// so that the slow answers hedging cuts short are not forgotten.
-func (c *call) settleLosers(copies []hedgeCopy, results <-chan hedgeResult, inflight int) {
-	for k := range copies {
-		if !copies[k].done {
-			copies[k].cancel()
+// settleLosers cancels the copies of r still in flight once another has
+// won, waits for each, and settles it as a loser (judge): an attempt
+// cancelled because another copy answered (Category CategoryCanceled,
+// neutral for the host), or an answer that came anyway, discarded (a
+// failure counts against the host; a healthy answer earns no token).
+func (c *call) settleLosers(r *hedgeRound) {
+	for k := range r.copies {
+		if !r.copies[k].done {
+			r.copies[k].cancel()
 		}
 	}
-	for ; inflight > 0; inflight-- {
-		r := <-results
-		cp := &copies[r.k]
+	for ; r.inflight > 0; r.inflight-- {
+		res := <-r.results
+		cp := &r.copies[res.k]
 		cp.done = true
-		a := r.a
+		a := res.a
 		if !a.sent {
-			// A hedge whose body could not be rewound never left: it gives
-			// back what it took and is not counted.
-			cp.res.cancel()
-			cp.cancel()
-			c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
+			c.withdraw(cp)
 			continue
 		}
-		var d Decision
+		v := c.judge(&a, &cp.res, loser)
 		if a.resp != nil {
-			d = c.classify(&a)
-			// A loser's answer may count against the host, never for it:
-			// the round's one healthy answer earns its token, so that
-			// hedges cannot pay for themselves.
-			hl := healthOf(a.resp, a.err, d)
-			if hl == healthOK {
-				hl = healthNeutral
-			}
-			cp.res.release(c, hl)
-			c.observe(&a, d)
 			discard(a.resp)
-		} else {
-			d = Decision{Action: Terminal, Category: CategoryCanceled}
-			cp.res.release(c, healthNeutral)
-			if c.h.lat != nil && a.sent {
-				c.h.lat.record(a.took)
-			}
 		}
 		cp.cancel()
-		c.note(&a, d, cp.wait, cp.hedge)
+		c.note(&a, v.d, cp.wait, cp.hedge)
 	}
 }
 

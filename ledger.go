@@ -46,7 +46,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	l := &c.led
 	if a.sent {
 		l.attempts++
-		l.resends += a.resends
+		l.resends += a.writes.resends
 	}
 	l.lastErr = a.err
 	if a.resp != nil {
@@ -70,7 +70,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 		return
 	}
 	if l.rep != nil {
-		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.resends, Hedge: hedge}
+		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.writes.resends, Hedge: hedge}
 		l.rep.Resends = l.resends
 		if a.resp != nil {
 			ar.StatusCode = a.resp.StatusCode
@@ -78,7 +78,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 		l.rep.Attempts = append(l.rep.Attempts, ar)
 	}
 	if len(c.t.cfg.observers) > 0 {
-		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}
+		e := Event{Kind: EventAttempt, Attempt: a.n, Resends: a.writes.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}
 		if d.Pushback {
 			e.Pushback, e.Delay = true, min(d.Delay, c.t.cfg.retryAfterMax)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"maps"
 	"net/http"
 	"strconv"
@@ -21,75 +22,122 @@ type attempt struct {
 	end  time.Time
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
-	sent bool
-	// rewritten is true when net/http wrote the request more than once
-	// (its own re-send on a dead keep-alive connection).
-	rewritten bool
+	sent   bool
+	writes writes
+}
+
+// writes is what the write watch of a keyed attempt saw (writeWatch).
+type writes struct {
+	// traced says whether the writes were watched (keyed requests only);
+	// any is true when the request was written at least once.
+	traced, any bool
+	// again is true when net/http wrote the request more than once (its
+	// own re-send on a dead keep-alive connection).
+	again bool
 	// resends counts the times the base transport sent the attempt again
 	// on its own (net/http on a dead keep-alive connection).
 	resends int
-	// wroteAny is true when the request was written at least once; traced
-	// says whether the writes were watched (keyed requests only).
-	wroteAny, traced bool
-	// stop is why the Transport will not retry a, when it overrode the
-	// classifier (ErrUnsafeRetry); nil otherwise.
-	stop error
-	// replay holds resp's replay headers once replaySeen (see
-	// replayHeaders).
-	replay     replayHeaders
-	replaySeen bool
 }
 
-// replayHeaders returns the replay headers of a's response (which must not
-// be nil), looked up on first use.
-func (a *attempt) replayHeaders() replayHeaders {
-	if !a.replaySeen {
-		a.replay, a.replaySeen = replayHeadersOf(a.resp.Header), true
+// try is what one attempt is sent with: its context, its place (the i-th
+// of this call, attempt n of the operation), its body (the operation's,
+// or why it could not be had), when the gate admitted it (the start of its
+// duration), and the answer it replaces (dropped once it is on its way).
+type try struct {
+	ctx     context.Context
+	i, n    int
+	body    io.ReadCloser
+	bodyErr error
+	start   time.Time
+	held    *http.Response
+	// rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
+	rewind func() (io.ReadCloser, error)
+}
+
+// try returns what attempt n, the i-th of c, admitted at start, is sent
+// with: the operation hands over its body for it.
+func (c *call) try(ctx context.Context, i, n int, start time.Time, held *http.Response) try {
+	body, err := c.op.body.body(i)
+	t := try{ctx: ctx, i: i, n: n, body: body, bodyErr: err, start: start, held: held}
+	if i > 0 || !c.op.asIs {
+		t.rewind = c.op.body.rewind()
 	}
-	return a.replay
+	return t
 }
 
-// send sends attempt n (the i-th of this call) through the base transport:
-// the caller's request itself when nothing is to be added to it (op.asIs),
-// else a copy carrying the key and attempt headers. start is when the gate
-// admitted it, the start of its duration. The result is written to a (filled in place: a
-// returned attempt would be copied). It never mutates the caller's
-// request and shares nothing with other attempts.
-func (c *call) send(a *attempt, i, n int, start time.Time) {
-	cfg := &c.t.cfg
-	*a = attempt{n: n}
+// sender sends the attempts of one operation: what send needs of the
+// Transport, the caller's request and the operation, as a value of its
+// own, so that hedged copies send at once.
+type sender struct {
+	t     *Transport
+	req   *http.Request
+	key   string // the operation's key, "" if none
+	field string // the caller's spelling of the key header, "" if the Transport adds it
+	// asIs, clipped, attemptSet: see operation.
+	asIs, clipped, attemptSet bool
+}
+
+// sender returns c's sender, once its operation is resolved.
+func (c *call) sender() sender {
+	return sender{t: c.t, req: c.req, key: c.op.key, field: c.op.field, asIs: c.op.asIs, clipped: c.op.clipped, attemptSet: c.op.attemptSet}
+}
+
+// send sends attempt t through the base transport: the caller's request
+// itself when nothing is to be added to it (op.asIs), else a copy carrying
+// the key and attempt headers. The result is written to a (filled in place:
+// a returned attempt would be copied). It never mutates the caller's
+// request, and writes nothing but a: it shares nothing with other
+// attempts, so that hedged copies are sent at once.
+func (s *sender) send(a *attempt, t *try) {
+	*a = attempt{n: t.n}
+	if t.bodyErr != nil {
+		a.err = t.bodyErr // only a retry can get here (GetBody failed); nothing is sent
+		return
+	}
 	var (
-		areq   *http.Request
 		w      *writeWatch
 		cancel context.CancelFunc
 	)
-	if i == 0 && c.op.asIs {
+	if t.i == 0 && s.asIs {
 		// An unkeyed first attempt with nothing to add is the caller's
 		// request, as a bare client would send it: no copy of it or of its
 		// header. The RoundTripper contract forbids changing the request,
 		// not sending it; without an attempt header, a server reads a
 		// first attempt.
-		c.op.body.first = nil // the base transport owns it now
-		areq = c.req
+		a.req = s.req
 	} else {
-		var err error
-		if areq, w, cancel, err = c.attemptRequest(i, n); err != nil {
-			a.err = err // only a retry can get here (GetBody failed); nothing is sent
-			return
-		}
+		a.req, w, cancel = s.attemptRequest(t)
 	}
-	a.req = areq
-	if c.held != nil {
+	if t.held != nil {
 		// The retry is on its way: the answer it replaces goes now, so
 		// that its connection is free for it.
-		drop(c.held)
-		c.held = nil
+		drop(t.held)
 	}
-	resp, err := c.t.base.RoundTrip(areq)
+	resp, err := s.t.base.RoundTrip(a.req)
 	// One monotonic clock read: time.Now reads the wall clock too, which
 	// the end time can take from start.
-	a.sent, a.took = true, cfg.since(start)
-	a.end = start.Add(a.took)
+	a.sent, a.took = true, s.t.cfg.since(t.start)
+	a.end = t.start.Add(a.took)
+	a.resp, a.err = asContract(resp, err)
+	if a.err != nil {
+		a.err = sendError(a.req, a.err, w)
+	}
+	if w != nil {
+		a.writes = w.seen()
+	}
+	if cancel != nil {
+		if a.resp != nil {
+			a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+		} else {
+			cancel()
+		}
+	}
+}
+
+// asContract returns what the base transport returned as the RoundTripper
+// contract has it: a response or an error, never both, never neither;
+// a response's body is never nil.
+func asContract(resp *http.Response, err error) (*http.Response, error) {
 	switch {
 	case resp != nil && err != nil:
 		// A base transport that breaks the contract: trust the error.
@@ -103,22 +151,7 @@ func (c *call) send(a *attempt, i, n int, start time.Time) {
 	if resp != nil && resp.Body == nil {
 		resp.Body = http.NoBody // as http.Client would; callers and discard read it
 	}
-	if err != nil {
-		err = sendError(areq, err, w)
-	}
-	if w != nil {
-		wrote := w.wrote.Load()
-		a.traced, a.wroteAny, a.rewritten = true, wrote >= 1, wrote >= 2
-		a.resends = max(int(w.resent.Load()), int(wrote)-1)
-	}
-	if cancel != nil {
-		if resp != nil {
-			resp.Body = cancelOnClose(resp.Body, cancel)
-		} else {
-			cancel()
-		}
-	}
-	a.resp, a.err = resp, err
+	return resp, err
 }
 
 // sendError returns the error of an attempt as a bare client's caller would
@@ -144,65 +177,34 @@ type wrapped struct{ first, err error }
 func (e wrapped) Error() string   { return e.first.Error() }
 func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 
-// attemptRequest returns attempt n's copy of the caller's request (the
-// i-th of this call): its context (the attempt timeout's, and the write
-// watch of a keyed attempt), its header (the caller's fields and the key
-// and attempt headers), its body. cancel, if not nil, ends the attempt's
-// context. It fails only for a retry whose body cannot be had.
-func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, cancel context.CancelFunc, err error) {
-	cfg := &c.t.cfg
-	ctx := c.ctx
+// attemptRequest returns attempt t's copy of the caller's request: its
+// context (the attempt timeout's, and the write watch of a keyed attempt),
+// its header (the caller's fields and the key and attempt headers), its
+// body. cancel, if not nil, ends the attempt's context.
+func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
+	cfg := &s.t.cfg
+	ctx := t.ctx
 	if cfg.attemptTimeout > 0 {
-		ctx, cancel = context.WithTimeout(c.ctx, cfg.attemptTimeout)
+		ctx, cancel = context.WithTimeout(ctx, cfg.attemptTimeout)
 	}
 	// http.Transport re-sends a keyed request by itself when a reused
 	// connection dies before the response; count the writes to know. A new
 	// watch per attempt: a previous attempt's write loop may still report,
 	// and WithClientTrace composes the caller's hooks into the trace it is
 	// given. Keyed requests only.
-	if c.op.key != "" {
-		w = &writeWatch{key: [1]string{c.op.key}}
-		if simbugs && i > 0 && bugActive("newkey") {
-			w.key[0], _ = c.t.keys.mint()
+	if s.key != "" {
+		w = &writeWatch{key: [1]string{s.key}}
+		if simbugs && t.i > 0 && bugActive("newkey") {
+			w.key[0], _ = s.t.keys.mint()
 		}
 		w.trace.WroteRequest = w.wroteRequest
 		ctx = w.context(ctx)
 	}
-	areq = c.req.WithContext(ctx)
-	// A first attempt has no attempt header (absent means 0), unless the
-	// caller's header has one to overwrite.
-	attempt := cfg.attemptHeader != "" && (n > 0 || c.op.attemptSet)
-	extra := 0
-	if attempt {
-		extra++
-	}
-	if w != nil && c.op.field == "" {
-		extra++ // the key header
-	}
-	if extra > 0 {
-		areq.Header = attemptHeader(c.req.Header, extra, i == 0 && c.op.clipped) // never nil: checkRequest refused a nil Header
-	}
-	// else (the first attempt of a request whose key the caller set in its
-	// header) the attempt shares the caller's header, which nothing writes.
-	if w != nil && c.op.field == "" {
-		// Under the spelling net/http does not take for a mark of
-		// idempotence (see config.keyWire): it then re-sends the request
-		// on its own only when a bare client's would be.
-		areq.Header[cfg.keyWire] = w.key[:]
-	}
-	if attempt {
-		areq.Header[cfg.attemptHeader] = attemptValue(n)
-	}
-	body, err := c.op.body.body(i)
-	if err != nil {
-		if cancel != nil {
-			cancel()
-		}
-		return nil, nil, nil, err
-	}
-	areq.Body = body
-	areq.GetBody = c.op.body.rewind()
-	if w != nil && areq.GetBody != nil && body != http.NoBody {
+	areq = s.req.WithContext(ctx)
+	s.attemptFields(areq, t, w)
+	areq.Body = t.body
+	areq.GetBody = t.rewind
+	if w != nil && areq.GetBody != nil && t.body != http.NoBody {
 		// Count the rewinds net/http makes to re-send the attempt on its
 		// own (nothing written on a reused connection, an HTTP/2 stream
 		// the server refused): Report.Resends. A bodyless request is
@@ -210,7 +212,40 @@ func (c *call) attemptRequest(i, n int) (areq *http.Request, w *writeWatch, canc
 		w.rewind = areq.GetBody
 		areq.GetBody = w.getBody
 	}
-	return areq, w, cancel, nil
+	return areq, w, cancel
+}
+
+// attemptFields gives areq, attempt t's copy of the caller's request, the
+// key header (watched by w, nil for an unkeyed request) and the attempt
+// header, in a header of its own.
+func (s *sender) attemptFields(areq *http.Request, t *try, w *writeWatch) {
+	cfg := &s.t.cfg
+	// A first attempt has no attempt header (absent means 0), unless the
+	// caller's header has one to overwrite.
+	attempt := cfg.attemptHeader != "" && (t.n > 0 || s.attemptSet)
+	key := w != nil && s.field == ""
+	if !attempt && !key {
+		// The first attempt of a request whose key the caller set in its
+		// header shares the caller's header, which nothing writes.
+		return
+	}
+	extra := 0
+	if attempt {
+		extra++
+	}
+	if key {
+		extra++
+	}
+	areq.Header = attemptHeader(s.req.Header, extra, t.i == 0 && s.clipped) // never nil: checkRequest refused a nil Header
+	if key {
+		// Under the spelling net/http does not take for a mark of
+		// idempotence (see config.keyWire): it then re-sends the request
+		// on its own only when a bare client's would be.
+		areq.Header[cfg.keyWire] = w.key[:]
+	}
+	if attempt {
+		areq.Header[cfg.attemptHeader] = attemptValue(t.n)
+	}
 }
 
 // attemptHeader returns the header of an attempt: a new map with the

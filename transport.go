@@ -145,9 +145,6 @@ type call struct {
 	op  operation
 	h   *hostState
 	led ledger
-	// held is the answer a retry being sent replaces (keep): send drops it
-	// once the retry's request is ready, before it goes out.
-	held *http.Response
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
@@ -194,7 +191,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	quick := c.unobserved()
 	var (
 		a, prev      attempt // this iteration's attempt, and the one before
-		d, prevDec   Decision
+		v, prevV     verdict // their verdicts
 		res          reservation
 		delay, prevD time.Duration
 		base         int // attempts sent under the key by earlier calls
@@ -215,58 +212,52 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		n := base + i
 		if i > 0 {
 			now = t.cfg.now()
-			c.polling = d.Category == CategoryInProgress
+			c.polling = v.d.Category == CategoryInProgress
 		}
 		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
-			return c.refuse(&a, d, err, false) // a retry refused before any wait
+			return c.refuse(&a, v.d, err, false) // a retry refused before any wait
 		}
 		if i > 0 {
-			c.retrying(n, &a, d, res.delay)
+			c.retrying(n, &a, v.d, res.delay)
 			if a.resp != nil {
 				a.resp = keep(a.resp)
 			}
 		}
 		if err := res.wait(c); err != nil {
 			if a.resp != nil && !errors.Is(err, c.ctx.Err()) {
-				return c.finish(&a, d, err) // the retry was not sent: the last answer stands
+				return c.finish(&a, v.d, err) // the retry was not sent: the last answer stands
 			}
 			drop(a.resp)
-			return c.refuse(&a, d, err, true)
+			return c.refuse(&a, v.d, err, true)
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
-			prev, prevDec = a, d
+			prev, prevV = a, v
 		}
 		if hd := c.hedgeDelay(hedges); hd > 0 {
-			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
+			a, v, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
 			hedges += sent
 		} else {
-			c.held = prev.resp
-			c.send(&a, i, n, res.at)
-			c.held = nil
+			t := c.try(c.ctx, i, n, res.at, prev.resp)
+			snd := c.sender()
+			snd.send(&a, &t)
 			if i == 0 && quick && plainSuccess(a.resp, a.err) {
 				return c.succeeded(&a, &res), nil
 			}
-			d = c.classify(&a)
-			if !a.sent {
-				res.cancel()
-			} else {
-				res.release(c, healthOf(a.resp, a.err, d))
-				c.observe(&a, d)
-			}
-			c.note(&a, d, res.delay, false)
+			v = c.settle(&a, &res, res.delay)
 		}
 		if prev.resp != nil {
 			if !a.sent {
 				// The retry never left (its body could not be rewound):
 				// the last answer stands, as the caller would have had it.
-				return c.finish(&prev, prevDec, ErrBodyNotReplayable)
+				return c.finish(&prev, prevV.d, ErrBodyNotReplayable)
 			}
 			drop(prev.resp) // the retry replaced it
 			prev.resp = nil
 		}
+		d := v.d
 		if d.Action != Retry {
-			return c.finish(&a, d, a.stop)
+			return c.finish(&a, d, v.stop)
 		}
 		var err error
 		if delay, err = c.next(n+sent+1, d, prevD); err != nil {
@@ -277,13 +268,71 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// observe tells the host what attempt a showed of it: its latency, and a
-// server-directed pause. A 429 with a delay holds back every request to the
-// host, a 503 with one its retries, whether or not this request retries;
-// pushback holds back its retries (for at most the Retry-After maximum).
-func (c *call) observe(a *attempt, d Decision) {
+// settle settles attempt a, admitted by res, that waited wait: judge
+// classifies it, releases res and has the host observe it, then the
+// ledger notes it.
+func (c *call) settle(a *attempt, res *reservation, wait time.Duration) verdict {
+	v := c.judge(a, res, alone)
+	c.note(a, v.d, wait, false)
+	return v
+}
+
+// role is what else is in flight when an attempt is settled: a hedged
+// round's copies (hedge.go) credit the host less than an attempt alone.
+type role uint8
+
+const (
+	alone  role = iota // no other copy in flight
+	racing             // other copies in flight: a refusal sheds this copy only
+	loser              // another copy won: this one is cut short
+)
+
+// judge is settling's first part: classify judges attempt a; its
+// reservation res is released with what a says of the host (cancelled if
+// a never left); the host observes a. r lowers the credit of a hedged
+// round's copies: a loser earns no token (the round's one healthy answer
+// does, so that hedges cannot pay for themselves), and a copy the server
+// sheds (pushback) while another is in flight says nothing of the host. A
+// loser cut short without an answer is not classified: it is cancelled,
+// and its time until then counts for the host's quantile, as a lower bound
+// of what it would have taken, so that the slow answers hedging cuts short
+// are not forgotten.
+func (c *call) judge(a *attempt, res *reservation, r role) verdict {
+	if r == loser && a.resp == nil {
+		res.release(c, healthNeutral)
+		if c.h.lat != nil && a.sent {
+			c.h.lat.record(a.took)
+		}
+		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+	}
+	v := c.classify(a)
+	a.err = v.err
+	if !a.sent {
+		res.cancel()
+		return v
+	}
+	hl := healthOf(a.resp, a.err, v.d)
+	switch {
+	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
+		hl = healthNeutral
+	}
+	res.release(c, hl)
+	c.observe(a, v)
+	return v
+}
+
+// observe tells the host what attempt a showed of it: its latency, a
+// server-directed pause, and evidence that the server dedupes. A 429 with
+// a delay holds back every request to the host, a 503 with one its
+// retries, whether or not this request retries; pushback holds back its
+// retries (for at most the Retry-After maximum).
+func (c *call) observe(a *attempt, v verdict) {
+	d := v.d
 	if a.err == nil {
 		c.h.observeLatency(a.took)
+	}
+	if v.shown {
+		c.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
 		c.h.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
@@ -313,7 +362,7 @@ func (c *call) unobserved() bool {
 // note and finish would do for it that anything reads afterwards, without
 // building their Decision, Report or Events. The classifier's answer is a
 // success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
-// the server dedupes (call.noteShown records it, as guardUnsafe would; an
+// the server dedupes (call.noteShown records it, as observe would; an
 // own key needs no evidence); the attempt is counted, for the recent
 // attempts of an own key. The resends count, which only a Report or an
 // Event would show, is not kept.
@@ -321,8 +370,9 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(c, healthOK)
 	c.h.observeLatency(a.took)
 	c.led.attempts++
-	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) {
-		c.noteShown(a, Decision{Action: Success}) // all guardUnsafe does on a success
+	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&
+		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
+		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
 	return a.resp

@@ -25,6 +25,12 @@ type writeWatch struct {
 	key    [1]string // the key header's value
 }
 
+// seen returns what w saw of its attempt's writes.
+func (w *writeWatch) seen() writes {
+	wrote := w.wrote.Load()
+	return writes{traced: true, any: wrote >= 1, again: wrote >= 2, resends: max(int(w.resent.Load()), int(wrote)-1)}
+}
+
 func (w *writeWatch) wroteRequest(info httptrace.WroteRequestInfo) {
 	if info.Err != nil && clientLimit(info.Err) {
 		w.limit.CompareAndSwap(nil, &info.Err)
