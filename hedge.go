@@ -128,14 +128,9 @@ func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 		r.cancel()
 		return r, ErrDelayTooLong
 	}
-	if h.breaker != nil {
-		done, err := h.breaker.Allow()
-		c.dispatchTransitions(h)
-		if err != nil {
-			r.cancel()
-			return r, ErrCircuitOpen
-		}
-		r.done = done
+	if err := r.allow(c, false); err != nil {
+		r.cancel()
+		return r, err
 	}
 	return r, nil
 }
@@ -164,6 +159,9 @@ type hedgeRound struct {
 	wg       sync.WaitGroup
 	inflight int
 }
+
+// arrived counts out a copy whose result has come.
+func (r *hedgeRound) arrived() { r.inflight-- }
 
 // hedged sends attempt n (the i-th of the call, admitted by res) and, while
 // no definitive answer has come, up to budget hedges, each delay after the
@@ -204,7 +202,7 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 				tick = timer.C
 			}
 		case res := <-r.results:
-			r.inflight--
+			r.arrived()
 			a, v, won := c.settleCopy(r, res)
 			if won {
 				return a, v, sent
@@ -326,8 +324,9 @@ func (c *call) settleLosers(r *hedgeRound) {
 			r.copies[k].cancel()
 		}
 	}
-	for ; r.inflight > 0; r.inflight-- {
+	for r.inflight > 0 {
 		res := <-r.results
+		r.arrived()
 		cp := &r.copies[res.k]
 		cp.done = true
 		a := res.a

@@ -24,15 +24,14 @@ const (
 // body, what was drained and then the rest, each byte as soon as it has
 // come. If the retry is sent, drop closes it, before the retry goes out
 // (call.held): its connection may be the one the retry needs.
-func keep(resp *http.Response) *http.Response {
+func keep(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
-		return resp
+		return
 	}
 	hb := &heldBody{rc: resp.Body, draining: true}
 	hb.wake = sync.NewCond(&hb.mu)
 	go hb.drain()
 	resp.Body = hb
-	return resp
 }
 
 // drop closes the body of a response kept (keep) for a retry that is

@@ -126,6 +126,20 @@ func (c *call) resolveOuter() {
 	c.op.key = c.t.pending.key(fp, m.count, c.op.key, c.t.cfg.now())
 }
 
+// firstNumber returns the number of c's first attempt, admitted at now:
+// the attempts sent under its key by earlier calls (a key of the
+// application's, recent in recentKeys; an outer retry loop's count).
+func (c *call) firstNumber(own bool, now time.Time) int {
+	base := 0
+	if own {
+		base = c.t.recent.attempts(c.op.key, now)
+	}
+	if c.outer != nil || base > 0 || c.t.cfg.outer == outerAlways {
+		base = c.outerStart(base)
+	}
+	return base
+}
+
 // outerStart decides, before the first attempt, whether c sends one
 // attempt for an outer loop, and returns the number of the loop's attempts
 // before this call (base: the key's recent attempts for a key of the

@@ -188,84 +188,102 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	now := t.cfg.now() // the first attempt's admission
 	c.h = t.host(req.URL.Host, now)
-	quick := c.unobserved()
-	var (
-		a, prev      attempt // this iteration's attempt, and the one before
-		v, prevV     verdict // their verdicts
-		res          reservation
-		delay, prevD time.Duration
-		base         int // attempts sent under the key by earlier calls
-		hedges       int // hedges sent so far
-	)
-	if own {
-		base = t.recent.attempts(c.op.key, now)
-	}
-	if c.outer != nil || base > 0 || t.cfg.outer == outerAlways {
-		base = c.outerStart(base) // an outer retry loop's call: outerloop.go
-	}
+	var l loop
+	l.base = c.firstNumber(own, now)
 	if own || c.outer != nil {
 		// One defer: a second would cost every call the runtime's
 		// deferreturn (too many returns for open-coded defers).
-		defer c.ended(&a, base, own)
+		defer c.ended(&l.a, l.base, own)
 	}
+	return c.run(&l, now)
+}
+
+// loop is the state of the retry loop between its steps.
+type loop struct {
+	a, prev  attempt // this iteration's attempt, and the one before
+	v, prevV verdict // their verdicts
+	res      reservation
+	delay    time.Duration // the backoff before the next attempt
+	base     int           // attempts sent under the key by earlier calls
+	hedges   int           // hedges sent so far
+}
+
+// run is the retry loop, from the first attempt, admitted at now: the
+// gate admits each attempt, send sends it (or a hedged round its copies),
+// settle settles it, and the call ends with a definitive answer, or when
+// the gate or next refuses another attempt.
+func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
+	quick := c.unobserved()
 	for i := 0; ; i++ {
-		n := base + i
+		n := l.base + i
 		if i > 0 {
-			now = t.cfg.now()
-			c.polling = v.d.Category == CategoryInProgress
+			now = c.t.cfg.now()
 		}
-		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
-			return c.refuse(&a, v.d, err, false) // a retry refused before any wait
-		}
-		if i > 0 {
-			c.retrying(n, &a, v.d, res.delay)
-			if a.resp != nil {
-				a.resp = keep(a.resp)
-			}
-		}
-		if err := res.wait(c); err != nil {
-			if a.resp != nil && !errors.Is(err, c.ctx.Err()) {
-				return c.finish(&a, v.d, err) // the retry was not sent: the last answer stands
-			}
-			drop(a.resp)
-			return c.refuse(&a, v.d, err, true)
+		if end, resp, err := c.admit(l, i, n, now); end {
+			return resp, err
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
-			prev, prevV = a, v
+			l.prev, l.prevV = l.a, l.v
 		}
-		if hd := c.hedgeDelay(hedges); hd > 0 {
-			a, v, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
-			hedges += sent
+		if hd := c.hedgeDelay(l.hedges); hd > 0 {
+			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
+			l.hedges += sent
 		} else {
-			t := c.try(c.ctx, i, n, res.at, prev.resp)
-			snd := c.sender()
-			snd.send(&a, &t)
-			if i == 0 && quick && plainSuccess(a.resp, a.err) {
-				return c.succeeded(&a, &res), nil
+			t, snd := c.try(c.ctx, i, n, l.res.at, l.prev.resp), c.sender()
+			snd.send(&l.a, &t)
+			if i == 0 && quick && plainSuccess(l.a.resp, l.a.err) {
+				return c.succeeded(&l.a, &l.res), nil
 			}
-			v = c.settle(&a, &res, res.delay)
+			l.v = c.settle(&l.a, &l.res, l.res.delay)
 		}
-		if prev.resp != nil {
-			if !a.sent {
+		if l.prev.resp != nil {
+			if !l.a.sent {
 				// The retry never left (its body could not be rewound):
 				// the last answer stands, as the caller would have had it.
-				return c.finish(&prev, prevV.d, ErrBodyNotReplayable)
+				return c.finish(&l.prev, l.prevV.d, ErrBodyNotReplayable)
 			}
-			drop(prev.resp) // the retry replaced it
-			prev.resp = nil
+			drop(l.prev.resp) // the retry replaced it
 		}
-		d := v.d
-		if d.Action != Retry {
-			return c.finish(&a, d, v.stop)
+		if l.v.d.Action != Retry {
+			return c.finish(&l.a, l.v.d, l.v.stop)
 		}
 		var err error
-		if delay, err = c.next(n+sent+1, d, prevD); err != nil {
-			return c.finish(&a, d, err)
+		if l.delay, err = c.next(n+sent+1, l.v.d, l.delay); err != nil {
+			return c.finish(&l.a, l.v.d, err)
 		}
-		prevD = delay
 		i += sent // hedges took the attempt numbers after n
 	}
+}
+
+// admit has the gate admit attempt n, the i-th of c, at now: it reserves
+// what the attempt takes, without blocking (a retry refused then ends c
+// with the last answer at once), then waits. end says that c ends, with
+// resp or err: a refused retry, or a caller that gave up.
+func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Response, err error) {
+	if i > 0 {
+		c.polling = l.v.d.Category == CategoryInProgress
+	}
+	if err := c.h.reserve(&l.res, c, i, n, l.delay, now); err != nil {
+		resp, err = c.refuse(&l.a, l.v.d, err, false) // a retry refused before any wait
+		return true, resp, err
+	}
+	if i > 0 {
+		c.retrying(n, &l.a, l.v.d, l.res.delay)
+		if l.a.resp != nil {
+			keep(l.a.resp)
+		}
+	}
+	if err := l.res.wait(c); err != nil {
+		if l.a.resp != nil && !errors.Is(err, c.ctx.Err()) {
+			resp, err = c.finish(&l.a, l.v.d, err) // the retry was not sent: the last answer stands
+			return true, resp, err
+		}
+		drop(l.a.resp)
+		resp, err = c.refuse(&l.a, l.v.d, err, true)
+		return true, resp, err
+	}
+	return false, nil, nil
 }
 
 // settle settles attempt a, admitted by res, that waited wait: judge
