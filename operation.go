@@ -60,20 +60,21 @@ func (c *call) resolve() error {
 		closeReqBody(c.req)
 		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
 	}
-	if err := c.identity(hs.alt); err != nil {
+	key, err := c.identity(hs.alt)
+	if err != nil {
 		closeReqBody(c.req)
-		op.key = "" // never echo an invalid key
-		return c.fail(ErrInvalidKey, CategoryClient, err)
+		return c.fail(ErrInvalidKey, CategoryClient, err) // never echo an invalid key
 	}
+	op.key = key
 	// A claim fingerprints the body before anything is sent: a body
 	// without GetBody is then read first; otherwise it is streamed.
 	claims := op.name != "" && cfg.store != nil && !op.hop
 	if err := op.body.init(c.ctx, c.req, cfg.maxBodyBuffer, claims); err != nil {
-		c.unsent()
+		op.key = c.unsentKey()
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
 	if hs.marked {
-		c.resolveOuter() // an SDK's marks: outerloop.go
+		op.key = c.resolveOuter() // an SDK's marks: outerloop.go
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
@@ -89,21 +90,22 @@ func (c *call) resolve() error {
 	return nil
 }
 
-// identity chooses the operation's key: the caller's header, the context's
+// identity returns the operation's key: the caller's header, the context's
 // key, the key of the request this one is a redirect of, or (for the
-// configured methods) a new one. A Store claim may replace it later. alt is
-// the key header field under another spelling than the canonical one, as
-// checkRequest found it ("" if none).
-func (c *call) identity(alt string) error {
+// configured methods) a new one; it notes whose it is (op.own, op.field).
+// A Store claim may replace it later. alt is the key header field under
+// another spelling than the canonical one, as checkRequest found it (""
+// if none). On error the key is not to be used.
+func (c *call) identity(alt string) (string, error) {
 	cfg := &c.t.cfg
 	op := &c.op
 	if name, vs := keyField(c.req.Header, cfg.keyHeader, alt); len(vs) > 0 {
-		op.key, op.own, op.field = vs[0], true, name
-		return ValidateKey(op.key)
+		op.own, op.field = true, name
+		return vs[0], ValidateKey(vs[0])
 	}
 	if k, ok := KeyFromContext(c.ctx); ok {
-		op.key, op.own = k, true
-		return ValidateKey(k)
+		op.own = true
+		return k, ValidateKey(k)
 	}
 	op.own = op.name != "" && cfg.store != nil
 	// http.Client follows a 307/308 by calling RoundTrip again with a new
@@ -111,37 +113,34 @@ func (c *call) identity(alt string) error {
 	// attempt we sent, with the key. Same method, same operation, same key.
 	if prev := c.req.Response; prev != nil && prev.Request != nil && prev.Request.Method == c.req.Method {
 		if k := sentKey(prev.Request.Header, cfg.keyHeader, cfg.keyWire); k != "" {
-			op.key = k
-			return nil
+			return k, nil
 		}
 	}
 	if cfg.keyMethods.has(c.req.Method) || (op.name != "" && cfg.store != nil) {
 		if cfg.keyFunc == nil {
-			k, err := c.t.keys.mint() // a UUIDv7: valid by construction
-			op.key = k
-			return err
+			return c.t.keys.mint() // a UUIDv7: valid by construction
 		}
 		k, err := cfg.keyFunc()
 		if err != nil {
-			return err
+			return "", err
 		}
-		op.key = k
-		return ValidateKey(k)
+		return k, ValidateKey(k)
 	}
-	return nil
+	return "", nil
 }
 
-// unsent forgets a key that neither the application nor the Store holds
-// when the call fails before sending it: Error.Key names a key a caller
-// can resolve an operation with, never one that went nowhere.
-func (c *call) unsent() {
+// unsentKey returns the key of a call that fails before sending it: ""
+// for a key that neither the application nor the Store holds. Error.Key
+// names a key a caller can resolve an operation with, never one that went
+// nowhere.
+func (c *call) unsentKey() string {
 	if c.op.field != "" {
-		return // the caller's header
+		return c.op.key // the caller's header
 	}
 	if _, ok := KeyFromContext(c.ctx); ok {
-		return
+		return c.op.key
 	}
-	c.op.key = ""
+	return ""
 }
 
 // claim gets the operation's key from the Store before anything is sent:
@@ -152,7 +151,7 @@ func (c *call) claim() error {
 	op := &c.op
 	fp, err := op.body.fingerprint(c.req)
 	if err != nil {
-		c.unsent()
+		op.key = c.unsentKey()
 		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
 	}
 	now := cfg.now()
@@ -171,7 +170,7 @@ func (c *call) claim() error {
 	if err != nil {
 		// Nothing is sent without a durable key; the caller can repeat the
 		// operation, which claims it again.
-		c.unsent()
+		op.key = c.unsentKey()
 		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
 	}
 	if claimed {

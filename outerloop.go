@@ -95,35 +95,34 @@ type outerCall struct {
 }
 
 // resolveOuter reads c's marks (checkHeader found a field that may carry
-// one) and, for a key the Transport chose, makes it the call's: the SDK's
-// call id, or the key of the pending call this one continues. Called by
-// resolve once the body is ready, before anything is sent.
-func (c *call) resolveOuter() {
+// one) and returns c's key: for a key the Transport chose, the SDK's call
+// id, or the key of the pending call this one continues. Called by resolve
+// once the body is ready, before anything is sent.
+func (c *call) resolveOuter() string {
 	m, ok := readMark(c.req.Header)
 	if !ok || c.op.hop {
-		return
+		return c.op.key
 	}
 	o := &outerCall{mark: m, marked: true}
 	c.outer = o
 	if c.op.own || c.op.key == "" {
-		return // the application's key, or a request that takes none
+		return c.op.key // the application's key, or a request that takes none
 	}
 	if m.count < 0 {
-		return // no count: nothing to match a retry by
+		return c.op.key // no count: nothing to match a retry by
 	}
 	if m.id != "" && ValidateKey(m.id) == nil {
-		c.op.key = m.id
-		return
+		return m.id
 	}
 	if c.op.body.stream != nil {
-		return // a streamed body has no fingerprint before it is sent: the minted key stands
+		return c.op.key // a streamed body has no fingerprint before it is sent: the minted key stands
 	}
 	fp, err := c.op.body.fingerprint(c.req)
 	if err != nil {
-		return // no match possible: the minted key stands
+		return c.op.key // no match possible: the minted key stands
 	}
 	o.print = fp
-	c.op.key = c.t.pending.key(fp, m.count, c.op.key, c.t.cfg.now())
+	return c.t.pending.key(fp, m.count, c.op.key, c.t.cfg.now())
 }
 
 // firstNumber returns the number of c's first attempt, admitted at now:
@@ -324,9 +323,8 @@ func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) s
 		s = &pendingSet{}
 		p.calls[fp] = s
 	}
-	s.calls = append(s.calls, pendingCall{key: minted, count: count})
+	p.resize(s, append(s.calls, pendingCall{key: minted, count: count}))
 	s.last = ns
-	p.n++
 	return minted
 }
 
@@ -340,8 +338,7 @@ func (p *pendingCalls) forget(fp, key string) {
 	}
 	for i, pc := range s.calls {
 		if pc.key == key {
-			s.calls = append(s.calls[:i], s.calls[i+1:]...)
-			p.n--
+			p.resize(s, append(s.calls[:i], s.calls[i+1:]...))
 			break
 		}
 	}
@@ -397,9 +394,16 @@ func (p *pendingCalls) tomb(fp string, ns int64) {
 	p.gone[fp] = ns + int64(pendingWindow)
 }
 
+// drop forgets fp's set s.
 func (p *pendingCalls) drop(fp string, s *pendingSet) {
-	p.n -= len(s.calls)
+	p.resize(s, nil)
 	delete(p.calls, fp)
+}
+
+// resize makes calls the calls of set s, keeping the count of all calls.
+func (p *pendingCalls) resize(s *pendingSet, calls []pendingCall) {
+	p.n += len(calls) - len(s.calls)
+	s.calls = calls
 }
 
 // An SDK that retries on its own (stripe-go, say) calls RoundTrip again
