@@ -100,7 +100,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
 		if !c.single() { // an outer loop waits as it chooses
-			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+			if p := h.pauses.pausedFor(now, false); p > 0 && c.fits(now, p) {
 				r.delay = p
 			}
 		}
@@ -114,13 +114,13 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		}
 		return nil
 	}
-	if h.pushedBack(now) {
+	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
-	if h.shedding(now) {
+	if h.pauses.shedding(now) {
 		return ErrDelayTooLong
 	}
-	r.delay = max(backoff, h.pausedFor(now, true))
+	r.delay = max(backoff, h.pauses.pausedFor(now, true))
 	if !c.fits(now, r.delay+c.expectedLatency(h)) {
 		return ErrDelayTooLong
 	}
@@ -214,15 +214,15 @@ func (r *reservation) wait(c *call) error {
 		return err
 	}
 	h := r.h
-	if !r.first && h.pushbackUntil.Load() != 0 {
+	if !r.first && h.pauses.pushbackUntil.Load() != 0 {
 		// The server pushed back while the retry waited its backoff.
-		if now := c.t.cfg.now(); h.pushedBack(now) {
+		if now := c.t.cfg.now(); h.pauses.pushedBack(now) {
 			r.at = now
 			r.cancel()
 			return ErrPushback
 		}
 	}
-	if r.first && h.pauseUntil.Load() != 0 && !c.single() {
+	if r.first && h.pauses.pauseUntil.Load() != 0 && !c.single() {
 		waited, at, err := r.waitPause(c)
 		if err != nil {
 			r.cancel()
@@ -265,8 +265,8 @@ func (r *reservation) wait(c *call) error {
 func (r *reservation) waitPause(c *call) (time.Duration, time.Time, error) {
 	h := r.h
 	now := c.t.cfg.now()
-	h.clearPauses(now.UnixNano())
-	if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+	h.pauses.clearPauses(now.UnixNano())
+	if p := h.pauses.pausedFor(now, false); p > 0 && c.fits(now, p) {
 		if err := sleep(c.ctx, p); err != nil {
 			return 0, now, err
 		}
@@ -364,7 +364,7 @@ func (r *reservation) release(c *call, hl health) {
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.
 func (c *call) expectedLatency(h *hostState) time.Duration {
-	d := time.Duration(h.latency.Load())
+	d := time.Duration(h.latency.avg.Load())
 	if at := c.t.cfg.attemptTimeout; at > 0 {
 		d = min(d, at)
 	}

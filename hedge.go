@@ -97,8 +97,8 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
 		return 0
 	}
-	if hg.quantile > 0 && c.h.lat != nil {
-		if d, ok := c.h.lat.quantile(hg.quantile); ok {
+	if hg.quantile > 0 && c.h.latency.hist != nil {
+		if d, ok := c.h.latency.hist.quantile(hg.quantile); ok {
 			return d
 		}
 	}
@@ -114,9 +114,9 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 	r := reservation{h: h, retry: true, at: now}
 	switch {
-	case h.pushedBack(now):
+	case h.pauses.pushedBack(now):
 		return r, ErrPushback
-	case h.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
+	case h.pauses.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
 		return r, ErrDelayTooLong
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
 		return r, ErrCircuitOpen

@@ -51,11 +51,11 @@ func TestLatencyAverage(t *testing.T) {
 			tr := NewTransport(base, WithMaxAttempts(1))
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(10*ms), h().latency.Load(), "the host's first request is timed")
+			assert.Equal(t, int64(10*ms), h().latency.avg.Load(), "the host's first request is timed")
 			get(t, tr, context.Background()) // the 503 is the answer: one attempt
-			assert.Equal(t, int64(20*ms), h().latency.Load(), "a failure is timed: 10 + (90-10)/8")
+			assert.Equal(t, int64(20*ms), h().latency.avg.Load(), "a failure is timed: 10 + (90-10)/8")
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(23750*time.Microsecond), h().latency.Load(), "a success is timed: 20 + (50-20)/8")
+			assert.Equal(t, int64(23750*time.Microsecond), h().latency.avg.Load(), "a success is timed: 20 + (50-20)/8")
 		})
 	})
 	t.Run("retries", func(t *testing.T) {
@@ -68,7 +68,7 @@ func TestLatencyAverage(t *testing.T) {
 			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
 			get(t, tr, context.Background())
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(28750*time.Microsecond), h().latency.Load(), "op 2's two attempts: 10 → 20 → 28.75 ms")
+			assert.Equal(t, int64(28750*time.Microsecond), h().latency.avg.Load(), "op 2's two attempts: 10 → 20 → 28.75 ms")
 		})
 	})
 	t.Run("report", func(t *testing.T) {

@@ -187,7 +187,7 @@ func (c *call) retryAt(e *Error) {
 	case errors.Is(e.Reason, ErrCircuitOpen):
 		u = c.h.openUntil.Load()
 	case errors.Is(e.Reason, ErrPushback):
-		u = c.h.pushbackUntil.Load()
+		u = c.h.pauses.pushbackUntil.Load()
 	}
 	if u != 0 {
 		e.RetryAt = time.Unix(0, u)
@@ -267,7 +267,7 @@ func (c *call) emit(e Event) {
 // host, not to the request that happened to observe them: the Event carries
 // the host only, and the context is not the request's.
 func (c *call) dispatchTransitions(h *hostState) {
-	tr := h.takeTransitions()
+	tr := h.transitions.take()
 	for _, x := range tr {
 		for _, o := range c.t.cfg.observers {
 			o(context.Background(), Event{Kind: EventBreaker, Host: h.name, From: x.from, To: x.to})

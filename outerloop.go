@@ -187,7 +187,7 @@ func (c *call) single() bool { return c.outer != nil && c.outer.single }
 // loop's retry, or refuses it: the gate's policies for a retry but the
 // waits (the loop waited as it chose).
 func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) error {
-	if h.pushedBack(now) {
+	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
 	if !c.fits(now, c.expectedLatency(h)) {

@@ -318,8 +318,8 @@ const (
 func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 	if r == loser && a.resp == nil {
 		res.release(c, healthNeutral)
-		if c.h.lat != nil && a.sent {
-			c.h.lat.record(a.took)
+		if c.h.latency.hist != nil && a.sent {
+			c.h.latency.hist.record(a.took)
 		}
 		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
 	}
@@ -347,22 +347,22 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
-		c.h.observeLatency(a.took)
+		c.h.latency.observe(a.took)
 	}
 	if v.shown {
 		c.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
-		c.h.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
+		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
 	}
 	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
 		return
 	}
 	switch a.resp.StatusCode {
 	case http.StatusTooManyRequests:
-		c.h.pause(a.end, d.Delay, true)
+		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		c.h.pause(a.end, d.Delay, false)
+		c.h.pauses.pause(a.end, d.Delay, false)
 	}
 }
 
@@ -386,7 +386,7 @@ func (c *call) unobserved() bool {
 // Event would show, is not kept.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(c, healthOK)
-	c.h.observeLatency(a.took)
+	c.h.latency.observe(a.took)
 	c.led.attempts++
 	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
