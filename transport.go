@@ -38,9 +38,8 @@ import (
 // Only outcomes that say the host is unhealthy (5xx, timeouts, resets) count
 // against it.
 //
-// So as not to start a retry that cannot finish before the deadline, the
-// gate keeps a moving average of each host's attempt latency, fed by every
-// attempt.
+// A retry that could not finish before the context's deadline (its wait
+// and the host's usual attempt latency) is not started.
 //
 // Calls of one operation at the same time — one key of the application's:
 // its header, ContextWithKey, a named operation in a Store — take turns: a
