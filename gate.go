@@ -398,3 +398,33 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
+// sent at once, except that it never waits: the server's pushback, a host
+// paused by a Retry-After, an open breaker, an empty token bucket or budget,
+// a rate limiter without a token at hand or a deadline too close refuse it
+// (the error says why; nothing is held). The reservation is released like a
+// retry's.
+func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
+	r := reservation{h: h, retry: true, at: now}
+	switch {
+	case h.pauses.pushedBack(now):
+		return r, ErrPushback
+	case h.pauses.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
+		return r, ErrDelayTooLong
+	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
+		return r, ErrCircuitOpen
+	}
+	if err := r.spend(c, now); err != nil {
+		return r, err
+	}
+	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
+		r.cancel()
+		return r, ErrDelayTooLong
+	}
+	if err := r.allow(c, false); err != nil {
+		r.cancel()
+		return r, err
+	}
+	return r, nil
+}

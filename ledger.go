@@ -282,3 +282,21 @@ func (c *call) elapsed() time.Duration {
 	}
 	return c.t.cfg.now().Sub(c.led.began)
 }
+
+// hedgeSent emits the decision to send hedge n after delay.
+func (c *call) hedgeSent(n int, delay time.Duration) {
+	if len(c.t.cfg.observers) == 0 {
+		return
+	}
+	c.emit(Event{Kind: EventHedge, Attempt: n, Delay: delay, Hedge: true})
+}
+
+// isHedge reports whether attempt n of the call was a hedge.
+func (l *ledger) isHedge(n int) bool {
+	for _, h := range l.hedgeNums {
+		if h == n {
+			return true
+		}
+	}
+	return false
+}

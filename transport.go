@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -285,116 +286,6 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 	return false, nil, nil
 }
 
-// settle settles attempt a, admitted by res, that waited wait: judge
-// classifies it, releases res and has the host observe it, then the
-// ledger notes it.
-func (c *call) settle(a *attempt, res *reservation, wait time.Duration) verdict {
-	v := c.judge(a, res, alone)
-	c.note(a, v.d, wait, false)
-	return v
-}
-
-// role is what else is in flight when an attempt is settled: a hedged
-// round's copies (hedge.go) credit the host less than an attempt alone.
-type role uint8
-
-const (
-	alone  role = iota // no other copy in flight
-	racing             // other copies in flight: a refusal sheds this copy only
-	loser              // another copy won: this one is cut short
-)
-
-// judge is settling's first part: classify judges attempt a; its
-// reservation res is released with what a says of the host (cancelled if
-// a never left); the host observes a. r lowers the credit of a hedged
-// round's copies: a loser earns no token (the round's one healthy answer
-// does, so that hedges cannot pay for themselves), and a copy the server
-// sheds (pushback) while another is in flight says nothing of the host. A
-// loser cut short without an answer is not classified: it is cancelled,
-// and its time until then counts for the host's quantile, as a lower bound
-// of what it would have taken, so that the slow answers hedging cuts short
-// are not forgotten.
-func (c *call) judge(a *attempt, res *reservation, r role) verdict {
-	if r == loser && a.resp == nil {
-		res.release(c, healthNeutral)
-		if c.h.latency.hist != nil && a.sent {
-			c.h.latency.hist.record(a.took)
-		}
-		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
-	}
-	v := c.classify(a)
-	a.err = v.err
-	if !a.sent {
-		res.cancel()
-		return v
-	}
-	hl := healthOf(a.resp, a.err, v.d)
-	switch {
-	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
-		hl = healthNeutral
-	}
-	res.release(c, hl)
-	c.observe(a, v)
-	return v
-}
-
-// observe tells the host what attempt a showed of it: its latency, a
-// server-directed pause, and evidence that the server dedupes. A 429 with
-// a delay holds back every request to the host, a 503 with one its
-// retries, whether or not this request retries; pushback holds back its
-// retries (for at most the Retry-After maximum).
-func (c *call) observe(a *attempt, v verdict) {
-	d := v.d
-	if a.err == nil {
-		c.h.latency.observe(a.took)
-	}
-	if v.shown {
-		c.noteShown(a.end)
-	}
-	if d.Pushback && a.resp != nil {
-		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
-	}
-	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
-		return
-	}
-	switch a.resp.StatusCode {
-	case http.StatusTooManyRequests:
-		c.h.pauses.pause(a.end, d.Delay, true)
-	case http.StatusServiceUnavailable:
-		c.h.pauses.pause(a.end, d.Delay, false)
-	}
-}
-
-// unobserved reports whether nothing but the host, the key's evidence and
-// an own key's attempt count (Transport.recent) learns from c's first
-// attempt when it is a plain success: no Report, no Observer, no custom
-// Classifier, no hedging (config.observed), and no Store record to finish.
-// Such an attempt ends the call (call.succeeded).
-func (c *call) unobserved() bool {
-	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
-}
-
-// succeeded ends c after its first attempt a, a plain success, when
-// nothing observes c (call.unobserved): it does what classify, observe,
-// note and finish would do for it that anything reads afterwards, without
-// building their Decision, Report or Events. The classifier's answer is a
-// success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
-// the server dedupes (call.noteShown records it, as observe would; an
-// own key needs no evidence); the attempt is counted, for the recent
-// attempts of an own key. The resends count, which only a Report or an
-// Event would show, is not kept.
-func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
-	res.release(c, healthOK)
-	c.h.latency.observe(a.took)
-	c.led.attempts++
-	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&
-		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
-		c.noteShown(a.end) // all the guard does on a success
-	}
-	c.op.body.close()
-	return a.resp
-}
-
 // next returns the delay before retrying as attempt n after decision d, or
 // why not to retry: attempts used up, a body that cannot be replayed, a
 // server delay over the maximum. The gate decides the rest (deadline,
@@ -418,4 +309,162 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 		return 0, ErrKeyExpired
 	}
 	return delay, nil
+}
+
+// hedgeDelay returns how long to wait before hedging the call's next
+// attempt, having sent hedges so far, or 0 if it is not to be hedged.
+func (c *call) hedgeDelay(hedges int) time.Duration {
+	hg := c.t.cfg.hedge
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
+		return 0
+	}
+	return hg.after(c.h.latency.hist)
+}
+
+// hedged sends attempt n (the i-th of the call, admitted by res) and, while
+// no definitive answer has come, up to budget hedges, each delay after the
+// previous copy, numbered n+1, n+2…; each copy runs in its own goroutine
+// with its own context, a child of the caller's. Every copy is settled
+// here. It returns the answer that ends the round and its verdict, and the
+// number of hedges sent.
+//
+// The first definitive answer wins: the other copies are cancelled and
+// waited for, their answers noted and discarded. A retryable answer, or a
+// server's refusal (a 5xx or 429 it says not to retry, such as pushback),
+// while another copy is in flight is discarded and the round waits for
+// that copy; the round ends with the last answer when every copy failed and the
+// timer has not sent another. Every goroutine of the round has ended when
+// it returns; the winner's context is cancelled when its body is closed.
+func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
+	r := newHedgeRound(1+budget, delay)
+	c.launch(r, *res, i, n, false, res.delay)
+	r.arm()
+	defer r.end()
+	sent := 0
+	var (
+		last  attempt
+		lastV verdict
+	)
+	for r.inflight > 0 {
+		res, tick := r.next()
+		if tick {
+			if c.hedge(r, i+sent+1, n+sent+1, delay) {
+				sent++
+				if sent < budget {
+					r.arm()
+				}
+			} // else not sent; the copies in flight go on
+			continue
+		}
+		a, v, won := c.settleCopy(r, res)
+		if won {
+			return a, v, sent
+		}
+		last, lastV = a, v
+	}
+	return last, lastV, sent
+}
+
+// launch sends copy n (the i-th of the call, admitted by res) of a hedged
+// round in a goroutine of its own, with a context of its own.
+func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.sender(), c.try(ctx, i, n, res.at, nil))
+}
+
+// hedge sends hedge n (the i-th attempt of the call) of round r, delay
+// after the copy before it, if attempts are left and the gate admits it.
+func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
+	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
+		return false
+	}
+	res, err := c.h.reserveHedge(c, c.t.cfg.now())
+	if err != nil {
+		return false
+	}
+	c.led.hedgeNums = append(c.led.hedgeNums, n)
+	c.launch(r, res, i, n, true, delay)
+	c.hedgeSent(n, delay)
+	return true
+}
+
+// settleCopy settles the copy of round r that answered. It reports whether
+// the copy won: the round ends with it, the other copies settled.
+func (c *call) settleCopy(r *hedgeRound, res hedgeResult) (attempt, verdict, bool) {
+	cp := &r.copies[res.k]
+	a := res.a
+	if !a.sent && r.inflight > 0 {
+		// A hedge whose body could not be rewound (GetBody failed)
+		// never left: it gives back what it took, and the copy in
+		// flight goes on.
+		c.withdraw(cp)
+		return a, verdict{}, false
+	}
+	ro := alone
+	if r.inflight > 0 {
+		ro = racing
+	}
+	v := c.judge(&a, &cp.res, ro)
+	// A server's refusal (a 5xx or 429 it will not have us retry,
+	// pushback above all) to one copy says nothing of the copy it
+	// is still serving: it does not win, and it ends only this
+	// copy. A hedge is a retry to the server, the first to be shed.
+	if v.d.Action != Retry && !(ro == racing && shed(&a, v.d)) {
+		c.settleLosers(r)
+		c.note(&a, v.d, cp.wait, cp.hedge)
+		c.keepCopy(&a, cp.cancel)
+		return a, v, true
+	}
+	c.note(&a, v.d, cp.wait, cp.hedge)
+	if r.inflight > 0 {
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+	} else {
+		c.keepCopy(&a, cp.cancel)
+	}
+	return a, v, false
+}
+
+// withdraw gives back what copy cp took: it never left (its body could
+// not be rewound), and is not counted.
+func (c *call) withdraw(cp *hedgeCopy) {
+	cp.res.cancel()
+	cp.cancel()
+	c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
+}
+
+// keepCopy ties the copy's context to what the caller gets: cancelled when
+// the response body is closed, at once when there is no response.
+func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
+	if a.resp == nil {
+		cancel()
+		return
+	}
+	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+}
+
+// settleLosers cancels the copies of r still in flight once another has
+// won, waits for each, and settles it as a loser (judge): an attempt
+// cancelled because another copy answered (Category CategoryCanceled,
+// neutral for the host), or an answer that came anyway, discarded (a
+// failure counts against the host; a healthy answer earns no token).
+func (c *call) settleLosers(r *hedgeRound) {
+	r.cancelRest()
+	for r.inflight > 0 {
+		res := r.result()
+		cp := &r.copies[res.k]
+		a := res.a
+		if !a.sent {
+			c.withdraw(cp)
+			continue
+		}
+		v := c.judge(&a, &cp.res, loser)
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+		c.note(&a, v.d, cp.wait, cp.hedge)
+	}
 }
