@@ -467,12 +467,6 @@ func headerValue(h http.Header, name string) string {
 	return ""
 }
 
-func (p *peekedBody) Close() error { return p.c.Close() }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
-
 // inProgress is the decision for a keyed 409 whose operation is still being
 // processed: retry, after the server's delay if it gave one. The effect may
 // exist (the first request may commit).
@@ -572,7 +566,7 @@ type verdict struct {
 // knows better than any classifier: a cancelled caller is terminal, no
 // response is no success, a write that got no answer of its own may have
 // been applied, and an unsafe request that may have been applied is not
-// retried without evidence that the server dedupes it (guardUnsafe). It
+// retried without evidence that the server dedupes it (refusesRetry). It
 // changes nothing: the verdict says it all.
 func (c *call) classify(a *attempt) verdict {
 	if !a.sent {

@@ -144,8 +144,9 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 
 // reset makes r a new reservation at now to h: of a retry (attempt n > 0
 // of the operation) if retry, of the first attempt of this RoundTrip call
-// if first, of a redirect hop if hop; reserve sets its delay. Field by field: a composite literal
-// is built on the stack and copied, twice the stores.
+// if first, of a redirect hop if hop; reserve sets its delay. Field by
+// field: a composite literal is built on the stack and copied, twice the
+// stores.
 func (r *reservation) reset(h *hostState, now time.Time, retry, first, hop bool) {
 	r.h, r.done, r.at = h, nil, now
 	r.retry, r.first, r.hop, r.token, r.released = retry, first, hop, false, false
@@ -240,9 +241,11 @@ func (r *reservation) wait(c *call) error {
 		}
 		r.at = c.t.cfg.now()
 	}
-	if err := r.allow(c, r.first && c.t.cfg.breaker != nil && c.t.cfg.breaker.RetriesOnly); err != nil {
-		r.cancel()
-		return err
+	if h.breaker != nil {
+		if err := r.allow(c, r.first && c.t.cfg.breaker.RetriesOnly); err != nil {
+			r.cancel()
+			return err
+		}
 	}
 	if !r.retry && !r.hop {
 		r.sizes()
@@ -275,14 +278,11 @@ func (r *reservation) waitPause(c *call) (time.Duration, time.Time, error) {
 	return 0, now, nil
 }
 
-// allow passes the host's breaker, if it has one: an open breaker refuses
-// (ErrCircuitOpen), unless uncounted, which sends the attempt uncounted (a
-// retries-only breaker never holds back a first attempt).
+// allow passes the host's breaker (the host has one): an open breaker
+// refuses (ErrCircuitOpen), unless uncounted, which sends the attempt
+// uncounted (a retries-only breaker never holds back a first attempt).
 func (r *reservation) allow(c *call, uncounted bool) error {
 	h := r.h
-	if h.breaker == nil {
-		return nil
-	}
 	done, err := h.breaker.Allow()
 	c.dispatchTransitions(h)
 	switch {
@@ -422,9 +422,11 @@ func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 		r.cancel()
 		return r, ErrDelayTooLong
 	}
-	if err := r.allow(c, false); err != nil {
-		r.cancel()
-		return r, err
+	if h.breaker != nil {
+		if err := r.allow(c, false); err != nil {
+			r.cancel()
+			return r, err
+		}
 	}
 	return r, nil
 }

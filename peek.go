@@ -6,6 +6,9 @@ import (
 	"net/http"
 )
 
+// peekLimit bounds how much of a 400/409/422 body the classifier reads.
+const peekLimit = 4 << 10
+
 // PeekBody returns the first bytes (at most 4 KiB) of resp's body without
 // consuming it: it replaces resp.Body with a reader that yields the same
 // bytes, then the rest, and closes the original. A second call on the same
@@ -42,15 +45,19 @@ func peek(resp *http.Response) []byte {
 	return buf
 }
 
+// peekedBody is a body whose head was peeked: the head, then the rest.
 type peekedBody struct {
 	io.Reader
 	c    io.Closer
 	head []byte
 }
 
+func (p *peekedBody) Close() error { return p.c.Close() }
+
 type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 type eofReader struct{}
 
-// peekLimit bounds how much of a 400/409/422 body the classifier reads.
-const peekLimit = 4 << 10
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
