@@ -284,7 +284,7 @@ func (r *reservation) waitPause(c *call) (time.Duration, time.Time, error) {
 func (r *reservation) allow(c *call, uncounted bool) error {
 	h := r.h
 	done, err := h.breaker.Allow()
-	c.dispatchTransitions(h)
+	h.dispatchTransitions(c.t.cfg.observers)
 	switch {
 	case err == nil:
 		r.done = done
@@ -357,7 +357,7 @@ func (r *reservation) release(c *call, hl health) {
 		default:
 			r.done(errBreakerExcluded)
 		}
-		c.dispatchTransitions(r.h)
+		r.h.dispatchTransitions(c.t.cfg.observers)
 	}
 }
 

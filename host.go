@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,6 +229,18 @@ func (ts *transitions) record(x transition) {
 	ts.list = append(ts.list, x)
 	ts.mu.Unlock()
 	ts.has.Store(true)
+}
+
+// dispatchTransitions emits h's breaker transitions to obs. They belong
+// to the host, not to the request that happened to observe them: the
+// Event carries the host only, and the context is not the request's.
+func (h *hostState) dispatchTransitions(obs []Observer) {
+	tr := h.transitions.take()
+	for _, x := range tr {
+		for _, o := range obs {
+			o(context.Background(), Event{Kind: EventBreaker, Host: h.name, From: x.from, To: x.to})
+		}
+	}
 }
 
 // take returns and clears the recorded transitions.

@@ -54,7 +54,7 @@ func (c *call) resolve() error {
 	op := &c.op
 	op.name, _ = OperationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
-	c.led.start(c, reportFromContext(c.ctx))
+	c.led.start(&c.t.cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
 	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
 		closeReqBody(c.req)
@@ -86,7 +86,7 @@ func (c *call) resolve() error {
 			return err
 		}
 	}
-	c.led.resolved(op)
+	c.led.resolved(op.key, !op.body.replayable())
 	return nil
 }
 
@@ -246,7 +246,7 @@ func (c *call) record(definitive bool) {
 	}
 	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
 	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
-		c.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+		c.led.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // ledger notes it.
 func (c *call) settle(a *attempt, res *reservation, wait time.Duration) verdict {
 	v := c.judge(a, res, alone)
-	c.note(a, v.d, wait, false)
+	c.led.note(a, v.d, wait, false)
 	return v
 }
 

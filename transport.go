@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -269,7 +268,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 		return true, resp, err
 	}
 	if i > 0 {
-		c.retrying(n, &l.a, l.v.d, l.res.delay)
+		c.led.retrying(n, &l.a, l.v.d, l.res.delay)
 		if l.a.resp != nil {
 			keep(l.a.resp)
 		}
@@ -382,9 +381,8 @@ func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	c.led.hedgeNums = append(c.led.hedgeNums, n)
 	c.launch(r, res, i, n, true, delay)
-	c.hedgeSent(n, delay)
+	c.led.hedgeSent(n, delay)
 	return true
 }
 
@@ -411,11 +409,11 @@ func (c *call) settleCopy(r *hedgeRound, res hedgeResult) (attempt, verdict, boo
 	// copy. A hedge is a retry to the server, the first to be shed.
 	if v.d.Action != Retry && !(ro == racing && shed(&a, v.d)) {
 		c.settleLosers(r)
-		c.note(&a, v.d, cp.wait, cp.hedge)
+		c.led.note(&a, v.d, cp.wait, cp.hedge)
 		c.keepCopy(&a, cp.cancel)
 		return a, v, true
 	}
-	c.note(&a, v.d, cp.wait, cp.hedge)
+	c.led.note(&a, v.d, cp.wait, cp.hedge)
 	if r.inflight > 0 {
 		if a.resp != nil {
 			discard(a.resp)
@@ -432,7 +430,7 @@ func (c *call) settleCopy(r *hedgeRound, res hedgeResult) (attempt, verdict, boo
 func (c *call) withdraw(cp *hedgeCopy) {
 	cp.res.cancel()
 	cp.cancel()
-	c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
+	c.led.hedgeWithdrawn(cp.n)
 }
 
 // keepCopy ties the copy's context to what the caller gets: cancelled when
@@ -465,6 +463,42 @@ func (c *call) settleLosers(r *hedgeRound) {
 			discard(a.resp)
 		}
 		cp.cancel()
-		c.note(&a, v.d, cp.wait, cp.hedge)
+		c.led.note(&a, v.d, cp.wait, cp.hedge)
 	}
+}
+
+// finish ends the call after attempt a, decided d: the caller's body is
+// released, the Store records the outcome, and the ledger returns a's
+// response or an *Error. stop is why retries stopped, nil if d was final.
+func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
+	c.op.body.close()
+	if c.t.cfg.store != nil {
+		c.record(c.led.definitive(a, d))
+	}
+	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
+}
+
+// fail returns the *Error for a call that stops before or between
+// attempts, records the operation as pending if anything was sent, and
+// emits the outcome.
+func (c *call) fail(reason error, cat Category, err error) error {
+	c.led.identify(c.op.key)
+	e := c.led.failure(reason, cat, err, c.h)
+	if c.led.attempts > 0 {
+		c.record(false)
+	}
+	c.led.failed(e)
+	return e
+}
+
+// stopped ends the call when the gate refused to send an attempt after
+// waiting for it: the previous response, if any, is gone, so the caller
+// gets an *Error with the gate's reason and the last cause.
+func (c *call) stopped(reason error) error {
+	c.op.body.close()
+	cat, last := stopCategory(reason)
+	if last {
+		return c.fail(reason, cat, c.led.lastErr)
+	}
+	return c.fail(reason, cat, reason)
 }
