@@ -46,48 +46,36 @@ type operation struct {
 	born time.Time
 }
 
-// resolve chooses the operation's key, prepares the body and claims the
-// key from the Store. On error nothing was sent and the caller's body is
-// closed; the error is returned by the ledger.
-func (c *call) resolve() error {
-	cfg := &c.t.cfg
-	op := &c.op
-	op.name, _ = OperationFromContext(c.ctx)
-	op.hop = c.req.Response != nil
-	c.led.start(&c.t.cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
-	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
+// prepare resolves, before anything is sent, the operation of req, made
+// in ctx: it checks the request, chooses the key (identity, then an SDK's
+// marks: outerKey), prepares the body, for a claim in a Store if claims.
+// It returns the SDK's call (nil without marks), or why the operation is
+// refused; then nothing was sent and the caller's body is closed.
+func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, keys *keySource, pending *pendingCalls, claims bool) (*outerCall, *refusal) {
+	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
-		closeReqBody(c.req)
-		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
+		closeReqBody(req)
+		return nil, &refusal{ErrInvalidRequest, CategoryTerminal, err}
 	}
-	key, err := c.identity(hs.alt)
+	key, err := op.identity(cfg, ctx, req, keys, hs.alt)
 	if err != nil {
-		closeReqBody(c.req)
-		return c.fail(ErrInvalidKey, CategoryClient, err) // never echo an invalid key
+		closeReqBody(req)
+		return nil, &refusal{ErrInvalidKey, CategoryClient, err} // never echo an invalid key
 	}
 	op.key = key
 	// A claim fingerprints the body before anything is sent: a body
 	// without GetBody is then read first; otherwise it is streamed.
-	claims := op.name != "" && cfg.store != nil && !op.hop
-	if err := op.body.init(c.ctx, c.req, cfg.maxBodyBuffer, claims); err != nil {
-		op.key = c.unsentKey()
-		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
+	if err := op.body.init(ctx, req, cfg.maxBodyBuffer, claims); err != nil {
+		op.key = op.unsentKey(ctx)
+		return nil, &refusal{ErrBodyNotReplayable, CategoryClient, err}
 	}
+	var o *outerCall
 	if hs.marked {
-		op.key = c.resolveOuter() // an SDK's marks: outerloop.go
+		o, op.key = op.outerKey(cfg, req, pending) // an SDK's marks: outerloop.go
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
-	// A redirect hop continues the operation with the key identity found;
-	// it is not claimed again.
-	if claims {
-		if err := c.claim(); err != nil {
-			op.body.close()
-			return err
-		}
-	}
-	c.led.resolved(op.key, !op.body.replayable())
-	return nil
+	return o, nil
 }
 
 // identity returns the operation's key: the caller's header, the context's
@@ -96,14 +84,12 @@ func (c *call) resolve() error {
 // A Store claim may replace it later. alt is the key header field under
 // another spelling than the canonical one, as checkRequest found it (""
 // if none). On error the key is not to be used.
-func (c *call) identity(alt string) (string, error) {
-	cfg := &c.t.cfg
-	op := &c.op
-	if name, vs := keyField(c.req.Header, cfg.keyHeader, alt); len(vs) > 0 {
+func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *keySource, alt string) (string, error) {
+	if name, vs := keyField(req.Header, cfg.keyHeader, alt); len(vs) > 0 {
 		op.own, op.field = true, name
 		return vs[0], ValidateKey(vs[0])
 	}
-	if k, ok := KeyFromContext(c.ctx); ok {
+	if k, ok := KeyFromContext(ctx); ok {
 		op.own = true
 		return k, ValidateKey(k)
 	}
@@ -111,14 +97,14 @@ func (c *call) identity(alt string) (string, error) {
 	// http.Client follows a 307/308 by calling RoundTrip again with a new
 	// request whose Response is the redirect; that response's Request is the
 	// attempt we sent, with the key. Same method, same operation, same key.
-	if prev := c.req.Response; prev != nil && prev.Request != nil && prev.Request.Method == c.req.Method {
+	if prev := req.Response; prev != nil && prev.Request != nil && prev.Request.Method == req.Method {
 		if k := sentKey(prev.Request.Header, cfg.keyHeader, cfg.keyWire); k != "" {
 			return k, nil
 		}
 	}
-	if cfg.keyMethods.has(c.req.Method) || (op.name != "" && cfg.store != nil) {
+	if cfg.keyMethods.has(req.Method) || (op.name != "" && cfg.store != nil) {
 		if cfg.keyFunc == nil {
-			return c.t.keys.mint() // a UUIDv7: valid by construction
+			return keys.mint() // a UUIDv7: valid by construction
 		}
 		k, err := cfg.keyFunc()
 		if err != nil {
@@ -129,30 +115,30 @@ func (c *call) identity(alt string) (string, error) {
 	return "", nil
 }
 
-// unsentKey returns the key of a call that fails before sending it: ""
+// unsentKey returns the key of an operation whose call, in ctx, fails
+// before sending it: ""
 // for a key that neither the application nor the Store holds. Error.Key
 // names a key a caller can resolve an operation with, never one that went
 // nowhere.
-func (c *call) unsentKey() string {
-	if c.op.field != "" {
-		return c.op.key // the caller's header
+func (op *operation) unsentKey(ctx context.Context) string {
+	if op.field != "" {
+		return op.key // the caller's header
 	}
-	if _, ok := KeyFromContext(c.ctx); ok {
-		return c.op.key
+	if _, ok := KeyFromContext(ctx); ok {
+		return op.key
 	}
 	return ""
 }
 
 // claim gets the operation's key from the Store before anything is sent:
 // the stored key if the operation was claimed before (by this process or one
-// that crashed), else the key chosen by identity, now made durable.
-func (c *call) claim() error {
-	cfg := &c.t.cfg
-	op := &c.op
-	fp, err := op.body.fingerprint(c.req)
+// that crashed), else the key chosen by identity, now made durable. It
+// runs within ctx, the caller's; req is the caller's request.
+func (op *operation) claim(cfg *config, ctx context.Context, req *http.Request) *refusal {
+	fp, err := op.body.fingerprint(req)
 	if err != nil {
-		op.key = c.unsentKey()
-		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
+		op.key = op.unsentKey(ctx)
+		return &refusal{ErrBodyNotReplayable, CategoryClient, err}
 	}
 	now := cfg.now()
 	// A minted key is a substring of a slab shared with 15 others (see
@@ -162,44 +148,52 @@ func (c *call) claim() error {
 		rec     persist.Record
 		claimed bool
 	)
-	store := cfg.store // the closure captures no part of c, which stays on the stack
-	err = bounded(c.ctx, func(ctx context.Context) (err error) {
+	store := cfg.store // the closure captures no part of the call, which stays on the stack
+	err = bounded(ctx, func(ctx context.Context) (err error) {
 		rec, claimed, err = store.Claim(ctx, candidate)
 		return err
 	})
 	if err != nil {
 		// Nothing is sent without a durable key; the caller can repeat the
 		// operation, which claims it again.
-		op.key = c.unsentKey()
-		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
+		op.key = op.unsentKey(ctx)
+		return &refusal{ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err)}
 	}
 	if claimed {
 		op.born = candidate.Created
 		return nil
 	}
 	if err := ValidateKey(rec.Key); err != nil {
-		return c.fail(ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err))
+		return &refusal{ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err)}
 	}
 	if rec.Fingerprint != fp {
 		op.key = "" // neither key is this request's: the stored one is another's
-		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
+		return &refusal{ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name)}
 	}
 	explicit := op.field != ""
-	if _, ok := KeyFromContext(c.ctx); ok {
+	if _, ok := KeyFromContext(ctx); ok {
 		explicit = true
 	}
 	if explicit && rec.Key != op.key {
 		op.key = ""
-		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name))
+		return &refusal{ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name)}
 	}
 	op.key, op.born = rec.Key, rec.Created
 	// A pending key past retention may have been forgotten by the server; so
 	// may a done one, whose re-send would then be a second effect. Its age
 	// is taken now, after the Claim (which may have been slow).
-	if err := c.keyAge(cfg.now()); err != nil {
-		return c.fail(ErrKeyExpired, CategoryClient, err)
+	if err := op.keyAge(cfg, cfg.now()); err != nil {
+		return &refusal{ErrKeyExpired, CategoryClient, err}
 	}
 	return nil
+}
+
+// refusal is why an operation is refused before anything is sent: the
+// *Error's Reason, its Category, and the cause.
+type refusal struct {
+	reason error
+	cat    Category
+	err    error
 }
 
 // keyAge returns an error if the operation's key is, at the time at, as
@@ -209,13 +203,12 @@ func (c *call) claim() error {
 // application's own, not a UUIDv7) has no age. Every attempt is checked,
 // retries included, at the time its backoff ends (a pause or a rate limit
 // may make it go later).
-func (c *call) keyAge(at time.Time) error {
-	cfg := &c.t.cfg
-	if cfg.keyRetention <= 0 || c.op.key == "" {
+func (op *operation) keyAge(cfg *config, at time.Time) error {
+	if cfg.keyRetention <= 0 || op.key == "" {
 		return nil
 	}
-	born := c.op.born
-	if t, ok := KeyTime(c.op.key); ok && (born.IsZero() || t.Before(born)) {
+	born := op.born
+	if t, ok := KeyTime(op.key); ok && (born.IsZero() || t.Before(born)) {
 		born = t
 	}
 	if born.IsZero() {
@@ -227,27 +220,29 @@ func (c *call) keyAge(at time.Time) error {
 	return nil
 }
 
-// record tells the Store how the operation ended: definitive answers are
-// Done, everything else stays Pending. It runs within the caller's context:
-// if that is done, the record stays Pending, which is safe (a resumed
-// operation re-sends the same key). Store errors are reported to observers
-// but do not change the response: the request already happened.
-func (c *call) record(definitive bool) {
+// record tells the Store how the operation ended, after attempts
+// attempts: definitive answers are Done, everything else stays Pending. It
+// runs within the caller's context ctx: if that is done, the record stays
+// Pending, which is safe (a resumed operation re-sends the same key). It
+// returns the Store's error, which observers hear of but which does not
+// change the response: the request already happened.
+func (op *operation) record(cfg *config, ctx context.Context, definitive bool, attempts int) error {
 	if simbugs && bugActive("nofinish") {
-		return
+		return nil
 	}
-	s := c.t.cfg.store
-	if s == nil || c.op.name == "" || c.ctx.Err() != nil {
-		return
+	s := cfg.store
+	if s == nil || op.name == "" || ctx.Err() != nil {
+		return nil
 	}
 	state := persist.Pending
 	if definitive {
 		state = persist.Done
 	}
-	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
-	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
-		c.led.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+	name := op.name // the closure captures no part of the call
+	if err := bounded(ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
+		return fmt.Errorf("%w: finish: %w", ErrStore, err)
 	}
+	return nil
 }
 
 // bounded runs a Store call within ctx: if ctx ends first, it returns

@@ -94,35 +94,35 @@ type outerCall struct {
 	print string
 }
 
-// resolveOuter reads c's marks (checkHeader found a field that may carry
-// one) and returns c's key: for a key the Transport chose, the SDK's call
-// id, or the key of the pending call this one continues. Called by resolve
-// once the body is ready, before anything is sent.
-func (c *call) resolveOuter() string {
-	m, ok := readMark(c.req.Header)
-	if !ok || c.op.hop {
-		return c.op.key
+// outerKey reads the marks of req (checkHeader found a field that may
+// carry one) and returns the SDK's call (nil without marks) and the
+// operation's key: for a key the Transport chose, the SDK's call id, or
+// the key of the pending call this one continues. Called once the body is
+// ready, before anything is sent.
+func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCalls) (*outerCall, string) {
+	m, ok := readMark(req.Header)
+	if !ok || op.hop {
+		return nil, op.key
 	}
 	o := &outerCall{mark: m, marked: true}
-	c.outer = o
-	if c.op.own || c.op.key == "" {
-		return c.op.key // the application's key, or a request that takes none
+	if op.own || op.key == "" {
+		return o, op.key // the application's key, or a request that takes none
 	}
 	if m.count < 0 {
-		return c.op.key // no count: nothing to match a retry by
+		return o, op.key // no count: nothing to match a retry by
 	}
 	if m.id != "" && ValidateKey(m.id) == nil {
-		return m.id
+		return o, m.id
 	}
-	if c.op.body.stream != nil {
-		return c.op.key // a streamed body has no fingerprint before it is sent: the minted key stands
+	if op.body.stream != nil {
+		return o, op.key // a streamed body has no fingerprint before it is sent: the minted key stands
 	}
-	fp, err := c.op.body.fingerprint(c.req)
+	fp, err := op.body.fingerprint(req)
 	if err != nil {
-		return c.op.key // no match possible: the minted key stands
+		return o, op.key // no match possible: the minted key stands
 	}
 	o.print = fp
-	return c.t.pending.key(fp, m.count, c.op.key, c.t.cfg.now())
+	return o, pending.key(fp, m.count, op.key, cfg.now())
 }
 
 // firstNumber returns the number of c's first attempt, admitted at now:

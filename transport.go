@@ -304,7 +304,7 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 		delay = max(delay, cfg.backoff.Delay(n, prev))
 	}
 	// A retry goes out after delay: the server must still hold its key.
-	if err := c.keyAge(cfg.now().Add(delay)); err != nil {
+	if err := c.op.keyAge(cfg, cfg.now().Add(delay)); err != nil {
 		return 0, ErrKeyExpired
 	}
 	return delay, nil
@@ -501,4 +501,40 @@ func (c *call) stopped(reason error) error {
 		return c.fail(reason, cat, c.led.lastErr)
 	}
 	return c.fail(reason, cat, reason)
+}
+
+// resolve resolves c's operation before anything is sent: its name, its
+// key, its body (operation.prepare), and its claim in the Store. On error
+// nothing was sent and the caller's body is closed; the error is the
+// ledger's.
+func (c *call) resolve() error {
+	cfg := &c.t.cfg
+	op := &c.op
+	op.name, _ = OperationFromContext(c.ctx)
+	op.hop = c.req.Response != nil
+	c.led.start(cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
+	// A redirect hop continues the operation with the key identity found;
+	// it is not claimed again.
+	claims := op.name != "" && cfg.store != nil && !op.hop
+	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims)
+	if f != nil {
+		return c.fail(f.reason, f.cat, f.err)
+	}
+	c.outer = o
+	if claims {
+		if f := op.claim(cfg, c.ctx, c.req); f != nil {
+			op.body.close()
+			return c.fail(f.reason, f.cat, f.err)
+		}
+	}
+	c.led.resolved(op.key, !op.body.replayable())
+	return nil
+}
+
+// record tells the Store how c's operation ended (operation.record); the
+// observers hear of a Store's error.
+func (c *call) record(definitive bool) {
+	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
+		c.led.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: err})
+	}
 }
