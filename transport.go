@@ -197,6 +197,34 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	return c.run(&l, now)
 }
 
+// resolve resolves c's operation before anything is sent: its name, its
+// key, its body (operation.prepare), and its claim in the Store. On error
+// nothing was sent and the caller's body is closed; the error is the
+// ledger's.
+func (c *call) resolve() error {
+	cfg := &c.t.cfg
+	op := &c.op
+	op.name, _ = OperationFromContext(c.ctx)
+	op.hop = c.req.Response != nil
+	c.led.start(cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
+	// A redirect hop continues the operation with the key identity found;
+	// it is not claimed again.
+	claims := op.name != "" && cfg.store != nil && !op.hop
+	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims)
+	if f != nil {
+		return c.fail(f.reason, f.cat, f.err)
+	}
+	c.outer = o
+	if claims {
+		if f := op.claim(cfg, c.ctx, c.req); f != nil {
+			op.body.close()
+			return c.fail(f.reason, f.cat, f.err)
+		}
+	}
+	c.led.resolved(op.key, !op.body.replayable())
+	return nil
+}
+
 // loop is the state of the retry loop between its steps.
 type loop struct {
 	a, prev  attempt // this iteration's attempt, and the one before
@@ -308,6 +336,50 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 		return 0, ErrKeyExpired
 	}
 	return delay, nil
+}
+
+// finish ends the call after attempt a, decided d: the caller's body is
+// released, the Store records the outcome, and the ledger returns a's
+// response or an *Error. stop is why retries stopped, nil if d was final.
+func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
+	c.op.body.close()
+	if c.t.cfg.store != nil {
+		c.record(c.led.definitive(a, d))
+	}
+	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
+}
+
+// fail returns the *Error for a call that stops before or between
+// attempts, records the operation as pending if anything was sent, and
+// emits the outcome.
+func (c *call) fail(reason error, cat Category, err error) error {
+	c.led.identify(c.op.key)
+	e := c.led.failure(reason, cat, err, c.h)
+	if c.led.attempts > 0 {
+		c.record(false)
+	}
+	c.led.failed(e)
+	return e
+}
+
+// stopped ends the call when the gate refused to send an attempt after
+// waiting for it: the previous response, if any, is gone, so the caller
+// gets an *Error with the gate's reason and the last cause.
+func (c *call) stopped(reason error) error {
+	c.op.body.close()
+	cat, last := stopCategory(reason)
+	if last {
+		return c.fail(reason, cat, c.led.lastErr)
+	}
+	return c.fail(reason, cat, reason)
+}
+
+// record tells the Store how c's operation ended (operation.record); the
+// observers hear of a Store's error.
+func (c *call) record(definitive bool) {
+	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
+		c.led.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: err})
+	}
 }
 
 // hedgeDelay returns how long to wait before hedging the call's next
@@ -464,77 +536,5 @@ func (c *call) settleLosers(r *hedgeRound) {
 		}
 		cp.cancel()
 		c.led.note(&a, v.d, cp.wait, cp.hedge)
-	}
-}
-
-// finish ends the call after attempt a, decided d: the caller's body is
-// released, the Store records the outcome, and the ledger returns a's
-// response or an *Error. stop is why retries stopped, nil if d was final.
-func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
-	c.op.body.close()
-	if c.t.cfg.store != nil {
-		c.record(c.led.definitive(a, d))
-	}
-	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
-}
-
-// fail returns the *Error for a call that stops before or between
-// attempts, records the operation as pending if anything was sent, and
-// emits the outcome.
-func (c *call) fail(reason error, cat Category, err error) error {
-	c.led.identify(c.op.key)
-	e := c.led.failure(reason, cat, err, c.h)
-	if c.led.attempts > 0 {
-		c.record(false)
-	}
-	c.led.failed(e)
-	return e
-}
-
-// stopped ends the call when the gate refused to send an attempt after
-// waiting for it: the previous response, if any, is gone, so the caller
-// gets an *Error with the gate's reason and the last cause.
-func (c *call) stopped(reason error) error {
-	c.op.body.close()
-	cat, last := stopCategory(reason)
-	if last {
-		return c.fail(reason, cat, c.led.lastErr)
-	}
-	return c.fail(reason, cat, reason)
-}
-
-// resolve resolves c's operation before anything is sent: its name, its
-// key, its body (operation.prepare), and its claim in the Store. On error
-// nothing was sent and the caller's body is closed; the error is the
-// ledger's.
-func (c *call) resolve() error {
-	cfg := &c.t.cfg
-	op := &c.op
-	op.name, _ = OperationFromContext(c.ctx)
-	op.hop = c.req.Response != nil
-	c.led.start(cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
-	// A redirect hop continues the operation with the key identity found;
-	// it is not claimed again.
-	claims := op.name != "" && cfg.store != nil && !op.hop
-	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims)
-	if f != nil {
-		return c.fail(f.reason, f.cat, f.err)
-	}
-	c.outer = o
-	if claims {
-		if f := op.claim(cfg, c.ctx, c.req); f != nil {
-			op.body.close()
-			return c.fail(f.reason, f.cat, f.err)
-		}
-	}
-	c.led.resolved(op.key, !op.body.replayable())
-	return nil
-}
-
-// record tells the Store how c's operation ended (operation.record); the
-// observers hear of a Store's error.
-func (c *call) record(definitive bool) {
-	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
-		c.led.emit(Event{Kind: EventStore, Attempts: c.led.attempts, Err: err})
 	}
 }
