@@ -86,9 +86,11 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 // reserve decides at now, into r, whether attempt n of c may be sent after
 // at least backoff, without blocking. For a retry it checks that the wait
 // and the host's usual latency fit before the deadline and that the breaker
-// is not open, then takes a retry token and the budget's share. An error is
-// the reason the retry is refused (nothing was taken).
-func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, now time.Time) error {
+// is not open, then takes a retry token and the budget's share (a retry
+// polling for the end of an operation in progress elsewhere, polling,
+// takes no token). An error is the reason the retry is refused (nothing
+// was taken).
+func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, polling bool, now time.Time) error {
 	// A call that waited for its key's call in flight (call.joined) sends
 	// its first attempt as a first attempt: it retries nothing.
 	r.reset(h, now, n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop)
@@ -127,7 +129,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	if c.polling {
+	if polling {
 		// The operation is in progress elsewhere (a 409 from the call of
 		// another process): the host is fine, and the retry polls for the
 		// operation's end at the pace of the server's Retry-After (its

@@ -276,7 +276,7 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 			c.h = tr.host("api.test", now)
 			allocs := testing.AllocsPerRun(100, func() {
 				var r reservation
-				if err := c.h.reserve(&r, c, 0, 0, 0, now); err != nil {
+				if err := c.h.reserve(&r, c, 0, 0, 0, false, now); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.wait(c); err != nil {
@@ -299,7 +299,7 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var r reservation
-		c.h.reserve(&r, c, 0, 0, 0, now)
+		c.h.reserve(&r, c, 0, 0, 0, false, now)
 		r.wait(c)
 		r.release(c, healthOK)
 	}
@@ -334,7 +334,7 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, now))
+	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, false, now))
 	want := reservation{h: c.h, first: true, at: now}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }

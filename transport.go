@@ -153,10 +153,6 @@ type call struct {
 	// its own, not a retry of that call's.
 	turn   bool
 	joined bool
-	// polling: the last answer said the operation is in progress (a 409
-	// from a call of the key in another process): the retry that polls
-	// for its end is paced by the server's hint, and takes no retry token.
-	polling bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -288,10 +284,10 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 // with the last answer at once), then waits. end says that c ends, with
 // resp or err: a refused retry, or a caller that gave up.
 func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Response, err error) {
-	if i > 0 {
-		c.polling = l.v.d.Category == CategoryInProgress
-	}
-	if err := c.h.reserve(&l.res, c, i, n, l.delay, now); err != nil {
+	// polling: the last answer said the operation is in progress (a 409
+	// from a call of the key in another process).
+	polling := i > 0 && l.v.d.Category == CategoryInProgress
+	if err := c.h.reserve(&l.res, c, i, n, l.delay, polling, now); err != nil {
 		resp, err = c.refuse(&l.a, l.v.d, err, false) // a retry refused before any wait
 		return true, resp, err
 	}
