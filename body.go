@@ -106,9 +106,7 @@ func (rb *replayBody) body(n int) (io.ReadCloser, error) {
 	case rb.stream != nil:
 		return rb.stream.reader()
 	case n == 0 && rb.first != nil:
-		f := rb.first
-		rb.first = nil // the base transport owns it now
-		return f, nil
+		return rb.take(), nil // the base transport owns it now
 	case rb.over:
 		return nil, ErrBodyNotReplayable
 	case rb.getBody != nil:
@@ -147,10 +145,17 @@ func (rb *replayBody) close() {
 		rb.stream.end()
 		return
 	}
-	if rb.first != nil {
-		rb.first.Close()
-		rb.first = nil
+	if f := rb.take(); f != nil {
+		f.Close()
 	}
+}
+
+// take hands over the caller's body of the first attempt, nil if rb holds
+// none: the taker closes it.
+func (rb *replayBody) take() io.ReadCloser {
+	f := rb.first
+	rb.first = nil
+	return f
 }
 
 // fingerprint is a hex SHA-256 over method, URL and body, identifying the

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -207,4 +210,133 @@ func TestStreamedBodyReadErrorIsTerminal(t *testing.T) {
 	_, err := do(t, resilient.NewTransport(s, fast()...), req)
 	require.ErrorIs(t, err, resilient.ErrBodyNotReplayable)
 	assert.Contains(t, err.Error(), "disk on fire")
+}
+
+// Regression, over real sockets: a server answers 503 at once and goes on
+// reading the upload (a proxy that drains it, full duplex). The retry of
+// the upload (no GetBody, within the limit when the 503 came) failed
+// mid-body, because the first attempt's write loop went on taking the
+// caller's bytes past the limit. Now only the newest attempt takes them,
+// and a read already under way hands its bytes to it.
+func TestStreamedBodyAnsweredEarlyIsRetriedWhole(t *testing.T) {
+	var n atomic.Int32
+	retryIn := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			http.NewResponseController(w).EnableFullDuplex()
+			w.WriteHeader(503)
+			http.NewResponseController(w).Flush()
+			io.Copy(io.Discard, r.Body)
+			return
+		}
+		close(retryIn)
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	bare := func() *http.Transport { return &http.Transport{} }
+	for _, wrapped := range []bool{false, true} {
+		n.Store(0)
+		retryIn = make(chan struct{})
+		var rt http.RoundTripper = bare()
+		if wrapped {
+			rt = resilient.NewTransport(bare(), resilient.WithMaxBodyBuffer(1000), resilient.WithBackoff(zeroBackoff{}))
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write(make([]byte, 500))
+			if wrapped {
+				<-retryIn
+			}
+			pw.Write(make([]byte, 1000))
+			pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, pr)
+		resp, err := rt.RoundTrip(req)
+		if !wrapped {
+			// bare: the 503 while the body still goes; finish sending it
+			require.NoError(t, err)
+			require.Equal(t, 503, resp.StatusCode)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			continue
+		}
+		require.NoError(t, err, "wrapped: an error where bare returns the 503")
+		t.Logf("wrapped: %d", resp.StatusCode)
+		resp.Body.Close()
+	}
+}
+
+type zeroBackoff struct{}
+
+func (zeroBackoff) Delay(int, time.Duration) time.Duration { return time.Millisecond }
+
+// staleWriter is a base transport that behaves as http.Transport does when
+// a server answers before it has read the whole body (a 503 from a proxy
+// that then drains the upload, an early 413/401): RoundTrip returns the
+// answer while its write loop keeps reading the request body, until the
+// body ends. The second attempt answers 200 once it has the whole body.
+type staleWriter struct {
+	mu        sync.Mutex
+	n         int
+	firstRead chan struct{} // closed when attempt 1 has read 500 bytes
+	retryIn   chan struct{} // closed when attempt 2 has started reading
+	wg        sync.WaitGroup
+}
+
+func (s *staleWriter) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	if n == 1 {
+		s.wg.Add(1)
+		go func() { // the write loop, still writing after RoundTrip returned
+			defer s.wg.Done()
+			buf := make([]byte, 100)
+			total := 0
+			for {
+				k, err := req.Body.Read(buf)
+				total += k
+				if total == 500 {
+					close(s.firstRead)
+				}
+				if err != nil {
+					break
+				}
+			}
+			req.Body.Close()
+		}()
+		<-s.firstRead
+		return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: req}, nil
+	}
+	close(s.retryIn)
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader(string(rune(len(b))))), Request: req}, nil
+}
+
+// The caller's upload (no GetBody) is 1500 bytes, the replay limit 1000.
+// Attempt 1 is answered 503 after 500 bytes while net/http keeps sending
+// the rest. A bare client returns the 503; the wrapped one must return the
+// 503 or the retry's answer, never an error.
+func TestStreamedBodyStaleWriterLeavesTheRetryItsBytes(t *testing.T) {
+	base := &staleWriter{firstRead: make(chan struct{}), retryIn: make(chan struct{})}
+	tr := resilient.NewTransport(base, resilient.WithMaxBodyBuffer(1000), resilient.WithBackoff(zeroBackoff{}))
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write(make([]byte, 500))
+		<-base.retryIn // the producer goes on once the retry is under way
+		time.Sleep(20 * time.Millisecond)
+		pw.Write(make([]byte, 1000))
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPut, "http://example.test/upload", pr)
+	resp, err := tr.RoundTrip(req)
+	base.wg.Wait()
+	require.NoError(t, err, "bare returns the 503; wrapped returned an error")
+	resp.Body.Close()
 }

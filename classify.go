@@ -1,7 +1,6 @@
 package resilient
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -122,9 +121,6 @@ type Classifier func(o Outcome) Decision
 
 var _ Classifier = DefaultClassifier
 
-// peekLimit bounds how much of a 400/409/422 body the classifier reads.
-const peekLimit = 4 << 10
-
 // The titles that draft-ietf-httpapi-idempotency-key-header (section "Error
 // Handling") gives its problem answers. The draft's examples share one
 // placeholder type URI for all of them, so the title is what tells them apart.
@@ -222,7 +218,7 @@ func DefaultClassifier(o Outcome) Decision {
 	}
 	switch hint := shouldRetryHint(resp.Header); {
 	case hint < 0:
-		d.Action = Terminal
+		d = terminal(d, false)
 		if code := resp.StatusCode; code == http.StatusTooManyRequests || code >= 500 {
 			if d.Delay == 0 {
 				d.Delay = ServerDelay(resp.Header, o.Now)
@@ -263,11 +259,7 @@ func classifyStatus(o Outcome) Decision {
 	code := resp.StatusCode
 	safe := o.Keyed || idempotentMethod(o.Request.Method)
 	retryIfSafe := func(c Category) Decision {
-		d := Decision{Action: Terminal, Category: c, Unknown: true}
-		if safe {
-			d.Action = Retry
-		}
-		return d
+		return Decision{Action: retryIf(safe), Category: c, Unknown: true}
 	}
 	switch {
 	case code >= 200 && code < 400:
@@ -336,11 +328,15 @@ func classifyError(o Outcome) Decision {
 	if ne, ok := errors.AsType[net.Error](err); errors.Is(err, context.DeadlineExceeded) || (ok && ne.Timeout()) {
 		cat = CategoryTimeout
 	}
-	d := Decision{Action: Terminal, Category: cat, Unknown: true}
+	return Decision{Action: retryIf(safe), Category: cat, Unknown: true}
+}
+
+// retryIf is Retry if safe, else Terminal.
+func retryIf(safe bool) Action {
 	if safe {
-		d.Action = Retry
+		return Retry
 	}
-	return d
+	return Terminal
 }
 
 // notSent reports whether err proves the request never left the client: a
@@ -460,58 +456,6 @@ func headerValue(h http.Header, name string) string {
 	return ""
 }
 
-// PeekBody returns the first bytes (at most 4 KiB) of resp's body without
-// consuming it: it replaces resp.Body with a reader that yields the same
-// bytes, then the rest, and closes the original. A second call on the same
-// response returns the same bytes and reads nothing. Classifiers use it to
-// look at a problem body; a read error is kept for the caller after the
-// bytes that came.
-func PeekBody(resp *http.Response) []byte { return peek(resp) }
-
-func peek(resp *http.Response) []byte {
-	if p, ok := resp.Body.(*peekedBody); ok {
-		return p.head
-	}
-	if resp.Body == nil || resp.Body == http.NoBody {
-		return nil
-	}
-	size := peekLimit
-	if resp.ContentLength >= 0 && resp.ContentLength < peekLimit {
-		// Read no more than announced; a body longer than its length
-		// still reaches the caller whole, after the head.
-		size = int(resp.ContentLength)
-	}
-	buf := make([]byte, size)
-	n, err := io.ReadFull(resp.Body, buf)
-	buf = buf[:n]
-	var rest io.Reader = resp.Body
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		rest = eofReader{}
-	case err != nil:
-		// Keep the read error for the caller, after the bytes that came.
-		rest = errReader{err: err}
-	}
-	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), rest), c: resp.Body, head: buf}
-	return buf
-}
-
-type peekedBody struct {
-	io.Reader
-	c    io.Closer
-	head []byte
-}
-
-func (p *peekedBody) Close() error { return p.c.Close() }
-
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
-
 // inProgress is the decision for a keyed 409 whose operation is still being
 // processed: retry, after the server's delay if it gave one. The effect may
 // exist (the first request may commit).
@@ -590,4 +534,86 @@ func jsonMediaType(ct string) (problem, ok bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// verdict is classify's judgment of one attempt.
+type verdict struct {
+	d Decision
+	// err is the attempt's error as the caller is to see it: its own,
+	// joined with the caller's context's error when the caller gave up.
+	err error
+	// stop is why the Transport will not retry the attempt when it
+	// overrode the classifier (ErrUnsafeRetry); nil otherwise.
+	stop error
+	// shown: the answer to an unsafe keyed request shows that the server
+	// dedupes by the key (showsDedupe), evidence for its route that
+	// observe records.
+	shown bool
+}
+
+// classify returns the Classifier's decision on a, with what the Transport
+// knows better than any classifier: a cancelled caller is terminal, no
+// response is no success, a write that got no answer of its own may have
+// been applied, and an unsafe request that may have been applied is not
+// retried without evidence that the server dedupes it (refusesRetry). It
+// changes nothing: the verdict says it all.
+func (c *call) classify(a *attempt) verdict {
+	if !a.sent {
+		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}
+	}
+	v := verdict{err: a.err}
+	var rh replayHeaders
+	if c.op.key != "" && a.resp != nil {
+		rh = replayHeadersOf(a.resp.Header)
+	}
+	switch {
+	case !c.t.cfg.customClassifier && plainSuccess(a.resp, a.err):
+		// DefaultClassifier's first case (success), without building
+		// its Outcome.
+		v.d = Decision{Action: Success, Replayed: rh.replay()}
+	case a.err != nil && c.ctx.Err() != nil:
+		// The caller gave up; nothing else matters.
+		v.err = withCause(c.ctx.Err(), a.err)
+		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
+	default:
+		v.d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
+	}
+	if a.err != nil && v.d.Action == Success {
+		// No response is no success, whatever a classifier says, and it
+		// proves nothing about the effect.
+		v.d = terminal(v.d, true)
+	}
+	// A write that got no answer of its own (an error after a write, or an
+	// answer to a re-send net/http made after the first write's connection
+	// died) may have been applied, whatever the last error says.
+	// A request cut short by its own body (the caller's reader failed)
+	// never reached the server whole.
+	if (a.err != nil && a.writes.any && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && v.d.Action != Success && a.writes.again) {
+		v.d.Unknown = true
+	}
+	if c.guarded() {
+		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.t.cfg.keyHeader, c.op.key, v.d)
+		if c.refusesRetry(a, v.d, v.shown) {
+			v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
+			v.stop = ErrUnsafeRetry
+		}
+	}
+	return v
+}
+
+// terminal returns d made terminal, and ambiguous too if ambiguous.
+func terminal(d Decision, ambiguous bool) Decision {
+	d.Action = Terminal
+	d.Unknown = d.Unknown || ambiguous
+	return d
+}
+
+// withCause returns err, the error of an attempt cut short by the
+// caller's context, so that errors.Is finds ctxErr in it too; its text is
+// err's alone (the context's error is the Reason beside it).
+func withCause(ctxErr, err error) error {
+	if errors.Is(err, ctxErr) {
+		return err
+	}
+	return wrapped{err, ctxErr}
 }

@@ -86,16 +86,15 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 // reserve decides at now, into r, whether attempt n of c may be sent after
 // at least backoff, without blocking. For a retry it checks that the wait
 // and the host's usual latency fit before the deadline and that the breaker
-// is not open, then takes a retry token and the budget's share. An error is
-// the reason the retry is refused (nothing was taken).
-func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, now time.Time) error {
-	// Field by field: a composite literal is built on the stack and
-	// copied, twice the stores.
-	r.h, r.delay, r.done, r.at = h, 0, nil, now
+// is not open, then takes a retry token and the budget's share (a retry
+// polling for the end of an operation in progress elsewhere, polling,
+// takes no token). An error is the reason the retry is refused (nothing
+// was taken).
+func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, polling bool, now time.Time) error {
 	// A call that waited for its key's call in flight (call.joined) sends
 	// its first attempt as a first attempt: it retries nothing.
-	r.retry, r.first, r.hop, r.token, r.released = n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop, false, false
-	r.budgetAt, r.share = time.Time{}, nil
+	r.reset(h, now, n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop)
+	r.delay = 0
 	if r.first && r.retry && c.single() {
 		return h.reserveOuterRetry(r, c, now) // outerloop.go
 	}
@@ -103,7 +102,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
 		if !c.single() { // an outer loop waits as it chooses
-			if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
+			if p := h.pauses.pausedFor(now, false); p > 0 && c.fits(now, p) {
 				r.delay = p
 			}
 		}
@@ -113,39 +112,47 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		// client's call would not be. (An outer loop's retry that the gate
 		// governs, outerloop.go, is admitted below as any retry.)
 		if r.retry && h.tokens != nil && h.tokens.TakeAt(now) {
-			r.token = true
+			r.took(nil)
 		}
 		return nil
 	}
-	if h.pushedBack(now) {
+	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
-	if h.shedding(now) {
+	if h.pauses.shedding(now) {
 		return ErrDelayTooLong
 	}
-	r.delay = max(backoff, h.pausedFor(now, true))
+	r.delay = max(backoff, h.pauses.pausedFor(now, true))
 	if !c.fits(now, r.delay+c.expectedLatency(h)) {
 		return ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	if c.polling {
+	if polling {
 		// The operation is in progress elsewhere (a 409 from the call of
 		// another process): the host is fine, and the retry polls for the
 		// operation's end at the pace of the server's Retry-After (its
 		// delay covers it), within the attempts and the deadline. It
 		// takes no retry token, as its answer earns none; a Budget, set
 		// by the application, still pays for it.
-		if h.budget != nil {
-			if !h.budget.WithdrawAt(now) {
-				return ErrBudgetExhausted
-			}
-			r.budgetAt = now
+		if !r.withdraw(now) {
+			return ErrBudgetExhausted
 		}
 		return nil
 	}
 	return r.spend(c, now)
+}
+
+// reset makes r a new reservation at now to h: of a retry (attempt n > 0
+// of the operation) if retry, of the first attempt of this RoundTrip call
+// if first, of a redirect hop if hop; reserve sets its delay. Field by
+// field: a composite literal is built on the stack and copied, twice the
+// stores.
+func (r *reservation) reset(h *hostState, now time.Time, retry, first, hop bool) {
+	r.h, r.done, r.at = h, nil, now
+	r.retry, r.first, r.hop, r.token, r.released = retry, first, hop, false, false
+	r.budgetAt, r.share = time.Time{}, nil
 }
 
 // spend takes what a retry (or a hedge) of c costs at now: a retry token,
@@ -165,16 +172,32 @@ func (r *reservation) spend(c *call, now time.Time) error {
 			}
 			return ErrTokensExhausted
 		}
-		r.token, r.share = true, s
+		r.took(s)
 	}
-	if h.budget != nil {
-		if !h.budget.WithdrawAt(now) {
-			r.cancel()
-			return ErrBudgetExhausted
-		}
-		r.budgetAt = now
+	if !r.withdraw(now) {
+		r.cancel()
+		return ErrBudgetExhausted
 	}
 	return nil
+}
+
+// took records that r took a retry token, from the share s of its route
+// too unless s is nil.
+func (r *reservation) took(s *routeShare) {
+	r.token, r.share = true, s
+}
+
+// withdraw has the host's budget, if it has one, pay for r's retry at now,
+// and reports whether it did.
+func (r *reservation) withdraw(now time.Time) bool {
+	if r.h.budget == nil {
+		return true
+	}
+	if !r.h.budget.WithdrawAt(now) {
+		return false
+	}
+	r.budgetAt = now
+	return true
 }
 
 // wait sleeps the reservation's delay, then passes the policies that act at
@@ -195,34 +218,21 @@ func (r *reservation) wait(c *call) error {
 		return err
 	}
 	h := r.h
-	if !r.first && h.pushbackUntil.Load() != 0 {
+	if !r.first && h.pauses.pushbackUntil.Load() != 0 {
 		// The server pushed back while the retry waited its backoff.
-		if now := c.t.cfg.now(); h.pushedBack(now) {
+		if now := c.t.cfg.now(); h.pauses.pushedBack(now) {
 			r.at = now
 			r.cancel()
 			return ErrPushback
 		}
 	}
-	if r.first && h.pauseUntil.Load() != 0 && !c.single() {
-		// A retry is not held here: it waited out the pause it knew of
-		// (reserve made its delay cover it), and one set or renewed
-		// meanwhile by another answer does not drop it: a retry that
-		// waited is sent, never slept for and then dropped (one bad
-		// backend behind a load balancer renews the host's pause all
-		// the time). A host that keeps renewing its pause is shedding:
-		// reserve refuses its retries before any wait. A call an outer
-		// retry loop drives waits for nothing of the Transport's.
-		now := c.t.cfg.now()
-		r.at = now
-		h.clearPauses(now.UnixNano())
-		if p := h.pausedFor(now, false); p > 0 && c.fits(now, p) {
-			if err := sleep(c.ctx, p); err != nil {
-				r.cancel()
-				return err
-			}
-			r.delay += p
-			r.at = c.t.cfg.now()
+	if r.first && h.pauses.pauseUntil.Load() != 0 && !c.single() {
+		waited, at, err := r.waitPause(c)
+		if err != nil {
+			r.cancel()
+			return err
 		}
+		r.delay, r.at = r.delay+waited, at
 	}
 	if h.limiter != nil {
 		if err := h.limiter.Wait(c.ctx); err != nil {
@@ -235,39 +245,86 @@ func (r *reservation) wait(c *call) error {
 		r.at = c.t.cfg.now()
 	}
 	if h.breaker != nil {
-		done, err := h.breaker.Allow()
-		c.dispatchTransitions(h)
-		switch {
-		case err == nil:
-			r.done = done
-		case r.first && c.t.cfg.breaker.RetriesOnly:
-			// Sent, uncounted: a retries-only breaker never holds back a
-			// first attempt.
-		default:
+		if err := r.allow(c, r.first && c.t.cfg.breaker.RetriesOnly); err != nil {
 			r.cancel()
-			return ErrCircuitOpen
+			return err
 		}
 	}
 	if !r.retry && !r.hop {
-		// A first attempt of an operation (not a redirect hop, not an
-		// outer retry loop's retry) sizes the retry tokens and the budget.
-		if h.tokens != nil {
-			h.tokens.FirstAt(r.at)
-		}
-		if h.budget != nil {
-			h.budget.DepositAt(r.at)
-		}
+		r.sizes()
 	}
 	return nil
+}
+
+// waitPause waits out, for a first attempt, a 429's pause set or renewed
+// while it waited, when it fits the deadline.
+//
+// A retry is not held here: it waited out the pause it knew of (reserve
+// made its delay cover it), and one set or renewed meanwhile by another
+// answer does not drop it: a retry that waited is sent, never slept for
+// and then dropped (one bad backend behind a load balancer renews the
+// host's pause all the time). A host that keeps renewing its pause is
+// shedding: reserve refuses its retries before any wait. A call an outer
+// retry loop drives waits for nothing of the Transport's.
+//
+// It returns how long it waited, and when it returned.
+func (r *reservation) waitPause(c *call) (time.Duration, time.Time, error) {
+	h := r.h
+	now := c.t.cfg.now()
+	h.pauses.clearPauses(now.UnixNano())
+	if p := h.pauses.pausedFor(now, false); p > 0 && c.fits(now, p) {
+		if err := sleep(c.ctx, p); err != nil {
+			return 0, now, err
+		}
+		return p, c.t.cfg.now(), nil
+	}
+	return 0, now, nil
+}
+
+// allow passes the host's breaker (the host has one): an open breaker
+// refuses (ErrCircuitOpen), unless uncounted, which sends the attempt
+// uncounted (a retries-only breaker never holds back a first attempt).
+func (r *reservation) allow(c *call, uncounted bool) error {
+	h := r.h
+	done, err := h.breaker.Allow()
+	h.dispatchTransitions(c.t.cfg.observers)
+	switch {
+	case err == nil:
+		r.done = done
+	case !uncounted:
+		return ErrCircuitOpen
+	}
+	return nil
+}
+
+// sizes has a first attempt of an operation (not a redirect hop, not an
+// outer retry loop's retry), starting at r.at, size the retry tokens and
+// the budget.
+func (r *reservation) sizes() {
+	if r.h.tokens != nil {
+		r.h.tokens.FirstAt(r.at)
+	}
+	if r.h.budget != nil {
+		r.h.budget.DepositAt(r.at)
+	}
+}
+
+// settled marks r released, and reports whether it was not yet: a
+// reservation is released once.
+func (r *reservation) settled() bool {
+	if r.released {
+		return false
+	}
+	r.released = true
+	return true
 }
 
 // cancel releases a reservation whose attempt was not sent: what the retry
 // took is given back, and the breaker does not count it.
 func (r *reservation) cancel() {
-	if r.released {
+	if !r.settled() {
 		return
 	}
-	r.released = true
 	if r.token {
 		r.h.tokens.Refund()
 		if r.share != nil {
@@ -285,10 +342,9 @@ func (r *reservation) cancel() {
 // release releases the reservation of an attempt that was sent, with what
 // its outcome says of the host.
 func (r *reservation) release(c *call, hl health) {
-	if r.released {
+	if !r.settled() {
 		return
 	}
-	r.released = true
 	if hl == healthOK && r.h.tokens != nil {
 		r.h.tokens.Earn()
 		if r.h.shares.owing.Load() != 0 {
@@ -304,14 +360,14 @@ func (r *reservation) release(c *call, hl health) {
 		default:
 			r.done(errBreakerExcluded)
 		}
-		c.dispatchTransitions(r.h)
+		r.h.dispatchTransitions(c.t.cfg.observers)
 	}
 }
 
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.
 func (c *call) expectedLatency(h *hostState) time.Duration {
-	d := time.Duration(h.latency.Load())
+	d := time.Duration(h.latency.avg.Load())
 	if at := c.t.cfg.attemptTimeout; at > 0 {
 		d = min(d, at)
 	}
@@ -344,4 +400,36 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
+// sent at once, except that it never waits: the server's pushback, a host
+// paused by a Retry-After, an open breaker, an empty token bucket or budget,
+// a rate limiter without a token at hand or a deadline too close refuse it
+// (the error says why; nothing is held). The reservation is released like a
+// retry's.
+func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
+	r := reservation{h: h, retry: true, at: now}
+	switch {
+	case h.pauses.pushedBack(now):
+		return r, ErrPushback
+	case h.pauses.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
+		return r, ErrDelayTooLong
+	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
+		return r, ErrCircuitOpen
+	}
+	if err := r.spend(c, now); err != nil {
+		return r, err
+	}
+	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
+		r.cancel()
+		return r, ErrDelayTooLong
+	}
+	if h.breaker != nil {
+		if err := r.allow(c, false); err != nil {
+			r.cancel()
+			return r, err
+		}
+	}
+	return r, nil
 }

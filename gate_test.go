@@ -161,7 +161,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 		defer cancel()
 		time.AfterFunc(5*time.Millisecond, func() {
 			h, _ := tr.hosts.m.Load("api.test")
-			h.(*hostState).pause(time.Now(), time.Minute, false)
+			h.(*hostState).pauses.pause(time.Now(), time.Minute, false)
 		})
 		rep := new(Report)
 		resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}")))
@@ -281,7 +281,7 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 			c.h = tr.host("api.test", now)
 			allocs := testing.AllocsPerRun(100, func() {
 				var r reservation
-				if err := c.h.reserve(&r, c, 0, 0, 0, now); err != nil {
+				if err := c.h.reserve(&r, c, 0, 0, 0, false, now); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.wait(c); err != nil {
@@ -304,7 +304,7 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var r reservation
-		c.h.reserve(&r, c, 0, 0, 0, now)
+		c.h.reserve(&r, c, 0, 0, 0, false, now)
 		r.wait(c)
 		r.release(c, healthOK)
 	}
@@ -339,7 +339,7 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, now))
+	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, false, now))
 	want := reservation{h: c.h, first: true, at: now}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
@@ -448,13 +448,13 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 // TestClearPauses: an ended pause is cleared, a pending one is kept.
 func TestClearPauses(t *testing.T) {
 	var h hostState
-	h.pauseUntil.Store(100)
-	h.retryPauseUntil.Store(200)
-	h.clearPauses(150)
-	assert.Zero(t, h.pauseUntil.Load())
-	assert.Equal(t, int64(200), h.retryPauseUntil.Load())
-	h.clearPauses(200)
-	assert.Zero(t, h.retryPauseUntil.Load())
+	h.pauses.pauseUntil.Store(100)
+	h.pauses.retryPauseUntil.Store(200)
+	h.pauses.clearPauses(150)
+	assert.Zero(t, h.pauses.pauseUntil.Load())
+	assert.Equal(t, int64(200), h.pauses.retryPauseUntil.Load())
+	h.pauses.clearPauses(200)
+	assert.Zero(t, h.pauses.retryPauseUntil.Load())
 }
 
 // TestExpiredPauseIsCleared: once a server's pause has ended, the next
@@ -466,9 +466,9 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 		require.Equal(t, 429, roundTrip(t, tr, pause))
 		v, _ := tr.hosts.m.Load("api.test")
 		h := v.(*hostState)
-		require.NotZero(t, h.pauseUntil.Load())
+		require.NotZero(t, h.pauses.pauseUntil.Load())
 		time.Sleep(3 * time.Second)
 		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-		assert.Zero(t, h.pauseUntil.Load(), "the ended pause is cleared")
+		assert.Zero(t, h.pauses.pauseUntil.Load(), "the ended pause is cleared")
 	})
 }

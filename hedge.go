@@ -3,11 +3,8 @@ package resilient
 import (
 	"context"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // HedgingConfig configures hedged requests (WithHedging). The zero value
@@ -90,56 +87,6 @@ func hedgeMethod(m string) bool {
 	return false
 }
 
-// hedgeDelay returns how long to wait before hedging the call's next
-// attempt, having sent hedges so far, or 0 if it is not to be hedged.
-func (c *call) hedgeDelay(hedges int) time.Duration {
-	hg := c.t.cfg.hedge
-	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
-		return 0
-	}
-	if hg.quantile > 0 && c.h.lat != nil {
-		if d, ok := c.h.lat.quantile(hg.quantile); ok {
-			return d
-		}
-	}
-	return hg.delay
-}
-
-// reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
-// sent at once, except that it never waits: the server's pushback, a host
-// paused by a Retry-After, an open breaker, an empty token bucket or budget,
-// a rate limiter without a token at hand or a deadline too close refuse it
-// (the error says why; nothing is held). The reservation is released like a
-// retry's.
-func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
-	r := reservation{h: h, retry: true, at: now}
-	switch {
-	case h.pushedBack(now):
-		return r, ErrPushback
-	case h.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
-		return r, ErrDelayTooLong
-	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
-		return r, ErrCircuitOpen
-	}
-	if err := r.spend(c, now); err != nil {
-		return r, err
-	}
-	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
-		r.cancel()
-		return r, ErrDelayTooLong
-	}
-	if h.breaker != nil {
-		done, err := h.breaker.Allow()
-		c.dispatchTransitions(h)
-		if err != nil {
-			r.cancel()
-			return r, ErrCircuitOpen
-		}
-		r.done = done
-	}
-	return r, nil
-}
-
 // hedgeCopy is one copy of a hedged round, owned by the round: its
 // admission, its context's cancel, its number.
 type hedgeCopy struct {
@@ -157,200 +104,103 @@ type hedgeResult struct {
 	a attempt
 }
 
-// hedged sends attempt n (the i-th of the call, admitted by res) and, while
-// no definitive answer has come, up to budget hedges, each delay after the
-// previous copy, numbered n+1, n+2…; each copy runs in its own goroutine
-// with its own context, a child of the caller's. Every copy is classified,
-// released, observed and noted here. It returns the answer that ends the
-// round and its decision, and the number of hedges sent.
-//
-// The first definitive answer wins: the other copies are cancelled and
-// waited for, their answers noted and discarded. A retryable answer, or a
-// server's refusal (a 5xx or 429 it says not to retry, such as pushback),
-// while another copy is in flight is discarded and the round waits for
-// that copy; the round ends with the last answer when every copy failed and the
-// timer has not sent another. Every goroutine of the round has ended when
-// it returns; the winner's context is cancelled when its body is closed.
-func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, Decision, int) {
-	results := make(chan hedgeResult, 1+budget)
-	copies := make([]hedgeCopy, 0, 1+budget)
-	var wg sync.WaitGroup
-	launch := func(r reservation, i, n int, hedge bool, wait time.Duration) {
-		ctx, cancel := context.WithCancel(c.ctx)
-		cc := *c // send reads the call; each copy gets its own, with its own context
-		cc.ctx = ctx
-		k := len(copies)
-		copies = append(copies, hedgeCopy{res: r, cancel: cancel, n: n, hedge: hedge, wait: wait})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var a attempt
-			cc.send(&a, i, n, r.at)
-			results <- hedgeResult{k, a}
-		}()
-	}
-	launch(*res, i, n, false, res.delay)
-	if i == 0 {
-		// The first copy's base transport owns the caller's body now
-		// (the copy cleared its own call's, not c's).
-		c.op.body.first = nil
-	}
-	defer wg.Wait()
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	tick := timer.C
-	sent, inflight := 0, 1
-	var (
-		last  attempt
-		lastD Decision
-	)
-	for inflight > 0 {
-		select {
-		case <-tick:
-			tick = nil
-			if c.led.attempts+inflight >= c.t.cfg.maxAttempts {
-				continue
-			}
-			r, err := c.h.reserveHedge(c, c.t.cfg.now())
-			if err != nil {
-				continue // not sent; the copies in flight go on
-			}
-			sent++
-			c.led.hedgeNums = append(c.led.hedgeNums, n+sent)
-			launch(r, i+sent, n+sent, true, delay)
-			inflight++
-			c.hedgeSent(n+sent, delay)
-			if sent < budget {
-				timer.Reset(delay)
-				tick = timer.C
-			}
-		case r := <-results:
-			inflight--
-			cp := &copies[r.k]
-			cp.done = true
-			a := r.a
-			d := c.classify(&a)
-			if !a.sent && inflight > 0 {
-				// A hedge whose body could not be rewound (GetBody failed)
-				// never left: it gives back what it took, and the copy in
-				// flight goes on.
-				cp.res.cancel()
-				cp.cancel()
-				c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
-				continue
-			}
-			// A server's refusal (a 5xx or 429 it will not have us retry,
-			// pushback above all) to one copy says nothing of the copy it
-			// is still serving: it does not win, and it ends only this
-			// copy. A hedge is a retry to the server, the first to be shed.
-			refused := inflight > 0 && a.resp != nil && d.Action == Terminal &&
-				(a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
-			if !a.sent {
-				cp.res.cancel()
-			} else {
-				hl := healthOf(a.resp, a.err, d)
-				if refused && d.Pushback {
-					hl = healthNeutral // shed by design, not a failure of the host
-				}
-				cp.res.release(c, hl)
-				c.observe(&a, d)
-			}
-			if d.Action != Retry && !refused {
-				c.settleLosers(copies, results, inflight)
-				c.note(&a, d, cp.wait, cp.hedge)
-				c.keepCopy(&a, cp.cancel)
-				return a, d, sent
-			}
-			c.note(&a, d, cp.wait, cp.hedge)
-			if inflight > 0 {
-				if a.resp != nil {
-					discard(a.resp)
-				}
-				cp.cancel()
-				continue
-			}
-			c.keepCopy(&a, cp.cancel)
-			last, lastD = a, d
-		}
-	}
-	return last, lastD, sent
+// hedgeRound is a hedged round: its copies, their goroutines, and the
+// timer that sends the next copy. It owns them; the loop decides what
+// each copy's answer means (call.hedged).
+type hedgeRound struct {
+	results  chan hedgeResult
+	copies   []hedgeCopy
+	wg       sync.WaitGroup
+	inflight int
+	delay    time.Duration // between copies
+	timer    *time.Timer
+	tick     <-chan time.Time // the timer's, nil when it is not armed
 }
 
-// keepCopy ties the copy's context to what the caller gets: cancelled when
-// the response body is closed, at once when there is no response.
-func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
-	if a.resp == nil {
-		cancel()
-		return
-	}
-	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+// newHedgeRound returns a round of at most copies copies, delay apart.
+func newHedgeRound(copies int, delay time.Duration) *hedgeRound {
+	return &hedgeRound{results: make(chan hedgeResult, copies), copies: make([]hedgeCopy, 0, copies), delay: delay}
 }
 
-// settleLosers cancels the copies still in flight once another has won,
-// waits for each, and notes it: an attempt cancelled because another copy
-// answered (Category CategoryCanceled, neutral for the host), or an answer
-// that came anyway, discarded (a failure counts against the host; a
-// healthy answer earns no token). Their latency until then still counts
-// for the host's quantile, as a lower bound of what they would have taken,
-// so that the slow answers hedging cuts short are not forgotten.
-func (c *call) settleLosers(copies []hedgeCopy, results <-chan hedgeResult, inflight int) {
-	for k := range copies {
-		if !copies[k].done {
-			copies[k].cancel()
-		}
+// launch sends copy cp in a goroutine of its own: snd sends t, a try with
+// a context of the copy's own.
+func (r *hedgeRound) launch(cp hedgeCopy, snd sender, t try) {
+	k := len(r.copies)
+	r.copies = append(r.copies, cp)
+	job := struct {
+		snd sender
+		t   try
+	}{snd, t} // the goroutine's one allocation
+	r.inflight++
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		var a attempt
+		job.snd.send(&a, &job.t)
+		r.results <- hedgeResult{k, a}
+	}()
+}
+
+// arm starts the timer of the next copy.
+func (r *hedgeRound) arm() {
+	if r.timer == nil {
+		r.timer = time.NewTimer(r.delay)
+	} else {
+		r.timer.Reset(r.delay)
 	}
-	for ; inflight > 0; inflight-- {
-		r := <-results
-		cp := &copies[r.k]
-		cp.done = true
-		a := r.a
-		if !a.sent {
-			// A hedge whose body could not be rewound never left: it gives
-			// back what it took and is not counted.
-			cp.res.cancel()
-			cp.cancel()
-			c.led.hedgeNums = slices.DeleteFunc(c.led.hedgeNums, func(n int) bool { return n == cp.n })
-			continue
-		}
-		var d Decision
-		if a.resp != nil {
-			d = c.classify(&a)
-			// A loser's answer may count against the host, never for it:
-			// the round's one healthy answer earns its token, so that
-			// hedges cannot pay for themselves.
-			hl := healthOf(a.resp, a.err, d)
-			if hl == healthOK {
-				hl = healthNeutral
-			}
-			cp.res.release(c, hl)
-			c.observe(&a, d)
-			discard(a.resp)
-		} else {
-			d = Decision{Action: Terminal, Category: CategoryCanceled}
-			cp.res.release(c, healthNeutral)
-			if c.h.lat != nil && a.sent {
-				c.h.lat.record(a.took)
-			}
-		}
-		cp.cancel()
-		c.note(&a, d, cp.wait, cp.hedge)
+	r.tick = r.timer.C
+}
+
+// next waits for the timer (tick) or for a copy's result.
+func (r *hedgeRound) next() (res hedgeResult, tick bool) {
+	select {
+	case <-r.tick:
+		r.tick = nil
+		return res, true
+	case res = <-r.results:
+		return r.arrived(res), false
 	}
 }
 
-// hedgeSent emits the decision to send hedge n after delay.
-func (c *call) hedgeSent(n int, delay time.Duration) {
-	if len(c.t.cfg.observers) == 0 {
-		return
-	}
-	c.emit(Event{Kind: EventHedge, Attempt: AttemptReport{Attempt: n, Hedge: true}, Delay: delay})
+// result waits for a copy's result.
+func (r *hedgeRound) result() hedgeResult { return r.arrived(<-r.results) }
+
+// arrived counts out the copy whose result res has come.
+func (r *hedgeRound) arrived(res hedgeResult) hedgeResult {
+	r.inflight--
+	r.copies[res.k].done = true
+	return res
 }
 
-// isHedge reports whether attempt n of the call was a hedge.
-func (l *ledger) isHedge(n int) bool {
-	for _, h := range l.hedgeNums {
-		if h == n {
-			return true
+// cancelRest cancels the copies still in flight.
+func (r *hedgeRound) cancelRest() {
+	for k := range r.copies {
+		if !r.copies[k].done {
+			r.copies[k].cancel()
 		}
 	}
-	return false
+}
+
+// end stops the timer and waits for every goroutine of the round.
+func (r *hedgeRound) end() {
+	r.timer.Stop()
+	r.wg.Wait()
+}
+
+// after returns the hedge delay for a host whose recent latencies are
+// hist (nil if it keeps none): the quantile's when the host has enough of
+// them, else the fixed delay.
+func (hg *hedging) after(hist *latencies) time.Duration {
+	if hg.quantile > 0 && hist != nil {
+		if d, ok := hist.quantile(hg.quantile); ok {
+			return d
+		}
+	}
+	return hg.delay
+}
+
+// shed reports whether attempt a, decided d, is a server's refusal: a 5xx
+// or 429 it says not to retry.
+func shed(a *attempt, d Decision) bool {
+	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
 }

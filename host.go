@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,8 +12,9 @@ import (
 
 // hostState is what a Transport keeps per destination host (URL.Host): the
 // policies of its gate (pause, rate limiter, breaker, retry tokens, budget)
-// and what they need to know about the host. Created on a host's first
-// request; evicted once the host has been idle for a window (see hosts).
+// and what they need to know about the host, each part with its owner.
+// Created on a host's first request; evicted once the host has been idle
+// for a window (see hosts).
 type hostState struct {
 	name    string
 	tokens  *retryTokens // nil when retry tokens are off
@@ -20,6 +22,31 @@ type hostState struct {
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	limiter *rate.Limiter // nil without a RateLimit
 
+	// pauses: what the server asked of the host's requests (Retry-After,
+	// pushback).
+	pauses pauses
+	// openUntil (Unix ns) is when an open breaker will let a probe through.
+	openUntil atomic.Int64
+	// lastUsed (Unix ns) is when a request last used the host: hosts idle
+	// for a window are evicted.
+	lastUsed atomic.Int64
+
+	// evidence: the routes whose server showed it dedupes by key.
+	evidence evidence
+	// shares: what each route took of the retry tokens and has not earned
+	// back (routeshare.go).
+	shares routeShares
+	// transitions: the breaker's, recorded under gobreaker's lock,
+	// dispatched later.
+	transitions transitions
+	// latency: the host's attempt latencies (latency.go). Last: it has a
+	// cache line of its own.
+	latency latency
+}
+
+// pauses is what the server asked of a host's requests: the gate's to
+// read, observe's to set.
+type pauses struct {
 	// pauseUntil (Unix ns) holds back every request to the host after a 429
 	// with a server-directed delay; retryPauseUntil holds back retries only,
 	// after a 503 with one (a first attempt still goes out: the server may
@@ -33,34 +60,14 @@ type hostState struct {
 	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
 	// no retry is sent to the host before then.
 	pushbackUntil atomic.Int64
-	// openUntil (Unix ns) is when an open breaker will let a probe through.
-	openUntil atomic.Int64
-	// lat holds the host's recent latencies for a hedge delay at a
-	// quantile; nil unless the Transport hedges at one.
-	lat *latencies
-	// lastUsed (Unix ns) is when a request last used the host: hosts idle
-	// for a window are evicted.
-	lastUsed atomic.Int64
+}
 
-	// evidence: the routes whose server showed it dedupes by key.
-	evidence evidence
-	// shares: what each route took of the retry tokens and has not earned
-	// back (routeshare.go).
-	shares routeShares
-
-	// Breaker transitions recorded under gobreaker's lock, dispatched later.
-	hasTransitions atomic.Bool
-	mu             sync.Mutex // guards transitions
-	transitions    []transition
-
-	// latency is a moving average of the host's attempt durations (ns), so
-	// that a retry that cannot finish before the deadline is not started.
-	// Every attempt writes it. It has a cache line of its own, so that its
-	// writes on one core do not evict the fields every request reads on
-	// the others.
-	_       [cacheLine]byte
-	latency atomic.Int64
-	_       [cacheLine - 8]byte
+// transitions are a breaker's state changes, recorded under gobreaker's
+// lock and dispatched later, outside it.
+type transitions struct {
+	has  atomic.Bool
+	mu   sync.Mutex // guards list
+	list []transition
 }
 
 // cacheLine is the size of a CPU cache line on the common platforms.
@@ -171,7 +178,7 @@ func (t *Transport) newHost(name string, ns int64) *hostState {
 		h.breaker = newBreaker(*t.cfg.breaker, h, t.cfg.now)
 	}
 	if hg := t.cfg.hedge; hg != nil && hg.quantile > 0 {
-		h.lat = newLatencies(hg.quantile)
+		h.latency.hist = newLatencies(hg.quantile)
 	}
 	if t.cfg.rateLimit != rate.Inf {
 		h.limiter = rate.NewLimiter(t.cfg.rateLimit, t.cfg.rateBurst)
@@ -205,42 +212,64 @@ func (hs *hosts) sweep(now int64) {
 // (which would otherwise start afresh, with a full burst, for the next).
 func (h *hostState) idle(now, idleAfter int64) bool {
 	return now-h.lastUsed.Load() > idleAfter &&
-		h.pauseUntil.Load() <= now && h.retryPauseUntil.Load() <= now && h.pushbackUntil.Load() <= now &&
+		h.pauses.over(now) &&
 		(h.breaker == nil || h.breaker.State() == gobreaker.StateClosed) &&
 		(h.limiter == nil || h.limiter.TokensAt(time.Unix(0, now)) >= 0)
 }
 
 func (h *hostState) recordTransition(from, to BreakerState) {
-	h.mu.Lock()
-	h.transitions = append(h.transitions, transition{from, to})
-	h.mu.Unlock()
-	h.hasTransitions.Store(true)
+	h.transitions.record(transition{from, to})
 }
 
-// takeTransitions returns and clears the recorded breaker transitions.
-func (h *hostState) takeTransitions() []transition {
-	if !h.hasTransitions.Load() {
+// record records transition x.
+func (ts *transitions) record(x transition) {
+	ts.mu.Lock()
+	ts.list = append(ts.list, x)
+	ts.mu.Unlock()
+	ts.has.Store(true)
+}
+
+// dispatchTransitions emits h's breaker transitions to obs. They belong
+// to the host, not to the request that happened to observe them: the
+// Event carries the host only, and the context is not the request's.
+func (h *hostState) dispatchTransitions(obs []Observer) {
+	tr := h.transitions.take()
+	for _, x := range tr {
+		for _, o := range obs {
+			o(context.Background(), Event{Kind: EventBreaker, Host: h.name, From: x.from, To: x.to})
+		}
+	}
+}
+
+// take returns and clears the recorded transitions.
+func (ts *transitions) take() []transition {
+	if !ts.has.Load() {
 		return nil
 	}
-	h.mu.Lock()
-	tr := h.transitions
-	h.transitions = nil
-	h.hasTransitions.Store(false)
-	h.mu.Unlock()
+	ts.mu.Lock()
+	tr := ts.list
+	ts.list = nil
+	ts.has.Store(false)
+	ts.mu.Unlock()
 	return tr
+}
+
+// over reports whether no pause and no pushback is pending at now (Unix ns).
+func (ps *pauses) over(now int64) bool {
+	return ps.pauseUntil.Load() <= now && ps.retryPauseUntil.Load() <= now && ps.pushbackUntil.Load() <= now
 }
 
 // pause holds back requests to the host until now+d: every request if all,
 // else retries only. It never shortens an existing pause.
-func (h *hostState) pause(now time.Time, d time.Duration, all bool) {
-	p := &h.retryPauseUntil
+func (ps *pauses) pause(now time.Time, d time.Duration, all bool) {
+	p := &ps.retryPauseUntil
 	if all {
-		p = &h.pauseUntil
+		p = &ps.pauseUntil
 	}
 	ns := now.UnixNano()
 	until := now.Add(d).UnixNano()
 	cur := p.Load()
-	h.renewed.Store(cur > ns)
+	ps.renewed.Store(cur > ns)
 	for cur < until && !p.CompareAndSwap(cur, until) {
 		cur = p.Load()
 	}
@@ -253,15 +282,15 @@ func (h *hostState) pause(now time.Time, d time.Duration, all bool) {
 // wait, and the caller has the last answer at once, as from a bare client.
 // A pause set once (one bad backend's 503 on a quiet host) is waited out,
 // and the retry sent.
-func (h *hostState) shedding(now time.Time) bool {
-	return h.renewed.Load() && h.pausedFor(now, true) > 0
+func (ps *pauses) shedding(now time.Time) bool {
+	return ps.renewed.Load() && ps.pausedFor(now, true) > 0
 }
 
 // clearPauses zeroes the pauses that ended at ns (Unix ns) or before, so
 // that first attempts stop reading the clock for them (see wait). A pause
 // renewed meanwhile is kept.
-func (h *hostState) clearPauses(ns int64) {
-	for _, p := range [...]*atomic.Int64{&h.pauseUntil, &h.retryPauseUntil} {
+func (ps *pauses) clearPauses(ns int64) {
+	for _, p := range [...]*atomic.Int64{&ps.pauseUntil, &ps.retryPauseUntil} {
 		if u := p.Load(); u != 0 && u <= ns {
 			p.CompareAndSwap(u, 0)
 		}
@@ -270,45 +299,31 @@ func (h *hostState) clearPauses(ns int64) {
 
 // pushBack records the server's pushback: no retry to the host until now+d.
 // It never shortens an existing pushback.
-func (h *hostState) pushBack(now time.Time, d time.Duration) {
+func (ps *pauses) pushBack(now time.Time, d time.Duration) {
 	until := now.Add(d).UnixNano()
 	for {
-		cur := h.pushbackUntil.Load()
-		if cur >= until || h.pushbackUntil.CompareAndSwap(cur, until) {
+		cur := ps.pushbackUntil.Load()
+		if cur >= until || ps.pushbackUntil.CompareAndSwap(cur, until) {
 			return
 		}
 	}
 }
 
 // pushedBack reports whether the server's pushback holds retries at now.
-func (h *hostState) pushedBack(now time.Time) bool {
-	u := h.pushbackUntil.Load()
+func (ps *pauses) pushedBack(now time.Time) bool {
+	u := ps.pushbackUntil.Load()
 	return u != 0 && now.UnixNano() < u
 }
 
 // pausedFor returns how long attempt n (0 for a first attempt) must still
 // wait for a server-directed pause at now.
-func (h *hostState) pausedFor(now time.Time, retry bool) time.Duration {
-	u := h.pauseUntil.Load()
+func (ps *pauses) pausedFor(now time.Time, retry bool) time.Duration {
+	u := ps.pauseUntil.Load()
 	if retry {
-		u = max(u, h.retryPauseUntil.Load())
+		u = max(u, ps.retryPauseUntil.Load())
 	}
 	if u == 0 {
 		return 0
 	}
 	return max(time.Duration(u-now.UnixNano()), 0)
-}
-
-// observeLatency folds an attempt's duration into the host's average
-// (weight 1/8), and into its histogram when it keeps one. Concurrent updates may lose one another: it is an estimate.
-func (h *hostState) observeLatency(d time.Duration) {
-	if h.lat != nil {
-		h.lat.record(d)
-	}
-	old := h.latency.Load()
-	if old == 0 {
-		h.latency.Store(int64(d))
-		return
-	}
-	h.latency.Store(old + (int64(d)-old)/8)
 }

@@ -100,3 +100,31 @@ func (l *latencies) quantile(q float64) (time.Duration, bool) {
 	}
 	return latencyUpper(latencyBuckets - 1), true
 }
+
+// latency is what a host's attempts took: a moving average of their
+// durations (ns), so that a retry that cannot finish before the deadline
+// is not started, and, for a hedge delay at a quantile, a histogram of the
+// recent ones. Every attempt writes the average: it has a cache line of
+// its own, so that its writes on one core do not evict the fields every
+// request reads on the others.
+type latency struct {
+	hist *latencies // nil unless the Transport hedges at a quantile
+	_    [cacheLine]byte
+	avg  atomic.Int64
+	_    [cacheLine - 8]byte
+}
+
+// observe folds an attempt's duration into the average (weight 1/8), and
+// into the histogram when there is one. Concurrent updates may lose one
+// another: it is an estimate.
+func (l *latency) observe(d time.Duration) {
+	if l.hist != nil {
+		l.hist.record(d)
+	}
+	old := l.avg.Load()
+	if old == 0 {
+		l.avg.Store(int64(d))
+		return
+	}
+	l.avg.Store(old + (int64(d)-old)/8)
+}

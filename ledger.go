@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -11,7 +12,13 @@ import (
 // the Report, the Events and, at the end, one *Error (or the final
 // response), built once.
 type ledger struct {
-	rep      *Report // nil unless the caller attached one
+	cfg *config
+	ctx context.Context // the caller's, which its Events are emitted with
+	req *http.Request   // the caller's request
+	id  ident           // the operation's key and name, which its Events and *Error carry
+	rep *Report         // nil unless the caller attached one
+	// began is when the call began, for its Events (zero without
+	// observers).
 	began    time.Time
 	attempts int
 	resends  int // sends the base transport made on its own
@@ -23,30 +30,42 @@ type ledger struct {
 	hedgeNums []int // the attempt numbers that were hedges (WithHedging)
 }
 
-func (l *ledger) start(c *call, rep *Report) {
-	if len(c.t.cfg.observers) > 0 {
-		l.began = c.t.cfg.now() // only events report the request's duration
+// ident is what names an operation: its key ("" if none) and its name
+// ("" if none).
+type ident struct{ key, name string }
+
+// start starts the ledger of a call of req, in ctx, carrying out the
+// operation named name, reported in rep (nil if none).
+func (l *ledger) start(cfg *config, ctx context.Context, req *http.Request, name string, rep *Report) {
+	l.cfg, l.ctx, l.req, l.id.name = cfg, ctx, req, name
+	if len(cfg.observers) > 0 {
+		l.began = cfg.now() // only events report the request's duration
 	}
 	l.rep = rep
 	if l.rep != nil {
-		l.rep.Operation = c.op.name
+		l.rep.Operation = name
 	}
 }
 
-func (l *ledger) resolved(op *operation) {
+// identify records the operation's key, as chosen so far.
+func (l *ledger) identify(key string) { l.id.key = key }
+
+// resolved records the operation's key once it is resolved, and whether
+// it can be sent only once (single).
+func (l *ledger) resolved(key string, single bool) {
+	l.identify(key)
 	if l.rep != nil {
-		l.rep.Key = op.key
-		l.rep.SingleAttempt = !op.body.replayable()
+		l.rep.Key = key
+		l.rep.SingleAttempt = single
 	}
 }
 
 // note folds a sent attempt and its decision into the ledger; hedge says
 // it was a hedge (WithHedging).
-func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
-	l := &c.led
+func (l *ledger) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	if a.sent {
 		l.attempts++
-		l.resends += a.resends
+		l.resends += a.writes.resends
 	}
 	l.lastErr = a.err
 	if a.resp != nil {
@@ -60,7 +79,7 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	// may have been applied, a second success may be a duplicate.
 	if l.ambiguous || d.Unknown { // else it stays false either way
 		switch {
-		case d.Action == Success && (c.op.key != "" || idempotentMethod(c.req.Method)):
+		case d.Action == Success && (l.id.key != "" || idempotentMethod(l.req.Method)):
 			l.ambiguous = false
 		case d.Unknown:
 			l.ambiguous = true
@@ -70,62 +89,65 @@ func (c *call) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 		return
 	}
 	if l.rep != nil {
-		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.resends, Hedge: hedge}
+		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.writes.resends, Hedge: hedge}
 		l.rep.Resends = l.resends
 		if a.resp != nil {
 			ar.StatusCode = a.resp.StatusCode
 		}
 		l.rep.Attempts = append(l.rep.Attempts, ar)
 	}
-	if len(c.t.cfg.observers) > 0 {
-		e := Event{Kind: EventAttempt, Attempt: AttemptReport{Attempt: a.n, Wait: wait, Resends: a.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}}
+	if len(l.cfg.observers) > 0 {
+		e := Event{Kind: EventAttempt, Attempt: AttemptReport{Attempt: a.n, Wait: wait, Resends: a.writes.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}}
 		if d.Pushback {
-			e.Attempt.Pushback, e.Delay = true, min(d.Delay, c.t.cfg.retryAfterMax)
+			e.Attempt.Pushback, e.Delay = true, min(d.Delay, l.cfg.retryAfterMax)
 		}
 		if a.resp != nil {
 			e.Attempt.StatusCode = a.resp.StatusCode
 		}
-		c.emit(e)
+		l.emit(e)
 	}
 }
 
 // retrying emits the decision to retry attempt a as attempt n after delay.
-func (c *call) retrying(n int, a *attempt, d Decision, delay time.Duration) {
-	if len(c.t.cfg.observers) == 0 {
+func (l *ledger) retrying(n int, a *attempt, d Decision, delay time.Duration) {
+	if len(l.cfg.observers) == 0 {
 		return
 	}
 	e := Event{Kind: EventRetry, Attempt: AttemptReport{Attempt: n, Category: d.Category, Action: Retry, Err: a.err}, Delay: delay, Outcome: OutcomeRetry}
 	if a.resp != nil {
 		e.Attempt.StatusCode = a.resp.StatusCode
 	}
-	c.emit(e)
+	l.emit(e)
 }
 
-// finish ends the call after attempt a: records the outcome with the Store,
-// fills the Report, emits the outcome, and returns a's response or an
-// *Error. stop is why retries stopped, nil if a's decision was final.
-func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
-	l := &c.led
-	c.op.body.close()
-	// Done only after a definitive answer: a success that is not a redirect
-	// hop, or a terminal refusal with no attempt that may have been applied.
-	// Everything else (retries stopped, a cancelled caller, an unknown
-	// outcome, a redirect the client may follow) stays Pending.
-	if c.t.cfg.store != nil {
-		c.record((d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous))
-	}
+// definitive reports whether attempt a, decided d, answers for the
+// operation: a success that is not a redirect hop, or a terminal refusal
+// with no attempt that may have been applied. Everything else (retries
+// stopped, a cancelled caller, an unknown outcome, a redirect the client
+// may follow) leaves it pending.
+func (l *ledger) definitive(a *attempt, d Decision) bool {
+	return (d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous)
+}
+
+// finish folds the end of the call after attempt a, decided d, on host h
+// (nil if none) into the Report and the outcome Event, and returns a's
+// response or an *Error. stop is why retries stopped, nil if d was final.
+//
+// single says that the body can be sent only once (a streamed body may
+// have gone over the limit).
+func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single bool) (*http.Response, error) {
 	if l.rep != nil {
-		l.rep.SingleAttempt = !c.op.body.replayable() // a streamed body may have gone over the limit
+		l.rep.SingleAttempt = single
 		l.rep.Stopped = stop
 		l.rep.Replayed = a.resp != nil && d.Replayed
 		l.rep.Unknown = l.ambiguous
 		l.rep.Winner, l.rep.Hedges, l.rep.HedgeWon = a.n, len(l.hedgeNums), l.isHedge(a.n)
 	}
-	observed := len(c.t.cfg.observers) > 0 // events are built only for observers
+	observed := len(l.cfg.observers) > 0 // events are built only for observers
 	if a.resp != nil {
 		if observed {
-			c.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
-				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: c.elapsed()}})
+			l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
+				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed()}})
 		}
 		return a.resp, nil
 	}
@@ -133,33 +155,33 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	if stop == nil {
 		stop = a.err
 		if d.Category == CategoryCanceled {
-			stop = c.ctx.Err()
+			stop = l.ctx.Err()
 		}
 	}
-	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
-	c.retryAt(e)
-	c.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
-		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: c.elapsed(), Unknown: e.Unknown}, Err: e})
+	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
+	retryAt(e, h)
+	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
+		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Unknown: e.Unknown}, Err: e})
 	return nil, e
 }
 
-// fail builds the *Error for a call that stops before or between attempts,
-// records the operation as pending if anything was sent, and emits the
-// outcome.
-func (c *call) fail(reason error, cat Category, err error) error {
-	l := &c.led
-	e := &Error{Key: c.op.key, Operation: c.op.name, Attempts: l.attempts, Resends: l.resends, Category: cat, StatusCode: l.status,
+// failure builds the *Error of a call, on host h (nil if none), that stops
+// before or between attempts, and fills the Report; failed emits it.
+func (l *ledger) failure(reason error, cat Category, err error, h *hostState) *Error {
+	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: cat, StatusCode: l.status,
 		Unknown: l.ambiguous, Reason: reason, Err: err}
-	c.retryAt(e)
+	retryAt(e, h)
 	if l.rep != nil {
 		l.rep.Stopped = reason
 		l.rep.Unknown = e.Unknown
 	}
-	if l.attempts > 0 {
-		c.record(false)
-	}
+	return e
+}
+
+// failed emits the outcome of a call that failed with e (failure).
+func (l *ledger) failed(e *Error) {
 	outcome := OutcomeError
-	switch {
+	switch reason := e.Reason; {
 	case errors.Is(reason, ErrCircuitOpen):
 		outcome = OutcomeCircuitOpen
 	case errors.Is(reason, ErrTokensExhausted):
@@ -175,41 +197,39 @@ func (c *call) fail(reason error, cat Category, err error) error {
 	case errors.Is(reason, context.Canceled), errors.Is(reason, context.DeadlineExceeded):
 		outcome = OutcomeCanceled
 	}
-	c.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{StatusCode: l.status, Category: cat},
-		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Duration: c.elapsed(), Unknown: e.Unknown}, Err: e})
-	return e
+	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{StatusCode: l.status, Category: e.Category},
+		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Duration: l.elapsed(), Unknown: e.Unknown}, Err: e})
 }
 
-// retryAt sets e.RetryAt when the host's breaker or the server's pushback
+// retryAt sets e.RetryAt when h's breaker or the server's pushback
 // refused.
-func (c *call) retryAt(e *Error) {
-	if c.h == nil {
+func retryAt(e *Error, h *hostState) {
+	if h == nil {
 		return
 	}
 	var u int64
 	switch {
 	case errors.Is(e.Reason, ErrCircuitOpen):
-		u = c.h.openUntil.Load()
+		u = h.openUntil.Load()
 	case errors.Is(e.Reason, ErrPushback):
-		u = c.h.pushbackUntil.Load()
+		u = h.pauses.pushbackUntil.Load()
 	}
 	if u != 0 {
 		e.RetryAt = time.Unix(0, u)
 	}
 }
 
-// stopped ends the call when the gate refused to send an attempt after
-// waiting for it: the previous response, if any, is gone, so the caller
-// gets an *Error with the gate's reason and the last cause.
-func (c *call) stopped(reason error) error {
-	c.op.body.close()
+// stopCategory returns the Category of a call the gate stopped for
+// reason after waiting, and whether the last attempt's error is the
+// cause (else reason itself is).
+func stopCategory(reason error) (Category, bool) {
 	switch {
 	case errors.Is(reason, ErrCircuitOpen):
-		return c.fail(reason, CategoryCircuitOpen, c.led.lastErr)
+		return CategoryCircuitOpen, true
 	case errors.Is(reason, ErrDelayTooLong), errors.Is(reason, ErrRateLimited), errors.Is(reason, ErrPushback):
-		return c.fail(reason, CategoryRateLimit, c.led.lastErr)
+		return CategoryRateLimit, true
 	}
-	return c.fail(reason, CategoryCanceled, reason)
+	return CategoryCanceled, false
 }
 
 func outcomeOf(d Decision, stop error) string {
@@ -257,36 +277,50 @@ func isRedirect(resp *http.Response) bool {
 	return false
 }
 
-func (c *call) emit(e Event) {
-	obs := c.t.cfg.observers
+// emit sends e, tagged with the call's request and operation, to the
+// observers.
+func (l *ledger) emit(e Event) {
+	obs := l.cfg.observers
 	if len(obs) == 0 {
 		return
 	}
-	if c.req.URL != nil {
-		e.Host = c.req.URL.Host
+	if l.req.URL != nil {
+		e.Host = l.req.URL.Host
 	}
-	e.Method, e.Key, e.Operation = c.req.Method, c.op.key, c.op.name
+	e.Method, e.Key, e.Operation = l.req.Method, l.id.key, l.id.name
 	for _, o := range obs {
-		o(c.ctx, e)
-	}
-}
-
-// dispatchTransitions emits h's breaker transitions. They belong to the
-// host, not to the request that happened to observe them: the Event carries
-// the host only, and the context is not the request's.
-func (c *call) dispatchTransitions(h *hostState) {
-	tr := h.takeTransitions()
-	for _, x := range tr {
-		for _, o := range c.t.cfg.observers {
-			o(context.Background(), Event{Kind: EventBreaker, Host: h.name, From: x.from, To: x.to})
-		}
+		o(l.ctx, e)
 	}
 }
 
 // elapsed is the request's duration so far, for events (0 without observers).
-func (c *call) elapsed() time.Duration {
-	if c.led.began.IsZero() {
+func (l *ledger) elapsed() time.Duration {
+	if l.began.IsZero() {
 		return 0
 	}
-	return c.t.cfg.now().Sub(c.led.began)
+	return l.cfg.now().Sub(l.began)
+}
+
+// hedgeSent notes hedge n, sent after delay, and emits the decision.
+func (l *ledger) hedgeSent(n int, delay time.Duration) {
+	l.hedgeNums = append(l.hedgeNums, n)
+	if len(l.cfg.observers) == 0 {
+		return
+	}
+	l.emit(Event{Kind: EventHedge, Attempt: AttemptReport{Attempt: n, Hedge: true}, Delay: delay})
+}
+
+// hedgeWithdrawn forgets hedge n, which never left.
+func (l *ledger) hedgeWithdrawn(n int) {
+	l.hedgeNums = slices.DeleteFunc(l.hedgeNums, func(h int) bool { return h == n })
+}
+
+// isHedge reports whether attempt n of the call was a hedge.
+func (l *ledger) isHedge(n int) bool {
+	for _, h := range l.hedgeNums {
+		if h == n {
+			return true
+		}
+	}
+	return false
 }

@@ -2,7 +2,6 @@ package resilient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -47,114 +46,99 @@ type operation struct {
 	born time.Time
 }
 
-// resolve chooses the operation's key, prepares the body and claims the
-// key from the Store. On error nothing was sent and the caller's body is
-// closed; the error is returned by the ledger.
-func (c *call) resolve() error {
-	cfg := &c.t.cfg
-	op := &c.op
-	op.name, _ = operationFromContext(c.ctx)
-	op.hop = c.req.Response != nil
-	c.led.start(c, reportFromContext(c.ctx))
-	hs, err := checkRequest(c.req, cfg.keyHeader, cfg.attemptHeader)
+// prepare resolves, before anything is sent, the operation of req, made
+// in ctx: it checks the request, chooses the key (identity, then an SDK's
+// marks: outerKey), prepares the body, for a claim in a Store if claims.
+// It returns the SDK's call (nil without marks), or why the operation is
+// refused; then nothing was sent and the caller's body is closed.
+func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, keys *keySource, pending *pendingCalls, claims bool) (*outerCall, *refusal) {
+	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
-		closeReqBody(c.req)
-		return c.fail(ErrInvalidRequest, CategoryTerminal, err)
+		closeReqBody(req)
+		return nil, &refusal{ErrInvalidRequest, CategoryTerminal, err}
 	}
-	if err := c.identity(hs.alt); err != nil {
-		closeReqBody(c.req)
-		op.key = "" // never echo an invalid key
-		return c.fail(ErrInvalidKey, CategoryClient, err)
+	key, err := op.identity(cfg, ctx, req, keys, hs.alt)
+	if err != nil {
+		closeReqBody(req)
+		return nil, &refusal{ErrInvalidKey, CategoryClient, err} // never echo an invalid key
 	}
+	op.key = key
 	// A claim fingerprints the body before anything is sent: a body
 	// without GetBody is then read first; otherwise it is streamed.
-	claims := op.name != "" && cfg.store != nil && !op.hop
-	if err := op.body.init(c.ctx, c.req, cfg.maxBodyBuffer, claims); err != nil {
-		c.unsent()
-		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
+	if err := op.body.init(ctx, req, cfg.maxBodyBuffer, claims); err != nil {
+		op.key = op.unsentKey(ctx)
+		return nil, &refusal{ErrBodyNotReplayable, CategoryClient, err}
 	}
+	var o *outerCall
 	if hs.marked {
-		c.resolveOuter() // an SDK's marks: outerloop.go
+		o, op.key = op.outerKey(cfg, req, pending) // an SDK's marks: outerloop.go
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
-	// A redirect hop continues the operation with the key identity found;
-	// it is not claimed again.
-	if claims {
-		if err := c.claim(); err != nil {
-			op.body.close()
-			return err
-		}
-	}
-	c.led.resolved(op)
-	return nil
+	return o, nil
 }
 
-// identity chooses the operation's key: the caller's header, the context's
+// identity returns the operation's key: the caller's header, the context's
 // key, the key of the request this one is a redirect of, or (for the
-// configured methods) a new one. A Store claim may replace it later. alt is
-// the key header field under another spelling than the canonical one, as
-// checkRequest found it ("" if none).
-func (c *call) identity(alt string) error {
-	cfg := &c.t.cfg
-	op := &c.op
-	if name, vs := keyField(c.req.Header, cfg.keyHeader, alt); len(vs) > 0 {
-		op.key, op.own, op.field = vs[0], true, name
-		return ValidateKey(op.key)
+// configured methods) a new one; it notes whose it is (op.own, op.field).
+// A Store claim may replace it later. alt is the key header field under
+// another spelling than the canonical one, as checkRequest found it (""
+// if none). On error the key is not to be used.
+func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *keySource, alt string) (string, error) {
+	if name, vs := keyField(req.Header, cfg.keyHeader, alt); len(vs) > 0 {
+		op.own, op.field = true, name
+		return vs[0], ValidateKey(vs[0])
 	}
-	if k, ok := keyFromContext(c.ctx); ok {
-		op.key, op.own = k, true
-		return ValidateKey(k)
+	if k, ok := keyFromContext(ctx); ok {
+		op.own = true
+		return k, ValidateKey(k)
 	}
 	op.own = op.name != "" && cfg.store != nil
 	// http.Client follows a 307/308 by calling RoundTrip again with a new
 	// request whose Response is the redirect; that response's Request is the
 	// attempt we sent, with the key. Same method, same operation, same key.
-	if prev := c.req.Response; prev != nil && prev.Request != nil && prev.Request.Method == c.req.Method {
+	if prev := req.Response; prev != nil && prev.Request != nil && prev.Request.Method == req.Method {
 		if k := sentKey(prev.Request.Header, cfg.keyHeader, cfg.keyWire); k != "" {
-			op.key = k
-			return nil
+			return k, nil
 		}
 	}
-	if cfg.keyMethods.has(c.req.Method) || (op.name != "" && cfg.store != nil) {
+	if cfg.keyMethods.has(req.Method) || (op.name != "" && cfg.store != nil) {
 		if cfg.keyFunc == nil {
-			k, err := c.t.keys.mint() // a UUIDv7: valid by construction
-			op.key = k
-			return err
+			return keys.mint() // a UUIDv7: valid by construction
 		}
 		k, err := cfg.keyFunc()
 		if err != nil {
-			return err
+			return "", err
 		}
-		op.key = k
-		return ValidateKey(k)
+		return k, ValidateKey(k)
 	}
-	return nil
+	return "", nil
 }
 
-// unsent forgets a key that neither the application nor the Store holds
-// when the call fails before sending it: Error.Key names a key a caller
-// can resolve an operation with, never one that went nowhere.
-func (c *call) unsent() {
-	if c.op.field != "" {
-		return // the caller's header
+// unsentKey returns the key of an operation whose call, in ctx, fails
+// before sending it: ""
+// for a key that neither the application nor the Store holds. Error.Key
+// names a key a caller can resolve an operation with, never one that went
+// nowhere.
+func (op *operation) unsentKey(ctx context.Context) string {
+	if op.field != "" {
+		return op.key // the caller's header
 	}
-	if _, ok := keyFromContext(c.ctx); ok {
-		return
+	if _, ok := keyFromContext(ctx); ok {
+		return op.key
 	}
-	c.op.key = ""
+	return ""
 }
 
 // claim gets the operation's key from the Store before anything is sent:
 // the stored key if the operation was claimed before (by this process or one
-// that crashed), else the key chosen by identity, now made durable.
-func (c *call) claim() error {
-	cfg := &c.t.cfg
-	op := &c.op
-	fp, err := op.body.fingerprint(c.req)
+// that crashed), else the key chosen by identity, now made durable. It
+// runs within ctx, the caller's; req is the caller's request.
+func (op *operation) claim(cfg *config, ctx context.Context, req *http.Request) *refusal {
+	fp, err := op.body.fingerprint(req)
 	if err != nil {
-		c.unsent()
-		return c.fail(ErrBodyNotReplayable, CategoryClient, err)
+		op.key = op.unsentKey(ctx)
+		return &refusal{ErrBodyNotReplayable, CategoryClient, err}
 	}
 	now := cfg.now()
 	// A minted key is a substring of a slab shared with 15 others (see
@@ -164,44 +148,52 @@ func (c *call) claim() error {
 		rec     persist.Record
 		claimed bool
 	)
-	store := cfg.store // the closure captures no part of c, which stays on the stack
-	err = bounded(c.ctx, func(ctx context.Context) (err error) {
+	store := cfg.store // the closure captures no part of the call, which stays on the stack
+	err = bounded(ctx, func(ctx context.Context) (err error) {
 		rec, claimed, err = store.Claim(ctx, candidate)
 		return err
 	})
 	if err != nil {
 		// Nothing is sent without a durable key; the caller can repeat the
 		// operation, which claims it again.
-		c.unsent()
-		return c.fail(ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err))
+		op.key = op.unsentKey(ctx)
+		return &refusal{ErrStore, CategoryClient, fmt.Errorf("claim %q: %w", op.name, err)}
 	}
 	if claimed {
 		op.born = candidate.Created
 		return nil
 	}
 	if err := ValidateKey(rec.Key); err != nil {
-		return c.fail(ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err))
+		return &refusal{ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err)}
 	}
 	if rec.Fingerprint != fp {
 		op.key = "" // neither key is this request's: the stored one is another's
-		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name))
+		return &refusal{ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q", op.name)}
 	}
 	explicit := op.field != ""
-	if _, ok := keyFromContext(c.ctx); ok {
+	if _, ok := keyFromContext(ctx); ok {
 		explicit = true
 	}
 	if explicit && rec.Key != op.key {
 		op.key = ""
-		return c.fail(ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name))
+		return &refusal{ErrOperationMismatch, CategoryClient, fmt.Errorf("operation %q was claimed with another key", op.name)}
 	}
 	op.key, op.born = rec.Key, rec.Created
 	// A pending key past retention may have been forgotten by the server; so
 	// may a done one, whose re-send would then be a second effect. Its age
 	// is taken now, after the Claim (which may have been slow).
-	if err := c.keyAge(cfg.now()); err != nil {
-		return c.fail(ErrKeyExpired, CategoryClient, err)
+	if err := op.keyAge(cfg, cfg.now()); err != nil {
+		return &refusal{ErrKeyExpired, CategoryClient, err}
 	}
 	return nil
+}
+
+// refusal is why an operation is refused before anything is sent: the
+// *Error's Reason, its Category, and the cause.
+type refusal struct {
+	reason error
+	cat    Category
+	err    error
 }
 
 // keyAge returns an error if the operation's key is, at the time at, as
@@ -211,13 +203,12 @@ func (c *call) claim() error {
 // application's own, not a UUIDv7) has no age. Every attempt is checked,
 // retries included, at the time its backoff ends (a pause or a rate limit
 // may make it go later).
-func (c *call) keyAge(at time.Time) error {
-	cfg := &c.t.cfg
-	if cfg.keyRetention <= 0 || c.op.key == "" {
+func (op *operation) keyAge(cfg *config, at time.Time) error {
+	if cfg.keyRetention <= 0 || op.key == "" {
 		return nil
 	}
-	born := c.op.born
-	if t, ok := keyTime(c.op.key); ok && (born.IsZero() || t.Before(born)) {
+	born := op.born
+	if t, ok := keyTime(op.key); ok && (born.IsZero() || t.Before(born)) {
 		born = t
 	}
 	if born.IsZero() {
@@ -229,27 +220,29 @@ func (c *call) keyAge(at time.Time) error {
 	return nil
 }
 
-// record tells the Store how the operation ended: definitive answers are
-// Done, everything else stays Pending. It runs within the caller's context:
-// if that is done, the record stays Pending, which is safe (a resumed
-// operation re-sends the same key). Store errors are reported to observers
-// but do not change the response: the request already happened.
-func (c *call) record(definitive bool) {
+// record tells the Store how the operation ended, after attempts
+// attempts: definitive answers are Done, everything else stays Pending. It
+// runs within the caller's context ctx: if that is done, the record stays
+// Pending, which is safe (a resumed operation re-sends the same key). It
+// returns the Store's error, which observers hear of but which does not
+// change the response: the request already happened.
+func (op *operation) record(cfg *config, ctx context.Context, definitive bool, attempts int) error {
 	if simbugs && bugActive("nofinish") {
-		return
+		return nil
 	}
-	s := c.t.cfg.store
-	if s == nil || c.op.name == "" || c.ctx.Err() != nil {
-		return
+	s := cfg.store
+	if s == nil || op.name == "" || ctx.Err() != nil {
+		return nil
 	}
 	state := persist.Pending
 	if definitive {
 		state = persist.Done
 	}
-	name, attempts := c.op.name, c.led.attempts // the closure captures no part of c
-	if err := bounded(c.ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
-		c.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: fmt.Errorf("%w: finish: %w", ErrStore, err)})
+	name := op.name // the closure captures no part of the call
+	if err := bounded(ctx, func(ctx context.Context) error { return s.Finish(ctx, name, state, attempts) }); err != nil {
+		return fmt.Errorf("%w: finish: %w", ErrStore, err)
 	}
+	return nil
 }
 
 // bounded runs a Store call within ctx: if ctx ends first, it returns
@@ -278,140 +271,6 @@ func keyTime(key string) (time.Time, bool) {
 	}
 	sec, nsec := u.Time().UnixTime()
 	return time.Unix(sec, nsec), true
-}
-
-// keyField finds the caller's key header the way net/http writes header
-// fields: the canonical name, else any spelling of it (net/http writes a
-// non-canonical map key as is, so req.Header["idempotency-key"] is a key on
-// the wire), which checkRequest found as alt. It returns the map key found.
-func keyField(h http.Header, canonical, alt string) (string, []string) {
-	if vs, ok := h[canonical]; ok {
-		return canonical, vs
-	}
-	if alt != "" {
-		return alt, h[alt]
-	}
-	return "", nil
-}
-
-// headerScan is what checkHeader's one pass over the caller's header
-// learns besides its validity.
-type headerScan struct {
-	alt        string // a field that spells keyHeader other than canonically, for keyField
-	attemptSet bool   // a field spells attemptHeader (never, if it is "")
-	clipped    bool   // no value slice has spare capacity (see attemptHeader)
-	marked     bool   // a field may carry an SDK's marks (markField)
-}
-
-// checkRequest refuses, before anything is sent, a request net/http would
-// refuse (see checkHeader), and scans its header. A scheme other than http
-// and https is left to the base transport, which may serve it
-// (http.Transport.RegisterProtocol) or refuse it (a terminal error).
-func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerScan, error) {
-	switch {
-	case req.URL == nil:
-		return headerScan{}, errors.New("nil URL")
-	case req.URL.Host == "" && (req.URL.Scheme == "http" || req.URL.Scheme == "https"):
-		// Other schemes are the base transport's to serve or refuse
-		// (http.Transport.RegisterProtocol), as for a bare client.
-		return headerScan{}, errors.New("no host in URL")
-	case req.Header == nil:
-		return headerScan{}, errors.New("nil Header")
-	case req.Method != "" && !isToken(req.Method):
-		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
-	}
-	return checkHeader(req.Header, keyHeader, attemptHeader)
-}
-
-// checkHeader refuses, before anything is sent, the header fields net/http
-// would refuse with an untyped error that no classifier can tell from a
-// transient one: names that are not RFC 9110 tokens, values with control
-// characters other than HTAB. The error names the field, never its value.
-func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
-	hs := headerScan{clipped: true}
-	if len(h) == 0 {
-		return hs, nil // ranging over an empty map still costs an iterator
-	}
-	for name, values := range h {
-		if !isToken(name) {
-			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
-		}
-		if hs.alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
-			hs.alt = name
-		}
-		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
-			hs.attemptSet = true
-		}
-		if cap(values) > len(values) {
-			hs.clipped = false
-		}
-		if markField(name) {
-			hs.marked = true
-		}
-		for _, v := range values {
-			if !validFieldValue(v) {
-				return headerScan{}, fmt.Errorf("invalid value for header field %q", name)
-			}
-		}
-	}
-	return hs, nil
-}
-
-// validFieldValue reports whether v is a header field value net/http
-// sends: no control character but HTAB, no DEL (bytes from 0x80 are
-// allowed). It tests eight bytes at a time: BenchmarkValidFieldValue, an
-// 807-byte bearer token in 128 ns against 630 ns a byte at a time.
-func validFieldValue(v string) bool {
-	const (
-		ones  = 0x0101010101010101
-		highs = 0x8080808080808080
-	)
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		w := v[i : i+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		// Non-zero exactly when a byte of x is below 0x20 or is 0x7f (the
-		// has-less-than and has-zero word tricks): then the bytes are
-		// looked at one by one, as an HTAB is allowed.
-		del := x ^ 0x7f*ones
-		if (x-0x20*ones)&^x&highs|(del-ones)&^del&highs != 0 {
-			break
-		}
-	}
-	for ; i < len(v); i++ {
-		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// tokenChars marks the bytes of an RFC 9110 token: letters, digits and
-// !#$%&'*+-.^_`|~.
-var tokenChars = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range []byte("!#$%&'*+-.^_`|~") {
-		t[c] = true
-	}
-	return t
-}()
-
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tokenChars[s[i]] {
-			return false
-		}
-	}
-	return true
 }
 
 func closeReqBody(req *http.Request) {

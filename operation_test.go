@@ -1,72 +1,144 @@
-package resilient
+package resilient_test
 
 import (
-	"fmt"
-	"slices"
-	"strings"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/persist"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestIsTokenIsRFC9110 checks the token table byte by byte against RFC 9110's
-// tchar: ALPHA, DIGIT and !#$%&'*+-.^_`|~.
-func TestIsTokenIsRFC9110(t *testing.T) {
-	for c := 0; c < 256; c++ {
-		want := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c < 128 && strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c))
-		if got := isToken(string([]byte{byte(c)})); got != want {
-			t.Errorf("isToken(%q) = %v, want %v", rune(c), got, want)
-		}
-	}
-	if isToken("") {
-		t.Error(`isToken("") = true`)
-	}
+func opReq(t *testing.T, op, body string) *http.Request {
+	t.Helper()
+	return post(t, resilient.ContextWithOperation(context.Background(), op), body)
 }
 
-// validFieldValueLoop is validFieldValue a byte at a time: the reference.
-func validFieldValueLoop(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
+func TestStoreResumesPendingOperationWithSameKey(t *testing.T) {
+	store := persist.NewMemory()
+	ctx := context.Background()
+
+	// First run: every attempt is reset after sending; the outcome is unknown.
+	s1 := newStub(fail(readErr()))
+	_, err := do(t, resilient.NewTransport(s1, fast(resilient.WithStore(store))...), opReq(t, "refund:ch_123", `{"amount":1000}`))
+	var re *resilient.Error
+	require.ErrorAs(t, err, &re)
+	assert.True(t, re.Unknown)
+	assert.Equal(t, "refund:ch_123", re.Operation)
+	pending, err := store.Pending(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "an unknown outcome stays pending")
+	assert.Equal(t, re.Key, pending[0].Key)
+	assert.Equal(t, 4, pending[0].Attempts)
+
+	// Second run (a restarted process): same operation, same key, and done.
+	s2 := newStub(reply(201, "Idempotency-Status: replayed"))
+	resp, err := do(t, resilient.NewTransport(s2, fast(resilient.WithStore(store))...), opReq(t, "refund:ch_123", `{"amount":1000}`))
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode)
+	assert.Equal(t, re.Key, s2.attempts()[0].header.Get("Idempotency-Key"))
+	pending, err = store.Pending(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "a definitive answer marks the operation done")
+
+	// Third run after success: still the same key (the server replays).
+	s3 := newStub(reply(201))
+	_, err = do(t, resilient.NewTransport(s3, fast(resilient.WithStore(store))...), opReq(t, "refund:ch_123", `{"amount":1000}`))
+	require.NoError(t, err)
+	assert.Equal(t, re.Key, s3.attempts()[0].header.Get("Idempotency-Key"))
 }
 
-// TestValidFieldValue: every byte value at every position of values of
-// every length up to 24, among allowed bytes (printable ASCII, HTAB, and
-// bytes from 0x80), gives the byte loop's answer.
-func TestValidFieldValue(t *testing.T) {
-	fill := []byte("Bearer eyJhbGciOi\t\x80\xff~ zZ09")
-	for n := range 25 {
-		base := []byte(strings.Repeat(string(fill), 2)[:n])
-		require.True(t, validFieldValue(string(base)), "%q", base)
-		for pos := range n {
-			for c := range 256 {
-				v := slices.Clone(base)
-				v[pos] = byte(c)
-				if got, want := validFieldValue(string(v)), validFieldValueLoop(string(v)); got != want {
-					t.Fatalf("validFieldValue(%q) = %v, want %v", v, got, want)
-				}
-			}
-		}
-	}
+func TestStoreTerminalAnswerIsDone(t *testing.T) {
+	store := persist.NewMemory()
+	s := newStub(reply(400))
+	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), opReq(t, "op", `{}`))
+	require.NoError(t, err)
+	pending, err := store.Pending(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, pending)
 }
 
-// BenchmarkValidFieldValue: a JSON content type and a bearer token, with
-// validFieldValue and with a loop over the bytes.
-func BenchmarkValidFieldValue(b *testing.B) {
-	for _, v := range []string{"application/json", "Bearer " + strings.Repeat("eyJhbGciOiJSUzI1NiJ9", 40)} {
-		b.Run(fmt.Sprintf("%d/words", len(v)), func(b *testing.B) {
-			for b.Loop() {
-				validFieldValue(v)
-			}
+func TestStoreConcurrentClaimsGetOneKey(t *testing.T) {
+	store := persist.NewMemory()
+	s := newStub(reply(201))
+	tr := resilient.NewTransport(s, fast(resilient.WithStore(store))...)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			_, err := do(t, tr, opReq(t, "order:42", `{"sku":"x"}`))
+			assert.NoError(t, err)
 		})
-		b.Run(fmt.Sprintf("%d/bytes", len(v)), func(b *testing.B) {
-			for b.Loop() {
-				validFieldValueLoop(v)
-			}
-		})
 	}
+	wg.Wait()
+	at := s.attempts()
+	require.Len(t, at, 50)
+	for _, a := range at {
+		assert.Equal(t, at[0].header.Get("Idempotency-Key"), a.header.Get("Idempotency-Key"))
+	}
+}
+
+func TestStoreMismatchedBodyFailsBeforeSending(t *testing.T) {
+	store := persist.NewMemory()
+	s := newStub(fail(readErr()))
+	tr := resilient.NewTransport(s, fast(resilient.WithStore(store))...)
+	do(t, tr, opReq(t, "refund:1", `{"amount":1000}`))
+	n := len(s.attempts())
+
+	_, err := do(t, tr, opReq(t, "refund:1", `{"amount":9999}`))
+	require.ErrorIs(t, err, resilient.ErrOperationMismatch)
+	assert.Len(t, s.attempts(), n, "nothing sent")
+}
+
+func TestStoreExpiredKey(t *testing.T) {
+	ctx := context.Background()
+	store := persist.NewMemory()
+	// A first run leaves the operation pending.
+	do(t, resilient.NewTransport(newStub(fail(readErr())), fast(resilient.WithStore(store))...), opReq(t, "refund:1", `{}`))
+	recs, err := store.Pending(ctx)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+
+	// Age it: same request, but a key minted in June 2024.
+	aged := recs[0]
+	aged.Key = "0190163d-8694-739b-aea5-966c26f8ad91"
+	require.NoError(t, store.Delete(ctx, aged.Operation))
+	_, _, err = store.Claim(ctx, aged)
+	require.NoError(t, err)
+
+	s := newStub(reply(201))
+	_, err = do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), opReq(t, "refund:1", `{}`))
+	require.ErrorIs(t, err, resilient.ErrKeyExpired)
+	assert.Empty(t, s.attempts(), "an expired key is not sent")
+
+	// With a retention longer than its age, it is reused.
+	_, err = do(t, resilient.NewTransport(s, fast(resilient.WithStore(store), resilient.WithKeyRetention(100*365*24*time.Hour))...), opReq(t, "refund:1", `{}`))
+	require.NoError(t, err)
+	assert.Equal(t, aged.Key, s.attempts()[0].header.Get("Idempotency-Key"))
+}
+
+// downStore is a Store whose backend is unreachable.
+type downStore struct{ persist.Store }
+
+var errDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func (downStore) Claim(context.Context, persist.Record) (persist.Record, bool, error) {
+	return persist.Record{}, false, errDown
+}
+
+func TestStoreDownSendsNothing(t *testing.T) {
+	s := newStub(reply(201))
+	client := &http.Client{Transport: resilient.NewTransport(s, fast(resilient.WithStore(downStore{}))...)}
+	_, err := client.Do(opReq(t, "refund:1", `{}`))
+	require.ErrorIs(t, err, resilient.ErrStore)
+	require.ErrorIs(t, err, errDown)
+	assert.Empty(t, s.attempts(), "no request without its durable key")
+
+	// Requests without an operation do not touch the store.
+	_, err = do(t, resilient.NewTransport(s, fast(resilient.WithStore(downStore{}))...), post(t, context.Background(), `{}`))
+	require.NoError(t, err)
 }

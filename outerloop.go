@@ -94,36 +94,49 @@ type outerCall struct {
 	print string
 }
 
-// resolveOuter reads c's marks (checkHeader found a field that may carry
-// one) and, for a key the Transport chose, makes it the call's: the SDK's
-// call id, or the key of the pending call this one continues. Called by
-// resolve once the body is ready, before anything is sent.
-func (c *call) resolveOuter() {
-	m, ok := readMark(c.req.Header)
-	if !ok || c.op.hop {
-		return
+// outerKey reads the marks of req (checkHeader found a field that may
+// carry one) and returns the SDK's call (nil without marks) and the
+// operation's key: for a key the Transport chose, the SDK's call id, or
+// the key of the pending call this one continues. Called once the body is
+// ready, before anything is sent.
+func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCalls) (*outerCall, string) {
+	m, ok := readMark(req.Header)
+	if !ok || op.hop {
+		return nil, op.key
 	}
 	o := &outerCall{mark: m, marked: true}
-	c.outer = o
-	if c.op.own || c.op.key == "" {
-		return // the application's key, or a request that takes none
+	if op.own || op.key == "" {
+		return o, op.key // the application's key, or a request that takes none
 	}
 	if m.count < 0 {
-		return // no count: nothing to match a retry by
+		return o, op.key // no count: nothing to match a retry by
 	}
 	if m.id != "" && ValidateKey(m.id) == nil {
-		c.op.key = m.id
-		return
+		return o, m.id
 	}
-	if c.op.body.stream != nil {
-		return // a streamed body has no fingerprint before it is sent: the minted key stands
+	if op.body.stream != nil {
+		return o, op.key // a streamed body has no fingerprint before it is sent: the minted key stands
 	}
-	fp, err := c.op.body.fingerprint(c.req)
+	fp, err := op.body.fingerprint(req)
 	if err != nil {
-		return // no match possible: the minted key stands
+		return o, op.key // no match possible: the minted key stands
 	}
 	o.print = fp
-	c.op.key = c.t.pending.key(fp, m.count, c.op.key, c.t.cfg.now())
+	return o, pending.key(fp, m.count, op.key, cfg.now())
+}
+
+// firstNumber returns the number of c's first attempt, admitted at now:
+// the attempts sent under its key by earlier calls (a key of the
+// application's, recent in recentKeys; an outer retry loop's count).
+func (c *call) firstNumber(own bool, now time.Time) int {
+	base := 0
+	if own {
+		base = c.t.recent.attempts(c.op.key, now)
+	}
+	if c.outer != nil || base > 0 || c.t.cfg.outer == outerAlways {
+		base = c.outerStart(base)
+	}
+	return base
 }
 
 // outerStart decides, before the first attempt, whether c sends one
@@ -174,7 +187,7 @@ func (c *call) single() bool { return c.outer != nil && c.outer.single }
 // loop's retry, or refuses it: the gate's policies for a retry but the
 // waits (the loop waited as it chose).
 func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) error {
-	if h.pushedBack(now) {
+	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
 	if !c.fits(now, c.expectedLatency(h)) {
@@ -310,9 +323,8 @@ func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) s
 		s = &pendingSet{}
 		p.calls[fp] = s
 	}
-	s.calls = append(s.calls, pendingCall{key: minted, count: count})
+	p.resize(s, append(s.calls, pendingCall{key: minted, count: count}))
 	s.last = ns
-	p.n++
 	return minted
 }
 
@@ -326,8 +338,7 @@ func (p *pendingCalls) forget(fp, key string) {
 	}
 	for i, pc := range s.calls {
 		if pc.key == key {
-			s.calls = append(s.calls[:i], s.calls[i+1:]...)
-			p.n--
+			p.resize(s, append(s.calls[:i], s.calls[i+1:]...))
 			break
 		}
 	}
@@ -383,7 +394,77 @@ func (p *pendingCalls) tomb(fp string, ns int64) {
 	p.gone[fp] = ns + int64(pendingWindow)
 }
 
+// drop forgets fp's set s.
 func (p *pendingCalls) drop(fp string, s *pendingSet) {
-	p.n -= len(s.calls)
+	p.resize(s, nil)
 	delete(p.calls, fp)
+}
+
+// resize makes calls the calls of set s, keeping the count of all calls.
+func (p *pendingCalls) resize(s *pendingSet, calls []pendingCall) {
+	p.n += len(calls) - len(s.calls)
+	s.calls = calls
+}
+
+// An SDK that retries on its own (stripe-go, say) calls RoundTrip again
+// with the same key after a failure. Each of those calls is a retry of the
+// same operation, not a new one: the Transport numbers its attempts after
+// the earlier calls' (Retry-Attempt, Report, Events), and the gate admits
+// its first attempt as a retry (a retry token, not a first attempt's free
+// pass). Attempts are not capped across calls: re-sending a key is also how
+// a caller resolves an unknown outcome. When the SDK's marks, or
+// WithOuterRetries(true), say a loop retries, each call sends one attempt
+// and the loop drives (outerloop.go).
+
+// recentWindow is how long a key is remembered after its last attempt: an
+// outer retry loop comes back within seconds.
+const recentWindow = time.Minute
+
+// maxRecentKeys bounds the keys remembered.
+const maxRecentKeys = 4096
+
+// recentKeys remembers, for the application's own keys only (a key the
+// Transport minted is never seen again), how many attempts were sent under
+// each in recent calls. Not on the path of requests with minted keys.
+type recentKeys struct {
+	mu   sync.Mutex
+	keys map[string]recentKey
+}
+
+type recentKey struct {
+	attempts int   // attempts sent under the key so far
+	last     int64 // Unix ns of the last call's end
+}
+
+// attempts returns the number of attempts already sent under key in calls
+// that ended within recentWindow of now.
+func (r *recentKeys) attempts(key string, now time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.keys[key]
+	if !ok || now.UnixNano()-e.last > int64(recentWindow) {
+		return 0
+	}
+	return e.attempts
+}
+
+// record notes that attempts attempts have now been sent under key.
+func (r *recentKeys) record(key string, attempts int, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keys == nil {
+		r.keys = make(map[string]recentKey)
+	}
+	ns := now.UnixNano()
+	if _, ok := r.keys[key]; !ok && len(r.keys) >= maxRecentKeys {
+		for k, e := range r.keys {
+			if ns-e.last > int64(recentWindow) {
+				delete(r.keys, k)
+			}
+		}
+		if len(r.keys) >= maxRecentKeys {
+			return // forget this one rather than grow
+		}
+	}
+	r.keys[key] = recentKey{attempts: attempts, last: ns}
 }

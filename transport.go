@@ -38,9 +38,8 @@ import (
 // Only outcomes that say the host is unhealthy (5xx, timeouts, resets) count
 // against it.
 //
-// So as not to start a retry that cannot finish before the deadline, the
-// gate keeps a moving average of each host's attempt latency, fed by every
-// attempt.
+// A retry that could not finish before the context's deadline (its wait
+// and the host's usual attempt latency) is not started.
 //
 // Calls of one operation at the same time — one key of the application's:
 // its header, ContextWithKey, a named operation in a Store — take turns: a
@@ -145,9 +144,6 @@ type call struct {
 	op  operation
 	h   *hostState
 	led ledger
-	// held is the answer a retry being sent replaces (keep): send drops it
-	// once the retry's request is ready, before it goes out.
-	held *http.Response
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
@@ -157,10 +153,6 @@ type call struct {
 	// its own, not a retry of that call's.
 	turn   bool
 	joined bool
-	// polling: the last answer said the operation is in progress (a 409
-	// from a call of the key in another process): the retry that polls
-	// for its end is paced by the server's hint, and takes no retry token.
-	polling bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -192,141 +184,130 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	now := t.cfg.now() // the first attempt's admission
 	c.h = t.host(req.URL.Host, now)
-	quick := c.unobserved()
-	var (
-		a, prev      attempt // this iteration's attempt, and the one before
-		d, prevDec   Decision
-		res          reservation
-		delay, prevD time.Duration
-		base         int // attempts sent under the key by earlier calls
-		hedges       int // hedges sent so far
-	)
-	if own {
-		base = t.recent.attempts(c.op.key, now)
-	}
-	if c.outer != nil || base > 0 || t.cfg.outer == outerAlways {
-		base = c.outerStart(base) // an outer retry loop's call: outerloop.go
-	}
+	var l loop
+	l.base = c.firstNumber(own, now)
 	if own || c.outer != nil {
 		// One defer: a second would cost every call the runtime's
 		// deferreturn (too many returns for open-coded defers).
-		defer c.ended(&a, base, own)
+		defer c.ended(&l.a, l.base, own)
 	}
+	return c.run(&l, now)
+}
+
+// resolve resolves c's operation before anything is sent: its name, its
+// key, its body (operation.prepare), and its claim in the Store. On error
+// nothing was sent and the caller's body is closed; the error is the
+// ledger's.
+func (c *call) resolve() error {
+	cfg := &c.t.cfg
+	op := &c.op
+	op.name, _ = operationFromContext(c.ctx)
+	op.hop = c.req.Response != nil
+	c.led.start(cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
+	// A redirect hop continues the operation with the key identity found;
+	// it is not claimed again.
+	claims := op.name != "" && cfg.store != nil && !op.hop
+	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims)
+	if f != nil {
+		return c.fail(f.reason, f.cat, f.err)
+	}
+	c.outer = o
+	if claims {
+		if f := op.claim(cfg, c.ctx, c.req); f != nil {
+			op.body.close()
+			return c.fail(f.reason, f.cat, f.err)
+		}
+	}
+	c.led.resolved(op.key, !op.body.replayable())
+	return nil
+}
+
+// loop is the state of the retry loop between its steps.
+type loop struct {
+	a, prev  attempt // this iteration's attempt, and the one before
+	v, prevV verdict // their verdicts
+	res      reservation
+	delay    time.Duration // the backoff before the next attempt
+	base     int           // attempts sent under the key by earlier calls
+	hedges   int           // hedges sent so far
+}
+
+// run is the retry loop, from the first attempt, admitted at now: the
+// gate admits each attempt, send sends it (or a hedged round its copies),
+// settle settles it, and the call ends with a definitive answer, or when
+// the gate or next refuses another attempt.
+func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
+	quick := c.unobserved()
 	for i := 0; ; i++ {
-		n := base + i
+		n := l.base + i
 		if i > 0 {
-			now = t.cfg.now()
-			c.polling = d.Category == CategoryInProgress
+			now = c.t.cfg.now()
 		}
-		if err := c.h.reserve(&res, c, i, n, delay, now); err != nil {
-			return c.refuse(&a, d, err, false) // a retry refused before any wait
-		}
-		if i > 0 {
-			c.retrying(n, &a, d, res.delay)
-			if a.resp != nil {
-				a.resp = keep(a.resp)
-			}
-		}
-		if err := res.wait(c); err != nil {
-			if a.resp != nil && !errors.Is(err, c.ctx.Err()) {
-				return c.finish(&a, d, err) // the retry was not sent: the last answer stands
-			}
-			drop(a.resp)
-			return c.refuse(&a, d, err, true)
+		if end, resp, err := c.admit(l, i, n, now); end {
+			return resp, err
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
-			prev, prevDec = a, d
+			l.prev, l.prevV = l.a, l.v
 		}
-		if hd := c.hedgeDelay(hedges); hd > 0 {
-			a, d, sent = c.hedged(&res, i, n, c.t.cfg.hedge.max-hedges, hd)
-			hedges += sent
+		if hd := c.hedgeDelay(l.hedges); hd > 0 {
+			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
+			l.hedges += sent
 		} else {
-			c.held = prev.resp
-			c.send(&a, i, n, res.at)
-			c.held = nil
-			if i == 0 && quick && plainSuccess(a.resp, a.err) {
-				return c.succeeded(&a, &res), nil
+			t, snd := c.try(c.ctx, i, n, l.res.at, l.prev.resp), c.sender()
+			snd.send(&l.a, &t)
+			if i == 0 && quick && plainSuccess(l.a.resp, l.a.err) {
+				return c.succeeded(&l.a, &l.res), nil
 			}
-			d = c.classify(&a)
-			if !a.sent {
-				res.cancel()
-			} else {
-				res.release(c, healthOf(a.resp, a.err, d))
-				c.observe(&a, d)
-			}
-			c.note(&a, d, res.delay, false)
+			l.v = c.settle(&l.a, &l.res, l.res.delay)
 		}
-		if prev.resp != nil {
-			if !a.sent {
+		if l.prev.resp != nil {
+			if !l.a.sent {
 				// The retry never left (its body could not be rewound):
 				// the last answer stands, as the caller would have had it.
-				return c.finish(&prev, prevDec, ErrBodyNotReplayable)
+				return c.finish(&l.prev, l.prevV.d, ErrBodyNotReplayable)
 			}
-			drop(prev.resp) // the retry replaced it
-			prev.resp = nil
+			drop(l.prev.resp) // the retry replaced it
 		}
-		if d.Action != Retry {
-			return c.finish(&a, d, a.stop)
+		if l.v.d.Action != Retry {
+			return c.finish(&l.a, l.v.d, l.v.stop)
 		}
 		var err error
-		if delay, err = c.next(n+sent+1, d, prevD); err != nil {
-			return c.finish(&a, d, err)
+		if l.delay, err = c.next(n+sent+1, l.v.d, l.delay); err != nil {
+			return c.finish(&l.a, l.v.d, err)
 		}
-		prevD = delay
 		i += sent // hedges took the attempt numbers after n
 	}
 }
 
-// observe tells the host what attempt a showed of it: its latency, and a
-// server-directed pause. A 429 with a delay holds back every request to the
-// host, a 503 with one its retries, whether or not this request retries;
-// pushback holds back its retries (for at most the Retry-After maximum).
-func (c *call) observe(a *attempt, d Decision) {
-	if a.err == nil {
-		c.h.observeLatency(a.took)
+// admit has the gate admit attempt n, the i-th of c, at now: it reserves
+// what the attempt takes, without blocking (a retry refused then ends c
+// with the last answer at once), then waits. end says that c ends, with
+// resp or err: a refused retry, or a caller that gave up.
+func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Response, err error) {
+	// polling: the last answer said the operation is in progress (a 409
+	// from a call of the key in another process).
+	polling := i > 0 && l.v.d.Category == CategoryInProgress
+	if err := c.h.reserve(&l.res, c, i, n, l.delay, polling, now); err != nil {
+		resp, err = c.refuse(&l.a, l.v.d, err, false) // a retry refused before any wait
+		return true, resp, err
 	}
-	if d.Pushback && a.resp != nil {
-		c.h.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
+	if i > 0 {
+		c.led.retrying(n, &l.a, l.v.d, l.res.delay)
+		if l.a.resp != nil {
+			keep(l.a.resp)
+		}
 	}
-	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
-		return
+	if err := l.res.wait(c); err != nil {
+		if l.a.resp != nil && !errors.Is(err, c.ctx.Err()) {
+			resp, err = c.finish(&l.a, l.v.d, err) // the retry was not sent: the last answer stands
+			return true, resp, err
+		}
+		drop(l.a.resp)
+		resp, err = c.refuse(&l.a, l.v.d, err, true)
+		return true, resp, err
 	}
-	switch a.resp.StatusCode {
-	case http.StatusTooManyRequests:
-		c.h.pause(a.end, d.Delay, true)
-	case http.StatusServiceUnavailable:
-		c.h.pause(a.end, d.Delay, false)
-	}
-}
-
-// unobserved reports whether nothing but the host, the key's evidence and
-// an own key's attempt count (Transport.recent) learns from c's first
-// attempt when it is a plain success: no Report, no Observer, no custom
-// Classifier, no hedging (config.observed), and no Store record to finish.
-// Such an attempt ends the call (call.succeeded).
-func (c *call) unobserved() bool {
-	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
-}
-
-// succeeded ends c after its first attempt a, a plain success, when
-// nothing observes c (call.unobserved): it does what classify, observe,
-// note and finish would do for it that anything reads afterwards, without
-// building their Decision, Report or Events. The classifier's answer is a
-// success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
-// the server dedupes (call.noteShown records it, as guardUnsafe would; an
-// own key needs no evidence); the attempt is counted, for the recent
-// attempts of an own key. The resends count, which only a Report or an
-// Event would show, is not kept.
-func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
-	res.release(c, healthOK)
-	c.h.observeLatency(a.took)
-	c.led.attempts++
-	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) {
-		c.noteShown(a, Decision{Action: Success}) // all guardUnsafe does on a success
-	}
-	c.op.body.close()
-	return a.resp
+	return false, nil, nil
 }
 
 // next returns the delay before retrying as attempt n after decision d, or
@@ -348,8 +329,209 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 		delay = max(delay, cfg.backoff.Delay(n, prev))
 	}
 	// A retry goes out after delay: the server must still hold its key.
-	if err := c.keyAge(cfg.now().Add(delay)); err != nil {
+	if err := c.op.keyAge(cfg, cfg.now().Add(delay)); err != nil {
 		return 0, ErrKeyExpired
 	}
 	return delay, nil
+}
+
+// finish ends the call after attempt a, decided d: the caller's body is
+// released, the Store records the outcome, and the ledger returns a's
+// response or an *Error. stop is why retries stopped, nil if d was final.
+func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
+	c.op.body.close()
+	if c.t.cfg.store != nil {
+		c.record(c.led.definitive(a, d))
+	}
+	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
+}
+
+// fail returns the *Error for a call that stops before or between
+// attempts, records the operation as pending if anything was sent, and
+// emits the outcome.
+func (c *call) fail(reason error, cat Category, err error) error {
+	c.led.identify(c.op.key)
+	e := c.led.failure(reason, cat, err, c.h)
+	if c.led.attempts > 0 {
+		c.record(false)
+	}
+	c.led.failed(e)
+	return e
+}
+
+// stopped ends the call when the gate refused to send an attempt after
+// waiting for it: the previous response, if any, is gone, so the caller
+// gets an *Error with the gate's reason and the last cause.
+func (c *call) stopped(reason error) error {
+	c.op.body.close()
+	cat, last := stopCategory(reason)
+	if last {
+		return c.fail(reason, cat, c.led.lastErr)
+	}
+	return c.fail(reason, cat, reason)
+}
+
+// record tells the Store how c's operation ended (operation.record); the
+// observers hear of a Store's error.
+func (c *call) record(definitive bool) {
+	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
+		c.led.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: err})
+	}
+}
+
+// hedgeDelay returns how long to wait before hedging the call's next
+// attempt, having sent hedges so far, or 0 if it is not to be hedged.
+func (c *call) hedgeDelay(hedges int) time.Duration {
+	hg := c.t.cfg.hedge
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
+		return 0
+	}
+	return hg.after(c.h.latency.hist)
+}
+
+// hedged sends attempt n (the i-th of the call, admitted by res) and, while
+// no definitive answer has come, up to budget hedges, each delay after the
+// previous copy, numbered n+1, n+2…; each copy runs in its own goroutine
+// with its own context, a child of the caller's. Every copy is settled
+// here. It returns the answer that ends the round and its verdict, and the
+// number of hedges sent.
+//
+// The first definitive answer wins: the other copies are cancelled and
+// waited for, their answers noted and discarded. A retryable answer, or a
+// server's refusal (a 5xx or 429 it says not to retry, such as pushback),
+// while another copy is in flight is discarded and the round waits for
+// that copy; the round ends with the last answer when every copy failed and the
+// timer has not sent another. Every goroutine of the round has ended when
+// it returns; the winner's context is cancelled when its body is closed.
+func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
+	r := newHedgeRound(1+budget, delay)
+	c.launch(r, *res, i, n, false, res.delay)
+	r.arm()
+	defer r.end()
+	sent := 0
+	var (
+		last  attempt
+		lastV verdict
+	)
+	for r.inflight > 0 {
+		res, tick := r.next()
+		if tick {
+			if c.hedge(r, i+sent+1, n+sent+1, delay) {
+				sent++
+				if sent < budget {
+					r.arm()
+				}
+			} // else not sent; the copies in flight go on
+			continue
+		}
+		a, v, won := c.settleCopy(r, res)
+		if won {
+			return a, v, sent
+		}
+		last, lastV = a, v
+	}
+	return last, lastV, sent
+}
+
+// launch sends copy n (the i-th of the call, admitted by res) of a hedged
+// round in a goroutine of its own, with a context of its own.
+func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.sender(), c.try(ctx, i, n, res.at, nil))
+}
+
+// hedge sends hedge n (the i-th attempt of the call) of round r, delay
+// after the copy before it, if attempts are left and the gate admits it.
+func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
+	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
+		return false
+	}
+	res, err := c.h.reserveHedge(c, c.t.cfg.now())
+	if err != nil {
+		return false
+	}
+	c.launch(r, res, i, n, true, delay)
+	c.led.hedgeSent(n, delay)
+	return true
+}
+
+// settleCopy settles the copy of round r that answered. It reports whether
+// the copy won: the round ends with it, the other copies settled.
+func (c *call) settleCopy(r *hedgeRound, res hedgeResult) (attempt, verdict, bool) {
+	cp := &r.copies[res.k]
+	a := res.a
+	if !a.sent && r.inflight > 0 {
+		// A hedge whose body could not be rewound (GetBody failed)
+		// never left: it gives back what it took, and the copy in
+		// flight goes on.
+		c.withdraw(cp)
+		return a, verdict{}, false
+	}
+	ro := alone
+	if r.inflight > 0 {
+		ro = racing
+	}
+	v := c.judge(&a, &cp.res, ro)
+	// A server's refusal (a 5xx or 429 it will not have us retry,
+	// pushback above all) to one copy says nothing of the copy it
+	// is still serving: it does not win, and it ends only this
+	// copy. A hedge is a retry to the server, the first to be shed.
+	if v.d.Action != Retry && !(ro == racing && shed(&a, v.d)) {
+		c.settleLosers(r)
+		c.led.note(&a, v.d, cp.wait, cp.hedge)
+		c.keepCopy(&a, cp.cancel)
+		return a, v, true
+	}
+	c.led.note(&a, v.d, cp.wait, cp.hedge)
+	if r.inflight > 0 {
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+	} else {
+		c.keepCopy(&a, cp.cancel)
+	}
+	return a, v, false
+}
+
+// withdraw gives back what copy cp took: it never left (its body could
+// not be rewound), and is not counted.
+func (c *call) withdraw(cp *hedgeCopy) {
+	cp.res.cancel()
+	cp.cancel()
+	c.led.hedgeWithdrawn(cp.n)
+}
+
+// keepCopy ties the copy's context to what the caller gets: cancelled when
+// the response body is closed, at once when there is no response.
+func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
+	if a.resp == nil {
+		cancel()
+		return
+	}
+	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+}
+
+// settleLosers cancels the copies of r still in flight once another has
+// won, waits for each, and settles it as a loser (judge): an attempt
+// cancelled because another copy answered (Category CategoryCanceled,
+// neutral for the host), or an answer that came anyway, discarded (a
+// failure counts against the host; a healthy answer earns no token).
+func (c *call) settleLosers(r *hedgeRound) {
+	r.cancelRest()
+	for r.inflight > 0 {
+		res := r.result()
+		cp := &r.copies[res.k]
+		a := res.a
+		if !a.sent {
+			c.withdraw(cp)
+			continue
+		}
+		v := c.judge(&a, &cp.res, loser)
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+		c.led.note(&a, v.d, cp.wait, cp.hedge)
+	}
 }

