@@ -163,7 +163,8 @@ const (
 // most its first 4 KiB (see PeekBody), and must be one complete JSON object
 // within them. An "in progress" answer is one of:
 //
-//   - application/problem+json with type ProblemTypeInProgress, or with the
+//   - application/problem+json with type
+//     https://github.com/resilienthttp/resilient/problems/in-progress, or with the
 //     title the IETF draft draft-ietf-httpapi-idempotency-key-header gives it,
 //     "A request is outstanding for this Idempotency-Key";
 //   - a JSON error object with Stripe's code idempotency_key_in_use:
@@ -171,7 +172,8 @@ const (
 //
 // A "mismatch" answer is one of:
 //
-//   - application/problem+json with type ProblemTypePayloadMismatch, or with
+//   - application/problem+json with type
+//     https://github.com/resilienthttp/resilient/problems/payload-mismatch, or with
 //     the draft's title "Idempotency-Key is already used";
 //   - a JSON error object of Stripe's type idempotency_error (with another
 //     code than idempotency_key_in_use): {"error": {"type": "idempotency_error", ...}}.
@@ -496,9 +498,9 @@ func idempotencyAnswer(resp *http.Response) answer {
 	}
 	if problem {
 		switch title := strings.TrimSpace(body.Title); {
-		case body.Type == ProblemTypeInProgress, strings.EqualFold(title, draftTitleInProgress):
+		case body.Type == problemTypeInProgress, strings.EqualFold(title, draftTitleInProgress):
 			return answerInProgress
-		case body.Type == ProblemTypePayloadMismatch, strings.EqualFold(title, draftTitleAlreadyUsed):
+		case body.Type == problemTypePayloadMismatch, strings.EqualFold(title, draftTitleAlreadyUsed):
 			return answerMismatch
 		}
 	}

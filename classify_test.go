@@ -170,8 +170,8 @@ const (
 	stripeInUse    = `{"error":{"code":"idempotency_key_in_use","message":"There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): k. Please try again later.","type":"invalid_request_error"}}`
 	stripeMismatch = `{"error":{"message":"Keys for idempotent requests can only be used with the same parameters they were first used with.","type":"idempotency_error"}}`
 
-	ourInProgress = `{"type":"` + resilient.ProblemTypeInProgress + `","title":"A request is outstanding for this Idempotency-Key","status":409}`
-	ourMismatch   = `{"type":"` + resilient.ProblemTypePayloadMismatch + `","title":"Idempotency-Key is already used","status":422}`
+	ourInProgress = `{"type":"https://github.com/resilienthttp/resilient/problems/in-progress","title":"A request is outstanding for this Idempotency-Key","status":409}`
+	ourMismatch   = `{"type":"https://github.com/resilienthttp/resilient/problems/payload-mismatch","title":"Idempotency-Key is already used","status":422}`
 )
 
 // TestDefaultClassifierIdempotencyAnswers: the idempotency answers are
@@ -211,7 +211,7 @@ func TestDefaultClassifierIdempotencyAnswers(t *testing.T) {
 		{"draft 422 already used", 422, draftMismatch, []string{problemJSON}, true, terminal, mismatch, 0},
 		{"draft title on a 409 (the server's choice of status)", 409, draftMismatch, []string{problemJSON, "Retry-After: 1"}, true, terminal, mismatch, 0},
 		{"our type 422", 422, ourMismatch, []string{problemJSON}, true, terminal, mismatch, 0},
-		{"our type 409", 409, `{"type":"` + resilient.ProblemTypePayloadMismatch + `"}`, []string{problemJSON}, true, terminal, mismatch, 0},
+		{"our type 409", 409, `{"type":"https://github.com/resilienthttp/resilient/problems/payload-mismatch"}`, []string{problemJSON}, true, terminal, mismatch, 0},
 		{"Stripe 400 idempotency_error", 400, stripeMismatch, []string{appJSON}, true, terminal, mismatch, 0},
 		{"Stripe idempotency_error on a 409", 409, stripeMismatch, []string{appJSON}, true, terminal, mismatch, 0},
 
@@ -238,9 +238,9 @@ func TestDefaultClassifierIdempotencyAnswers(t *testing.T) {
 		{"Stripe shape with another type", 400, `{"error":{"type":"invalid_request_error","code":"parameter_missing"}}`, []string{appJSON}, true, terminal, invalid, 0},
 
 		// Malformed, truncated or odd bodies are no answer.
-		{"malformed JSON", 409, `{"type":"` + resilient.ProblemTypeInProgress, []string{problemJSON}, true, terminal, conflict, 0},
+		{"malformed JSON", 409, `{"type":"https://github.com/resilienthttp/resilient/problems/in-progress`, []string{problemJSON}, true, terminal, conflict, 0},
 		{"two objects", 422, ourMismatch + ourMismatch, []string{problemJSON}, true, terminal, invalid, 0},
-		{"answer past the first 4 KiB", 422, `{"detail":"` + strings.Repeat("x", 5000) + `","type":"` + resilient.ProblemTypePayloadMismatch + `"}`, []string{problemJSON}, true, terminal, invalid, 0},
+		{"answer past the first 4 KiB", 422, `{"detail":"` + strings.Repeat("x", 5000) + `","type":"https://github.com/resilienthttp/resilient/problems/payload-mismatch"}`, []string{problemJSON}, true, terminal, invalid, 0},
 		{"JSON array", 409, `[1,2]`, []string{problemJSON}, true, terminal, conflict, 0},
 		{"keyed 409 with an empty body", 409, "", []string{problemJSON}, true, terminal, conflict, 0},
 		{"malformed Retry-After is ignored", 409, "", []string{"Retry-After: soon"}, true, terminal, conflict, 0},

@@ -25,21 +25,25 @@ const (
 	EventHedge
 )
 
-// Outcome values of an EventOutcome (and of the "outcome" log attribute).
+// OutcomeKind is how a request ended (Event.Outcome of an EventOutcome,
+// and the "outcome" log attribute); OutcomeRetry marks an EventRetry.
+type OutcomeKind string
+
+// The outcomes.
 const (
-	OutcomeSuccess          = "success"
-	OutcomeReplayed         = "replayed"
-	OutcomeTerminal         = "terminal"
-	OutcomeRetry            = "retry"
-	OutcomeRetriesExhausted = "retries_exhausted"
-	OutcomeTokensExhausted  = "tokens_exhausted"
-	OutcomeBudgetExhausted  = "budget_exhausted"
-	OutcomeCircuitOpen      = "circuit_open"
-	OutcomeDelayTooLong     = "delay_too_long"
-	OutcomeRateLimited      = "rate_limited"
-	OutcomePushback         = "pushback"
-	OutcomeCanceled         = "canceled"
-	OutcomeError            = "error"
+	OutcomeSuccess          OutcomeKind = "success"
+	OutcomeReplayed         OutcomeKind = "replayed"
+	OutcomeTerminal         OutcomeKind = "terminal"
+	OutcomeRetry            OutcomeKind = "retry"
+	OutcomeRetriesExhausted OutcomeKind = "retries_exhausted"
+	OutcomeTokensExhausted  OutcomeKind = "tokens_exhausted"
+	OutcomeBudgetExhausted  OutcomeKind = "budget_exhausted"
+	OutcomeCircuitOpen      OutcomeKind = "circuit_open"
+	OutcomeDelayTooLong     OutcomeKind = "delay_too_long"
+	OutcomeRateLimited      OutcomeKind = "rate_limited"
+	OutcomePushback         OutcomeKind = "pushback"
+	OutcomeCanceled         OutcomeKind = "canceled"
+	OutcomeError            OutcomeKind = "error"
 )
 
 // Event is what an Observer receives. Fields that do not apply to the Kind
@@ -66,9 +70,9 @@ type Event struct {
 	// an answer before a hedge (EventHedge), or how long the server's
 	// pushback holds retries (EventAttempt with Attempt.Pushback).
 	Delay time.Duration
-	// Outcome is one of the Outcome… constants (EventOutcome, and
-	// OutcomeRetry for EventRetry).
-	Outcome string
+	// Outcome is how the request ended (EventOutcome), OutcomeRetry for
+	// an EventRetry, and empty otherwise.
+	Outcome OutcomeKind
 	// Summary describes the whole request (EventOutcome; EventStore has
 	// Summary.Attempts).
 	Summary Summary

@@ -232,7 +232,7 @@ func stopCategory(reason error) (Category, bool) {
 	return CategoryCanceled, false
 }
 
-func outcomeOf(d Decision, stop error) string {
+func outcomeOf(d Decision, stop error) OutcomeKind {
 	switch {
 	case errors.Is(stop, ErrTokensExhausted):
 		return OutcomeTokensExhausted

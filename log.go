@@ -58,7 +58,7 @@ func logAttrs(e Event) []slog.Attr {
 		slog.Duration("delay", e.Delay),
 		slog.Int("status", e.Attempt.StatusCode),
 		slog.String("category", string(e.Attempt.Category)),
-		slog.String("outcome", e.Outcome),
+		slog.String("outcome", string(e.Outcome)),
 		slog.String("host", e.Host),
 		slog.String("method", e.Method),
 	}

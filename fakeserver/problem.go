@@ -18,8 +18,9 @@ import (
 // progress, 422 (or the configured status) for a key reused with another
 // payload, with the draft's titles. The draft gives no type URIs of its own
 // (its examples share one placeholder), so the types of the in-progress and
-// payload-mismatch answers are the ones the resilient client recognises,
-// resilient.ProblemTypeInProgress and resilient.ProblemTypePayloadMismatch.
+// payload-mismatch answers are the ones the resilient client's
+// DefaultClassifier recognises: ProblemTypeBase + "in-progress" and
+// ProblemTypeBase + "payload-mismatch".
 const ProblemTypeBase = "https://github.com/resilienthttp/resilient/problems/"
 
 // Problem codes, in the "code" member of problem bodies (the client's

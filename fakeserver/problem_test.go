@@ -16,10 +16,11 @@ import (
 )
 
 // TestProblemTypesAreTheClients: the types of the idempotency answers are the
-// ones the resilient client recognises.
+// ones the resilient client recognises (its DefaultClassifier's doc spells
+// them out).
 func TestProblemTypesAreTheClients(t *testing.T) {
-	assert.Equal(t, resilient.ProblemTypeInProgress, ProblemTypeBase+"in-progress")
-	assert.Equal(t, resilient.ProblemTypePayloadMismatch, ProblemTypeBase+"payload-mismatch")
+	assert.Equal(t, "https://github.com/resilienthttp/resilient/problems/in-progress", ProblemTypeBase+"in-progress")
+	assert.Equal(t, "https://github.com/resilienthttp/resilient/problems/payload-mismatch", ProblemTypeBase+"payload-mismatch")
 }
 
 // TestClientClassifiesIdempotencyAnswers: the idempotency answers carry the

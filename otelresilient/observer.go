@@ -76,7 +76,7 @@ func (i *Instrumentation) onOutcome(ctx context.Context, e resilient.Event) {
 	case resilient.OutcomePushback:
 		i.pushbackRefused.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, true, true)))
 	}
-	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(e.Outcome)}
+	kvs := []attribute.KeyValue{keyHost.String(e.Host), keyMethod.String(e.Method), keyOutcome.String(string(e.Outcome))}
 	kvs = appendStatusCategory(kvs, e, true, true)
 	if e.Summary.Hedges > 0 {
 		addWinnerEvent(ctx, e)

@@ -169,9 +169,9 @@ func TestConflictsAndReplays(t *testing.T) {
 	h := newHarness(t)
 	problem := http.Header{"Content-Type": {"application/problem+json"}}
 	stub := newStub(
-		reply{status: 409, header: problem, body: `{"type":"` + resilient.ProblemTypeInProgress + `"}`},
+		reply{status: 409, header: problem, body: `{"type":"https://github.com/resilienthttp/resilient/problems/in-progress"}`},
 		reply{status: 201, header: http.Header{"Idempotency-Status": {"replayed"}}},
-		reply{status: 422, header: problem, body: `{"type":"` + resilient.ProblemTypePayloadMismatch + `"}`},
+		reply{status: 422, header: problem, body: `{"type":"https://github.com/resilienthttp/resilient/problems/payload-mismatch"}`},
 	)
 	tr := resilient.NewTransport(stub, h.inst.TransportOption(), fixedBackoff())
 

@@ -14,11 +14,11 @@ type tally struct {
 	mu       sync.Mutex
 	firsts   int            // first attempts sent
 	retries  int            // retries sent
-	outcomes map[string]int // resilient.Outcome… → requests that sent at least one attempt
-	unsent   map[string]int // resilient.Outcome… → requests refused before any attempt
+	outcomes map[resilient.OutcomeKind]int // resilient.Outcome… → requests that sent at least one attempt
+	unsent   map[resilient.OutcomeKind]int // resilient.Outcome… → requests refused before any attempt
 }
 
-func newTally() *tally { return &tally{outcomes: map[string]int{}, unsent: map[string]int{}} }
+func newTally() *tally { return &tally{outcomes: map[resilient.OutcomeKind]int{}, unsent: map[resilient.OutcomeKind]int{}} }
 
 func (t *tally) observe(_ context.Context, e resilient.Event) {
 	t.mu.Lock()

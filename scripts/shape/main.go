@@ -100,7 +100,9 @@ func main() {
 						}
 					}
 				case token.CONST:
-					// A parenthesised group of one type counts once.
+					// A parenthesised group of one type counts once;
+					// an untyped constant has no type to share and
+					// counts alone.
 					groups := map[string][]string{}
 					var order []string
 					for _, s := range d.Specs {
@@ -110,7 +112,7 @@ func main() {
 							}
 							t := info.Defs[n].Type().String()
 							key := t
-							if !d.Lparen.IsValid() {
+							if !d.Lparen.IsValid() || strings.HasPrefix(t, "untyped ") {
 								key = n.Name
 							}
 							if _, ok := groups[key]; !ok {
