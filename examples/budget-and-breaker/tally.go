@@ -12,13 +12,15 @@ import (
 // safe for concurrent use.
 type tally struct {
 	mu       sync.Mutex
-	firsts   int            // first attempts sent
-	retries  int            // retries sent
+	firsts   int                           // first attempts sent
+	retries  int                           // retries sent
 	outcomes map[resilient.OutcomeKind]int // resilient.Outcome… → requests that sent at least one attempt
 	unsent   map[resilient.OutcomeKind]int // resilient.Outcome… → requests refused before any attempt
 }
 
-func newTally() *tally { return &tally{outcomes: map[resilient.OutcomeKind]int{}, unsent: map[resilient.OutcomeKind]int{}} }
+func newTally() *tally {
+	return &tally{outcomes: map[resilient.OutcomeKind]int{}, unsent: map[resilient.OutcomeKind]int{}}
+}
 
 func (t *tally) observe(_ context.Context, e resilient.Event) {
 	t.mu.Lock()
