@@ -170,8 +170,12 @@ func WithAttemptHeader(name string) Option {
 }
 
 // WithKeyFunc sets the function that mints keys (default: UUIDv7s as
-// NewKey mints them). Its keys must pass ValidateKey. A nil f restores the
-// default.
+// NewKey mints them). Its keys must pass ValidateKey; an error from f, or a
+// key that does not pass, fails the request (ErrInvalidKey) before anything
+// is sent. f is called once per operation, never per attempt; with a Store,
+// once per claim of a named operation, also when the Store already holds
+// the operation's key (the claim is one atomic step with a candidate key,
+// which is then discarded). A nil f restores the default.
 func WithKeyFunc(f func() (string, error)) Option {
 	return func(c *config) { c.keyFunc = f }
 }
