@@ -17,8 +17,8 @@ import (
 // both counted over the last Window. With the defaults, if 1,000 operations
 // fail within one window and each would retry 3 times, the budget lets
 // through at most 0.2 × 1,000 + 10 × 10 = 300 retries, not 3,000. A retry
-// the budget refuses is not sent: the request fails with
-// ErrBudgetExhausted, carrying the last answer. Because it grows with
+// the budget refuses is not sent: the last answer is returned
+// (Report.Stopped is ErrBudgetExhausted), or an *Error with that Reason. Because it grows with
 // first attempts whatever their fate, a budget lets retries add up to Ratio
 // to the load even when every request fails; RetryTokens, the default,
 // grows with healthy answers instead.
@@ -50,8 +50,8 @@ type RetryBudget struct {
 // Budget is a retry budget kept outside the Transport, such as one shared
 // by a fleet of processes (see SharedBudget). The Transport calls DepositAt
 // when an operation's first attempt is sent to the host, WithdrawAt before
-// each retry (which is not sent if it returns false: the request fails
-// with ErrBudgetExhausted), and RefundAt(at) when a retry whose
+// each retry (which is not sent if it returns false: the request stops
+// with ErrBudgetExhausted as its reason), and RefundAt(at) when a retry whose
 // WithdrawAt(at) returned true was then not sent.
 //
 // The Transport calls the methods on its request path, with the caller's

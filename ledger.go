@@ -160,7 +160,7 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 	}
 	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
 	retryAt(e, h)
-	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
+	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: l.status, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
 		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Unknown: e.Unknown}, Err: e})
 	return nil, e
 }

@@ -137,19 +137,16 @@ func WithClassifier(f Classifier) Option {
 }
 
 // WithKeyHeader sets the name of the idempotency key header (default
-// "Idempotency-Key", DefaultKeyHeader). An empty name means the default: a
-// setting read from an unset variable must not turn keys off. To send no
-// key of the Transport's own, use WithKeyMethods with no methods.
+// "Idempotency-Key", DefaultKeyHeader). An empty name sets nothing: the name
+// in force (the default, or an earlier WithKeyHeader) stays, so a setting
+// read from an unset variable never turns keys off. To send no key of the
+// Transport's own, use WithKeyMethods with no methods.
 func WithKeyHeader(name string) Option {
-	return func(c *config) { c.keyHeader = headerName(name, DefaultKeyHeader) }
-}
-
-// headerName is the canonical form of name, or def when name is empty.
-func headerName(name, def string) string {
-	if name == "" {
-		return def
+	return func(c *config) {
+		if name != "" {
+			c.keyHeader = http.CanonicalHeaderKey(name)
+		}
 	}
-	return http.CanonicalHeaderKey(name)
 }
 
 // WithAttemptHeader sets the name of the header that carries the attempt
@@ -196,11 +193,13 @@ func WithStore(s persist.Store) Option {
 }
 
 // WithKeyRetention sets how long servers are assumed to keep idempotency
-// keys (default 24 h; 0 or negative means the default). A key as old as this or older, by its UUIDv7
-// timestamp or its Store record's creation time, is not reused: RoundTrip
-// fails with ErrKeyExpired before a first attempt, and a retry that would
-// go out that late is not sent (the last answer is returned, with
-// ErrKeyExpired as the reason). A key of the application's own that is not
+// keys (default 24 h; 0 or negative means the default). A key as old as
+// this or older, by its UUIDv7 timestamp or its Store record's creation
+// time, is not reused: a named operation whose stored key is that old fails
+// with ErrKeyExpired before a first attempt, and a retry that would go out
+// that late is not sent (the last answer is returned, with ErrKeyExpired as
+// the reason). A first attempt with the caller's own key (header or
+// ContextWithKey) is sent, as a bare client would send it. A key of the application's own that is not
 // a UUIDv7 has no known age. To turn the check off, give a retention no
 // key reaches, such as 100 years.
 func WithKeyRetention(d time.Duration) Option {

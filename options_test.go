@@ -271,17 +271,17 @@ func TestWithKeyHeader(t *testing.T) {
 	}
 }
 
-// TestWithKeyHeaderEmptyNameIsTheDefault: WithKeyHeader("") means the
-// default header, also after another name, as its doc says: keys are never
-// turned off by an empty setting.
-func TestWithKeyHeaderEmptyNameIsTheDefault(t *testing.T) {
+// TestWithKeyHeaderEmptyNameSetsNothing: WithKeyHeader("") leaves the name
+// in force (the default, or an earlier name), as its doc says: keys are
+// never turned off by an empty setting.
+func TestWithKeyHeaderEmptyNameSetsNothing(t *testing.T) {
 	tests := []struct {
 		name string
 		opts []resilient.Option
 		want string
 	}{
 		{"alone: the default", []resilient.Option{resilient.WithKeyHeader("")}, "Idempotency-Key"},
-		{"after a name: the default", []resilient.Option{resilient.WithKeyHeader("X-Request-Key"), resilient.WithKeyHeader("")}, "Idempotency-Key"},
+		{"after a name: that name", []resilient.Option{resilient.WithKeyHeader("X-Request-Key"), resilient.WithKeyHeader("")}, "X-Request-Key"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,7 +7,8 @@ import "golang.org/x/time/rate"
 // per second and the given Burst (golang.org/x/time/rate). Every attempt,
 // first or retry, waits for a token, honouring the request's context; an
 // attempt whose wait would end after the context's deadline is not sent
-// and the request fails with ErrRateLimited. A Transport has no rate limit
+// and the request stops with ErrRateLimited as its reason (the last answer
+// is returned when there is one). A Transport has no rate limit
 // by default.
 //
 // Zero values: a Rate of 0 (or negative, or rate.Inf) limits nothing, so

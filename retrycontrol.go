@@ -38,7 +38,8 @@ func (RateLimit) retryControl()      {}
 // only by WithMaxAttempts, the deadline and the server's directions. A
 // Transport holds at most one control of each kind, and at most one budget
 // (RetryBudget or SharedBudget): when the arguments name two, the later
-// wins. A nil control (a nil SharedBudget) is ignored.
+// wins. A nil SharedBudget adds no budget: WithRetryControl(SharedBudget(nil))
+// has no control at all, as WithRetryControl() has none.
 func WithRetryControl(controls ...RetryControl) Option {
 	return func(c *config) {
 		c.tokensOff, c.tokens = true, RetryTokens{}

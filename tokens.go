@@ -9,8 +9,9 @@ import (
 // RetryTokens is a retry control (see WithRetryControl), and the default
 // one: each destination host gets a token bucket for retries, on the model
 // of the AWS SDKs' retry quota. A retry takes a token and is not sent when
-// none is left (the request then fails with ErrTokensExhausted, carrying
-// the last answer); a healthy answer earns Refill tokens back; the bucket
+// none is left: the last answer is returned (Report.Stopped is
+// ErrTokensExhausted), or an *Error with that Reason when the last attempt
+// had none; a healthy answer earns Refill tokens back; the bucket
 // starts full. Because it grows only with answers the host gets right,
 // retries fade as the failure rate p grows, to about Refill × (1 − p)
 // retries per operation, and when every answer fails only what the bucket

@@ -59,7 +59,7 @@ func TestOptionZeroValues(t *testing.T) {
 			require.NotNil(t, c.budgetConfig)
 			assert.Equal(t, 100.0, newBudget(*c.budgetConfig).AvailableAt(time.Now()), "10/s over 10 s")
 		}},
-		{"SharedBudget(nil): ignored", WithRetryControl(SharedBudget(nil)), func(t *testing.T, c *config) {
+		{"SharedBudget(nil): no budget, so no control at all", WithRetryControl(SharedBudget(nil)), func(t *testing.T, c *config) {
 			assert.True(t, c.tokensOff)
 			assert.Nil(t, c.budgetFunc)
 			assert.Nil(t, c.budgetConfig)
