@@ -235,7 +235,7 @@ func (c *call) ended(a *attempt, base int, own bool) {
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)
 	}
-	if c.turn {
+	if own {
 		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
 	}
 }

@@ -147,11 +147,9 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
-	// turn: c holds the turn of its key of the application's
-	// (flight.go), released when c ends; joined: c waited for another
-	// call of the key to end, and its first attempt is a first attempt of
-	// its own, not a retry of that call's.
-	turn   bool
+	// joined: c waited for another call of its key to end (takeTurn), and
+	// its first attempt is a first attempt of its own, not a retry of that
+	// call's.
 	joined bool
 }
 
@@ -178,6 +176,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	own := c.op.own && !c.op.hop
 	if own {
+		// c holds the turn of its key (flight.go) until it ends (call.ended).
 		if err := c.takeTurn(); err != nil {
 			return nil, err
 		}
@@ -219,6 +218,25 @@ func (c *call) resolve() error {
 		}
 	}
 	c.led.resolved(op.key, !op.body.replayable())
+	return nil
+}
+
+// takeTurn waits until c, a call of a key of the application's, is the
+// only one of its key in flight on the Transport (flights.acquire;
+// call.ended ends its turn). If c's context ends first, c ends with an
+// *Error: nothing was sent by it, and the outcome is unknown, since the
+// operation is in flight in this process.
+func (c *call) takeTurn() error {
+	waited, err := c.t.flights.acquire(c.ctx, c.op.key)
+	if err != nil {
+		c.led.ambiguous = true
+		c.op.body.close()
+		return c.fail(err, CategoryCanceled, errInFlight)
+	}
+	// A call that waited follows one of its operation whose answer it
+	// does not know: the effect may exist until an answer of its own
+	// says it does.
+	c.joined, c.led.ambiguous = waited, waited
 	return nil
 }
 
