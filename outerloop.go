@@ -183,20 +183,20 @@ func (c *call) outerStart(base int) int {
 // single reports whether c sends one attempt, an outer loop retrying.
 func (c *call) single() bool { return c.outer != nil && c.outer.single }
 
-// reserveOuterRetry admits into r, at now, the attempt of c, an outer
+// reserveOuterRetry admits into r, at now, the attempt of g, an outer
 // loop's retry, or refuses it: the gate's policies for a retry but the
 // waits (the loop waited as it chose).
-func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) error {
+func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
 	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
-	if !c.fits(now, c.expectedLatency(h)) {
+	if !g.fits(now, g.expectedLatency(h)) {
 		return ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	return r.spend(c, now)
+	return r.spend(g, now)
 }
 
 // refuse ends c when the gate refused to send its next attempt (waited:

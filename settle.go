@@ -36,7 +36,7 @@ const (
 // are not forgotten.
 func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 	if r == loser && a.resp == nil {
-		res.release(c, healthNeutral)
+		res.release(&c.applicant, healthNeutral)
 		if c.h.latency.hist != nil && a.sent {
 			c.h.latency.hist.record(a.took)
 		}
@@ -53,7 +53,7 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
 		hl = healthNeutral
 	}
-	res.release(c, hl)
+	res.release(&c.applicant, hl)
 	c.observe(a, v)
 	return v
 }
@@ -104,7 +104,7 @@ func (c *call) unobserved() bool {
 // attempts of an own key. The resends count, which only a Report or an
 // Event would show, is not kept.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
-	res.release(c, healthOK)
+	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	c.led.attempts++
 	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&

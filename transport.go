@@ -147,10 +147,9 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
-	// joined: c waited for another call of its key to end (takeTurn), and
-	// its first attempt is a first attempt of its own, not a retry of that
-	// call's.
-	joined bool
+	// applicant: what the gate knows of c, built once its first attempt
+	// is numbered.
+	applicant applicant
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -175,9 +174,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	own := c.op.own && !c.op.hop
+	joined := false
 	if own {
 		// c holds the turn of its key (flight.go) until it ends (call.ended).
-		if err := c.takeTurn(); err != nil {
+		var err error
+		if joined, err = c.takeTurn(); err != nil {
 			return nil, err
 		}
 	}
@@ -185,6 +186,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.h = t.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
+	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.single()}
 	if own || c.outer != nil {
 		// One defer: a second would cost every call the runtime's
 		// deferreturn (too many returns for open-coded defers).
@@ -223,21 +225,23 @@ func (c *call) resolve() error {
 
 // takeTurn waits until c, a call of a key of the application's, is the
 // only one of its key in flight on the Transport (flights.acquire;
-// call.ended ends its turn). If c's context ends first, c ends with an
-// *Error: nothing was sent by it, and the outcome is unknown, since the
-// operation is in flight in this process.
-func (c *call) takeTurn() error {
+// call.ended ends its turn), and reports whether c joined another call of
+// its key, waiting for it to end: its first attempt is then a first
+// attempt of its own, not a retry of that call's. If c's context ends
+// first, c ends with an *Error: nothing was sent by it, and the outcome is
+// unknown, since the operation is in flight in this process.
+func (c *call) takeTurn() (joined bool, err error) {
 	waited, err := c.t.flights.acquire(c.ctx, c.op.key)
 	if err != nil {
 		c.led.ambiguous = true
 		c.op.body.close()
-		return c.fail(err, CategoryCanceled, errInFlight)
+		return false, c.fail(err, CategoryCanceled, errInFlight)
 	}
 	// A call that waited follows one of its operation whose answer it
 	// does not know: the effect may exist until an answer of its own
 	// says it does.
-	c.joined, c.led.ambiguous = waited, waited
-	return nil
+	c.led.ambiguous = waited
+	return waited, nil
 }
 
 // loop is the state of the retry loop between its steps.
@@ -306,7 +310,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 	// polling: the last answer said the operation is in progress (a 409
 	// from a call of the key in another process).
 	polling := i > 0 && l.v.d.Category == CategoryInProgress
-	if err := c.h.reserve(&l.res, c, i, n, l.delay, polling, now); err != nil {
+	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, now); err != nil {
 		resp, err = c.refuse(&l.a, l.v.d, err, false) // a retry refused before any wait
 		return true, resp, err
 	}
@@ -316,7 +320,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 			keep(l.a.resp)
 		}
 	}
-	if err := l.res.wait(c); err != nil {
+	if err := l.res.wait(&c.applicant); err != nil {
 		if l.a.resp != nil && !errors.Is(err, c.ctx.Err()) {
 			resp, err = c.finish(&l.a, l.v.d, err) // the retry was not sent: the last answer stands
 			return true, resp, err
@@ -464,7 +468,7 @@ func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
 	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
 		return false
 	}
-	res, err := c.h.reserveHedge(c, c.t.cfg.now())
+	res, err := c.h.reserveHedge(&c.applicant, c.t.cfg.now())
 	if err != nil {
 		return false
 	}
