@@ -42,7 +42,7 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 		}
 		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
 	}
-	v := c.classify(a)
+	v := classify(&c.t.cfg, a, &c.subject)
 	a.err = v.err
 	if !a.sent {
 		res.cancel()
@@ -69,7 +69,7 @@ func (c *call) observe(a *attempt, v verdict) {
 		c.h.latency.observe(a.took)
 	}
 	if v.shown {
-		c.noteShown(a.end)
+		c.subject.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
 		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
@@ -99,7 +99,7 @@ func (c *call) unobserved() bool {
 // note and finish would do for it that anything reads afterwards, without
 // building their Decision, Report or Events. The classifier's answer is a
 // success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
-// the server dedupes (call.noteShown records it, as observe would; an
+// the server dedupes (subject.noteShown records it, as observe would; an
 // own key needs no evidence); the attempt is counted, for the recent
 // attempts of an own key. The resends count, which only a Report or an
 // Event would show, is not kept.
@@ -107,9 +107,9 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	c.led.attempts++
-	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&
+	if c.subject.unsafe && !c.op.own &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
-		c.noteShown(a.end) // all the guard does on a success
+		c.subject.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
 	return a.resp

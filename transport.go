@@ -148,8 +148,9 @@ type call struct {
 	// for a request without marks.
 	outer *outerCall
 	// applicant: what the gate knows of c, built once its first attempt
-	// is numbered.
+	// is numbered; subject: what classify judges c's attempts against.
 	applicant applicant
+	subject   subject
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -187,6 +188,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	var l loop
 	l.base = c.firstNumber(own, now)
 	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.single()}
+	c.subject = c.subjectOf()
 	if own || c.outer != nil {
 		// One defer: a second would cost every call the runtime's
 		// deferreturn (too many returns for open-coded defers).
@@ -242,6 +244,16 @@ func (c *call) takeTurn() (joined bool, err error) {
 	// says it does.
 	c.led.ambiguous = waited
 	return waited, nil
+}
+
+// subjectOf returns what classify judges c's attempts against, once c's
+// operation is resolved and its host known.
+func (c *call) subjectOf() subject {
+	s := subject{ctx: c.ctx, key: c.op.key, ev: &c.h.evidence}
+	if s.key != "" && !idempotentMethod(c.req.Method) {
+		s.unsafe, s.vouched, s.route = true, c.op.own || c.t.cfg.declaredDeduping(c.req), routeOf(c.req)
+	}
+	return s
 }
 
 // loop is the state of the retry loop between its steps.
