@@ -288,7 +288,7 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
 			l.hedges += sent
 		} else {
-			t, snd := c.try(c.ctx, i, n, l.res.at, l.prev.resp), c.sender()
+			t, snd := c.op.try(c.ctx, i, n, l.res.at, l.prev.resp), newSender(c.t, c.req, &c.op)
 			snd.send(&l.a, &t)
 			if i == 0 && quick && plainSuccess(l.a.resp, l.a.err) {
 				return c.succeeded(&l.a, &l.res), nil
@@ -471,7 +471,7 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 // round in a goroutine of its own, with a context of its own.
 func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.sender(), c.try(ctx, i, n, res.at, nil))
+	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, newSender(c.t, c.req, &c.op), c.op.try(ctx, i, n, res.at, nil))
 }
 
 // hedge sends hedge n (the i-th attempt of the call) of round r, delay
