@@ -135,8 +135,10 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // call is the state of one RoundTrip, one part per step of the loop: the
-// operation (resolved once), the host whose gate admits each attempt, and
-// the ledger. Each attempt's result lives in the loop's iteration.
+// operation (resolved once), the host whose gate admits each attempt, the
+// ledger, and the values the loop builds once for the gate (applicant) and
+// for classify (subject). Each attempt's result lives in the loop's
+// iteration.
 type call struct {
 	t   *Transport
 	req *http.Request
@@ -147,8 +149,8 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
-	// applicant: what the gate knows of c, built once its first attempt
-	// is numbered; subject: what classify judges c's attempts against.
+	// applicant: what the gate knows of c; subject: what classify judges
+	// c's attempts against. Built once c's first attempt is numbered.
 	applicant applicant
 	subject   subject
 }
@@ -187,7 +189,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.h = t.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
-	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.single()}
+	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
 	c.subject = c.subjectOf()
 	if own || c.outer != nil {
 		// One defer: a second would cost every call the runtime's
@@ -244,6 +246,20 @@ func (c *call) takeTurn() (joined bool, err error) {
 	// says it does.
 	c.led.ambiguous = waited
 	return waited, nil
+}
+
+// firstNumber returns the number of c's first attempt, admitted at now:
+// the attempts sent under its key by earlier calls (a key of the
+// application's, recent in recentKeys; an outer retry loop's count).
+func (c *call) firstNumber(own bool, now time.Time) int {
+	base := 0
+	if own {
+		base = c.t.recent.attempts(c.op.key, now)
+	}
+	if c.outer != nil || base > 0 || c.t.cfg.outer == outerAlways {
+		c.outer, base = outerStart(c.outer, c.t.cfg.outer, base)
+	}
+	return base
 }
 
 // subjectOf returns what classify judges c's attempts against, once c's
@@ -351,7 +367,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
-	case c.led.attempts >= cfg.maxAttempts, c.single():
+	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne():
 		return 0, ErrRetriesExhausted // a single attempt's: the outer loop retries
 	case !c.op.body.replayable():
 		return 0, ErrBodyNotReplayable
@@ -410,6 +426,46 @@ func (c *call) stopped(reason error) error {
 func (c *call) record(definitive bool) {
 	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
 		c.led.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: err})
+	}
+}
+
+// refuse ends c when the gate refused to send its next attempt (waited:
+// after waiting for it): with the previous attempt a's response or an
+// *Error. For an outer loop's retry whose SDK honours a do-not-retry
+// answer (outerCall.refuses), the *Error becomes a refusal response (see
+// WithRefusalResponses) the SDK does not retry.
+func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
+	var (
+		resp *http.Response
+		err  error
+	)
+	if waited {
+		err = c.stopped(reason)
+	} else {
+		resp, err = c.finish(a, d, reason)
+	}
+	if err != nil && c.outer.refuses() {
+		if r := refusalResponse(c.req, err, c.t.cfg.now()); r != nil {
+			return r, nil
+		}
+	}
+	return resp, err
+}
+
+// ended records, when c ends after attempt a, what later calls read: the
+// attempts sent under a key of the application's (own, recentKeys, after
+// base earlier ones), and the end of c's part in pendingCalls: a call
+// answered with a success is not retried, so its key is no longer one a
+// retry may continue. Then it ends c's turn for its key (flight.go).
+func (c *call) ended(a *attempt, base int, own bool) {
+	if own {
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
+	}
+	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
+		c.t.pending.forget(o.print, c.op.key)
+	}
+	if own {
+		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
 	}
 }
 
