@@ -555,7 +555,7 @@ type verdict struct {
 
 // subject is what classify judges the attempts of a call against, and
 // where their evidence that the server dedupes goes (evidence.go): the loop
-// builds it once per call (call.subjectOf).
+// (transport.go) builds it once per call.
 type subject struct {
 	// ctx is the caller's: an attempt that failed once it ended is the
 	// caller giving up.

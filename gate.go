@@ -26,7 +26,7 @@ import (
 // breaker, all configured by the application, act on them.
 
 // applicant is what the gate knows of the call whose attempts it admits:
-// the loop builds it once per call (call.applicant).
+// the loop (transport.go) builds it once per call.
 type applicant struct {
 	cfg *config
 	// ctx is the caller's: its deadline bounds the waits, its end ends
