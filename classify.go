@@ -553,32 +553,52 @@ type verdict struct {
 	shown bool
 }
 
-// classify returns the Classifier's decision on a, with what the Transport
-// knows better than any classifier: a cancelled caller is terminal, no
-// response is no success, a write that got no answer of its own may have
-// been applied, and an unsafe request that may have been applied is not
-// retried without evidence that the server dedupes it (refusesRetry). It
-// changes nothing: the verdict says it all.
-func (c *call) classify(a *attempt) verdict {
+// subject is what classify judges the attempts of a call against, and
+// where their evidence that the server dedupes goes (evidence.go): the loop
+// (transport.go) builds it once per call.
+type subject struct {
+	// ctx is the caller's: an attempt that failed once it ended is the
+	// caller giving up.
+	ctx context.Context
+	key string // the operation's key, "" if none
+	// unsafe: the request is keyed and its method is not idempotent: its
+	// answers may show that the server dedupes, and a retry after it may
+	// have been applied needs evidence that it does.
+	unsafe bool
+	// vouched: the application vouches that the server dedupes by the
+	// key: the key is its own, or it declared the server
+	// (WithDedupingServer). Set for an unsafe request only.
+	vouched bool
+	ev      *evidence // the host's
+	route   route     // the request's; set for an unsafe request only
+}
+
+// classify returns the decision of cfg's Classifier on a, an attempt of
+// s, with what the Transport knows better than any classifier: a cancelled
+// caller is terminal, no response is no success, a write that got no answer
+// of its own may have been applied, and an unsafe request that may have
+// been applied is not retried without evidence that the server dedupes it
+// (subject.refusesRetry). It changes nothing: the verdict says it all.
+func classify(cfg *config, a *attempt, s *subject) verdict {
 	if !a.sent {
 		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}
 	}
 	v := verdict{err: a.err}
 	var rh replayHeaders
-	if c.op.key != "" && a.resp != nil {
+	if s.key != "" && a.resp != nil {
 		rh = replayHeadersOf(a.resp.Header)
 	}
 	switch {
-	case !c.t.cfg.customClassifier && plainSuccess(a.resp, a.err):
+	case !cfg.customClassifier && plainSuccess(a.resp, a.err):
 		// DefaultClassifier's first case (success), without building
 		// its Outcome.
 		v.d = Decision{Action: Success, Replayed: rh.replay()}
-	case a.err != nil && c.ctx.Err() != nil:
+	case a.err != nil && s.ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
-		v.err = withCause(c.ctx.Err(), a.err)
+		v.err = withCause(s.ctx.Err(), a.err)
 		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
-		v.d = c.t.cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: c.op.key != "", Now: a.end})
+		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: s.key != "", Now: a.end})
 	}
 	if a.err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it
@@ -593,9 +613,9 @@ func (c *call) classify(a *attempt) verdict {
 	if (a.err != nil && a.writes.any && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && v.d.Action != Success && a.writes.again) {
 		v.d.Unknown = true
 	}
-	if c.guarded() {
-		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.t.cfg.keyHeader, c.op.key, v.d)
-		if c.refusesRetry(a, v.d, v.shown) {
+	if s.guarded() {
+		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, cfg.keyHeader, s.key, v.d)
+		if s.refusesRetry(a, v.d, v.shown) {
 			v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
 			v.stop = ErrUnsafeRetry
 		}

@@ -43,6 +43,7 @@ func TestClassifyWritesNothing(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			c := &call{t: tr, req: req, ctx: tt.ctx, h: tr.host(req.URL.Host, now)}
 			c.op.key = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70"
+			c.subject = c.subjectOf()
 			a := attempt{n: 0, req: req, sent: true, end: now, writes: writes{traced: true, any: true}}
 			if tt.status == 0 {
 				a.err = resetErr
@@ -54,7 +55,7 @@ func TestClassifyWritesNothing(t *testing.T) {
 			}
 			before := a
 
-			v := c.classify(&a)
+			v := classify(&tr.cfg, &a, &c.subject)
 
 			assert.Equal(t, before, a, "the attempt is unchanged")
 			assert.Equal(t, tt.action, v.d.Action)

@@ -174,20 +174,15 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 	return false
 }
 
-// noteShown records, as evidence for c's route at end, that an answer
-// showed that the server dedupes by c's key, unless the application
-// vouches for the server anyway (call.vouched). Evidence is recorded from
-// any answer, a success included.
-func (c *call) noteShown(end time.Time) {
-	if !c.vouched() {
-		c.h.evidence.note(routeOf(c.req), end)
+// noteShown records, as evidence for s's route at end, that an answer to
+// s, an unsafe request, showed that the server dedupes by its key, unless
+// the application vouches for the server anyway (subject.vouched).
+// Evidence is recorded from any answer, a success included.
+func (s *subject) noteShown(end time.Time) {
+	if !s.vouched {
+		s.ev.note(s.route, end)
 	}
 }
-
-// vouched reports whether the application vouches that c's server dedupes
-// by its key: the key is its own, or it declared the server
-// (WithDedupingServer).
-func (c *call) vouched() bool { return c.op.own || c.t.cfg.declaredDeduping(c.req) }
 
 // notApplied reports whether attempt a's failure proves the server did not
 // apply it: the dial failed, nothing was written, or the server said 429.
@@ -198,20 +193,20 @@ func (a *attempt) notApplied() bool {
 	return a.resp != nil && a.resp.StatusCode == http.StatusTooManyRequests
 }
 
-// guarded reports whether c's attempts are under the guard against
+// guarded reports whether s's attempts are under the guard against
 // unsafe retries: a keyed request whose method is not idempotent.
-func (c *call) guarded() bool {
+func (s *subject) guarded() bool {
 	if simbugs && bugActive("unsaferesend") {
 		return false
 	}
-	return c.op.key != "" && !idempotentMethod(c.req.Method)
+	return s.unsafe
 }
 
-// refusesRetry reports whether the guard turns d, a retry of c's unsafe
-// request after attempt a, which may have been applied, into what a bare
+// refusesRetry reports whether the guard turns d, a retry of s, an unsafe
+// request, after attempt a, which may have been applied, into what a bare
 // client would have returned: nothing shows the server dedupes it (a's
 // answer, shown; the application vouching for it; an earlier answer on
 // a's route, the evidence, looked up only for a retry).
-func (c *call) refusesRetry(a *attempt, d Decision, shown bool) bool {
-	return !shown && d.Action == Retry && !a.notApplied() && !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end)
+func (s *subject) refusesRetry(a *attempt, d Decision, shown bool) bool {
+	return !shown && d.Action == Retry && !a.notApplied() && !s.vouched && !s.ev.has(s.route, a.end)
 }

@@ -109,22 +109,3 @@ func (fs *flights) size() int {
 	defer fs.mu.Unlock()
 	return len(fs.m)
 }
-
-// takeTurn waits until c, a call of a key of the application's, is the
-// only one of its key in flight on the Transport (call.ended ends its
-// turn). If c's context ends first, c ends with an *Error: nothing was
-// sent by it, and the outcome is unknown, since the operation is in flight
-// in this process.
-func (c *call) takeTurn() error {
-	waited, err := c.t.flights.acquire(c.ctx, c.op.key)
-	if err != nil {
-		c.led.ambiguous = true
-		c.op.body.close()
-		return c.fail(err, CategoryCanceled, errInFlight)
-	}
-	// A call that waited follows one of its operation whose answer it
-	// does not know: the effect may exist until an answer of its own
-	// says it does.
-	c.turn, c.joined, c.led.ambiguous = true, waited, waited
-	return nil
-}

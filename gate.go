@@ -25,6 +25,25 @@ import (
 // after a 429 (when it fits the deadline), a rate limit and a classic
 // breaker, all configured by the application, act on them.
 
+// applicant is what the gate knows of the call whose attempts it admits:
+// the loop (transport.go) builds it once per call.
+type applicant struct {
+	cfg *config
+	// ctx is the caller's: its deadline bounds the waits, its end ends
+	// them.
+	ctx context.Context
+	// req is the caller's request: its route shares the host's retry
+	// tokens (routeshare.go).
+	req *http.Request
+	// joined: the call waited for its key's call in flight (flight.go):
+	// its first attempt is a first attempt of its own, not a retry.
+	joined bool
+	hop    bool // a redirect hop: not a new operation
+	// single: the call sends one attempt, an outer loop retrying
+	// (outerloop.go): the loop waits as it chooses.
+	single bool
+}
+
 // reservation is one attempt's admission.
 type reservation struct {
 	h        *hostState
@@ -83,26 +102,26 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 	return healthOK
 }
 
-// reserve decides at now, into r, whether attempt n of c may be sent after
+// reserve decides at now, into r, whether attempt n of g may be sent after
 // at least backoff, without blocking. For a retry it checks that the wait
 // and the host's usual latency fit before the deadline and that the breaker
 // is not open, then takes a retry token and the budget's share (a retry
 // polling for the end of an operation in progress elsewhere, polling,
 // takes no token). An error is the reason the retry is refused (nothing
 // was taken).
-func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Duration, polling bool, now time.Time) error {
-	// A call that waited for its key's call in flight (call.joined) sends
-	// its first attempt as a first attempt: it retries nothing.
-	r.reset(h, now, n > 0 && (i > 0 || !c.joined), i == 0, c.op.hop)
+func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time.Duration, polling bool, now time.Time) error {
+	// A call that waited for its key's call in flight (applicant.joined)
+	// sends its first attempt as a first attempt: it retries nothing.
+	r.reset(h, now, n > 0 && (i > 0 || !g.joined), i == 0, g.hop)
 	r.delay = 0
-	if r.first && r.retry && c.single() {
-		return h.reserveOuterRetry(r, c, now) // outerloop.go
+	if r.first && r.retry && g.single {
+		return h.reserveOuterRetry(r, g, now) // outerloop.go
 	}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
-		if !c.single() { // an outer loop waits as it chooses
-			if p := h.pauses.pausedFor(now, false); p > 0 && c.fits(now, p) {
+		if !g.single { // an outer loop waits as it chooses
+			if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 				r.delay = p
 			}
 		}
@@ -123,7 +142,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		return ErrDelayTooLong
 	}
 	r.delay = max(backoff, h.pauses.pausedFor(now, true))
-	if !c.fits(now, r.delay+c.expectedLatency(h)) {
+	if !g.fits(now, r.delay+g.expectedLatency(h)) {
 		return ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
@@ -141,7 +160,7 @@ func (h *hostState) reserve(r *reservation, c *call, i, n int, backoff time.Dura
 		}
 		return nil
 	}
-	return r.spend(c, now)
+	return r.spend(g, now)
 }
 
 // reset makes r a new reservation at now to h: of a retry (attempt n > 0
@@ -155,14 +174,14 @@ func (r *reservation) reset(h *hostState, now time.Time, retry, first, hop bool)
 	r.budgetAt, r.share = time.Time{}, nil
 }
 
-// spend takes what a retry (or a hedge) of c costs at now: a retry token,
-// from the host's bucket and from the share of c's route (routeshare.go),
+// spend takes what a retry (or a hedge) of g costs at now: a retry token,
+// from the host's bucket and from the share of g's route (routeshare.go),
 // and the budget's share. On error (ErrTokensExhausted, ErrBudgetExhausted)
 // nothing is held.
-func (r *reservation) spend(c *call, now time.Time) error {
+func (r *reservation) spend(g *applicant, now time.Time) error {
 	h := r.h
 	if h.tokens != nil {
-		s, ok := h.shares.take(routeOf(c.req), h.tokens.capacity(now))
+		s, ok := h.shares.take(routeOf(g.req), h.tokens.capacity(now))
 		if !ok {
 			return ErrTokensExhausted
 		}
@@ -206,28 +225,28 @@ func (r *reservation) withdraw(now time.Time) bool {
 // sentinel, or the context's error).
 //
 // r.at is then when the attempt starts.
-func (r *reservation) wait(c *call) error {
+func (r *reservation) wait(g *applicant) error {
 	if r.delay > 0 {
-		if err := sleep(c.ctx, r.delay); err != nil {
+		if err := sleep(g.ctx, r.delay); err != nil {
 			r.cancel()
 			return err
 		}
-		r.at = c.t.cfg.now()
-	} else if err := c.ctx.Err(); err != nil {
+		r.at = g.cfg.now()
+	} else if err := g.ctx.Err(); err != nil {
 		r.cancel()
 		return err
 	}
 	h := r.h
 	if !r.first && h.pauses.pushbackUntil.Load() != 0 {
 		// The server pushed back while the retry waited its backoff.
-		if now := c.t.cfg.now(); h.pauses.pushedBack(now) {
+		if now := g.cfg.now(); h.pauses.pushedBack(now) {
 			r.at = now
 			r.cancel()
 			return ErrPushback
 		}
 	}
-	if r.first && h.pauses.pauseUntil.Load() != 0 && !c.single() {
-		waited, at, err := r.waitPause(c)
+	if r.first && h.pauses.pauseUntil.Load() != 0 && !g.single {
+		waited, at, err := r.waitPause(g)
 		if err != nil {
 			r.cancel()
 			return err
@@ -235,17 +254,17 @@ func (r *reservation) wait(c *call) error {
 		r.delay, r.at = r.delay+waited, at
 	}
 	if h.limiter != nil {
-		if err := h.limiter.Wait(c.ctx); err != nil {
+		if err := h.limiter.Wait(g.ctx); err != nil {
 			r.cancel()
-			if ctxErr := c.ctx.Err(); ctxErr != nil {
+			if ctxErr := g.ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
 			return ErrRateLimited // the limiter refuses waits past the deadline
 		}
-		r.at = c.t.cfg.now()
+		r.at = g.cfg.now()
 	}
 	if h.breaker != nil {
-		if err := r.allow(c, r.first && c.t.cfg.breaker.RetriesOnly); err != nil {
+		if err := r.allow(g, r.first && g.cfg.breaker.RetriesOnly); err != nil {
 			r.cancel()
 			return err
 		}
@@ -268,15 +287,15 @@ func (r *reservation) wait(c *call) error {
 // retry loop drives waits for nothing of the Transport's.
 //
 // It returns how long it waited, and when it returned.
-func (r *reservation) waitPause(c *call) (time.Duration, time.Time, error) {
+func (r *reservation) waitPause(g *applicant) (time.Duration, time.Time, error) {
 	h := r.h
-	now := c.t.cfg.now()
+	now := g.cfg.now()
 	h.pauses.clearPauses(now.UnixNano())
-	if p := h.pauses.pausedFor(now, false); p > 0 && c.fits(now, p) {
-		if err := sleep(c.ctx, p); err != nil {
+	if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
+		if err := sleep(g.ctx, p); err != nil {
 			return 0, now, err
 		}
-		return p, c.t.cfg.now(), nil
+		return p, g.cfg.now(), nil
 	}
 	return 0, now, nil
 }
@@ -284,10 +303,10 @@ func (r *reservation) waitPause(c *call) (time.Duration, time.Time, error) {
 // allow passes the host's breaker (the host has one): an open breaker
 // refuses (ErrCircuitOpen), unless uncounted, which sends the attempt
 // uncounted (a retries-only breaker never holds back a first attempt).
-func (r *reservation) allow(c *call, uncounted bool) error {
+func (r *reservation) allow(g *applicant, uncounted bool) error {
 	h := r.h
 	done, err := h.breaker.Allow()
-	h.dispatchTransitions(c.t.cfg.observers)
+	h.dispatchTransitions(g.cfg.observers)
 	switch {
 	case err == nil:
 		r.done = done
@@ -339,16 +358,16 @@ func (r *reservation) cancel() {
 	}
 }
 
-// release releases the reservation of an attempt that was sent, with what
-// its outcome says of the host.
-func (r *reservation) release(c *call, hl health) {
+// release releases the reservation of an attempt of g that was sent, with
+// what its outcome says of the host.
+func (r *reservation) release(g *applicant, hl health) {
 	if !r.settled() {
 		return
 	}
 	if hl == healthOK && r.h.tokens != nil {
 		r.h.tokens.Earn()
 		if r.h.shares.owing.Load() != 0 {
-			r.h.shares.earn(routeOf(c.req), r.h.tokens.params().refill)
+			r.h.shares.earn(routeOf(g.req), r.h.tokens.params().refill)
 		}
 	}
 	if r.done != nil {
@@ -360,27 +379,27 @@ func (r *reservation) release(c *call, hl health) {
 		default:
 			r.done(errBreakerExcluded)
 		}
-		r.h.dispatchTransitions(c.t.cfg.observers)
+		r.h.dispatchTransitions(g.cfg.observers)
 	}
 }
 
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.
-func (c *call) expectedLatency(h *hostState) time.Duration {
+func (g *applicant) expectedLatency(h *hostState) time.Duration {
 	d := time.Duration(h.latency.avg.Load())
-	if at := c.t.cfg.attemptTimeout; at > 0 {
+	if at := g.cfg.attemptTimeout; at > 0 {
 		d = min(d, at)
 	}
 	return d
 }
 
-// fits reports whether waiting d from now leaves time before the context's
+// fits reports whether waiting d from now leaves time before the caller's
 // deadline.
-func (c *call) fits(now time.Time, d time.Duration) bool {
+func (g *applicant) fits(now time.Time, d time.Duration) bool {
 	if simbugs && bugActive("sleeppast") {
 		return true
 	}
-	dl, ok := c.ctx.Deadline()
+	dl, ok := g.ctx.Deadline()
 	return !ok || now.Add(d).Before(dl)
 }
 
@@ -408,17 +427,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 // a rate limiter without a token at hand or a deadline too close refuse it
 // (the error says why; nothing is held). The reservation is released like a
 // retry's.
-func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
+func (h *hostState) reserveHedge(g *applicant, now time.Time) (reservation, error) {
 	r := reservation{h: h, retry: true, at: now}
 	switch {
 	case h.pauses.pushedBack(now):
 		return r, ErrPushback
-	case h.pauses.pausedFor(now, true) > 0, !c.fits(now, c.expectedLatency(h)):
+	case h.pauses.pausedFor(now, true) > 0, !g.fits(now, g.expectedLatency(h)):
 		return r, ErrDelayTooLong
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
 		return r, ErrCircuitOpen
 	}
-	if err := r.spend(c, now); err != nil {
+	if err := r.spend(g, now); err != nil {
 		return r, err
 	}
 	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
@@ -426,7 +445,7 @@ func (h *hostState) reserveHedge(c *call, now time.Time) (reservation, error) {
 		return r, ErrDelayTooLong
 	}
 	if h.breaker != nil {
-		if err := r.allow(c, false); err != nil {
+		if err := r.allow(g, false); err != nil {
 			r.cancel()
 			return r, err
 		}

@@ -181,7 +181,7 @@ func TestReservationIsReleasedOnlyOnce(t *testing.T) {
 	r := reservation{h: h, retry: true, token: true}
 	r.cancel()
 	r.cancel()
-	r.release(&call{t: tr}, healthOK)
+	r.release(&applicant{cfg: &tr.cfg}, healthOK)
 	assert.Equal(t, float64(3), h.tokens.AvailableAt(time.Now()), "one refund, and no earning after a cancel")
 }
 
@@ -276,18 +276,18 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := NewTransport(&scripted{codes: []int{200}}, opts...)
-			c := &call{t: tr, ctx: context.Background()}
+			g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 			now := time.Now()
-			c.h = tr.host("api.test", now)
+			h := tr.host("api.test", now)
 			allocs := testing.AllocsPerRun(100, func() {
 				var r reservation
-				if err := c.h.reserve(&r, c, 0, 0, 0, false, now); err != nil {
+				if err := h.reserve(&r, g, 0, 0, 0, false, now); err != nil {
 					t.Fatal(err)
 				}
-				if err := r.wait(c); err != nil {
+				if err := r.wait(g); err != nil {
 					t.Fatal(err)
 				}
-				r.release(c, healthOK)
+				r.release(g, healthOK)
 			})
 			assert.Zero(t, allocs)
 		})
@@ -298,15 +298,15 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 // attempt, with the defaults (retry tokens).
 func BenchmarkGateFirstAttempt(b *testing.B) {
 	tr := NewTransport(&scripted{codes: []int{200}})
-	c := &call{t: tr, ctx: context.Background()}
+	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
-	c.h = tr.host("api.test", now)
+	h := tr.host("api.test", now)
 	b.ReportAllocs()
 	for b.Loop() {
 		var r reservation
-		c.h.reserve(&r, c, 0, 0, 0, false, now)
-		r.wait(c)
-		r.release(c, healthOK)
+		h.reserve(&r, g, 0, 0, 0, false, now)
+		r.wait(g)
+		r.release(g, healthOK)
 	}
 }
 
@@ -316,9 +316,9 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 // value first, and a field added later without a reset fails here.
 func TestReserveResetsEveryField(t *testing.T) {
 	tr := NewTransport(&scripted{codes: []int{200}})
-	c := &call{t: tr, ctx: context.Background()}
+	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
-	c.h = tr.host("api.test", now)
+	h := tr.host("api.test", now)
 	var r reservation
 	v := reflect.ValueOf(&r).Elem()
 	for i := range v.NumField() {
@@ -339,8 +339,8 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, c.h.reserve(&r, c, 0, 0, 0, false, now))
-	want := reservation{h: c.h, first: true, at: now}
+	require.NoError(t, h.reserve(&r, g, 0, 0, 0, false, now))
+	want := reservation{h: h, first: true, at: now}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 

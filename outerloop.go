@@ -125,34 +125,19 @@ func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCa
 	return o, pending.key(fp, m.count, op.key, cfg.now())
 }
 
-// firstNumber returns the number of c's first attempt, admitted at now:
-// the attempts sent under its key by earlier calls (a key of the
-// application's, recent in recentKeys; an outer retry loop's count).
-func (c *call) firstNumber(own bool, now time.Time) int {
-	base := 0
-	if own {
-		base = c.t.recent.attempts(c.op.key, now)
-	}
-	if c.outer != nil || base > 0 || c.t.cfg.outer == outerAlways {
-		base = c.outerStart(base)
-	}
-	return base
-}
-
-// outerStart decides, before the first attempt, whether c sends one
-// attempt for an outer loop, and returns the number of the loop's attempts
-// before this call (base: the key's recent attempts for a key of the
-// application's). Called only for a marked call, a repeated key of the
-// application's, or with WithOuterRetries(true).
-func (c *call) outerStart(base int) int {
-	mode := c.t.cfg.outer
-	o := c.outer
+// outerStart decides, before the first attempt of a call whose outer
+// loop's part is o (nil without marks), with WithOuterRetries' mode,
+// whether the call sends one attempt for an outer loop. It returns the
+// call's part (o, or a new one with WithOuterRetries(true)) and the number
+// of the loop's attempts before this call (base: the key's recent attempts
+// for a key of the application's). Called only for a marked call, a
+// repeated key of the application's, or with WithOuterRetries(true).
+func outerStart(o *outerCall, mode outerMode, base int) (*outerCall, int) {
 	if o == nil {
 		if mode != outerAlways {
-			return base
+			return nil, base
 		}
 		o = &outerCall{}
-		c.outer = o
 	}
 	if o.marked && o.mark.count >= 0 {
 		base = o.mark.count
@@ -177,67 +162,33 @@ func (c *call) outerStart(base int) int {
 			o.single = o.mark.willRetry()
 		}
 	}
-	return base
+	return o, base
 }
 
-// single reports whether c sends one attempt, an outer loop retrying.
-func (c *call) single() bool { return c.outer != nil && c.outer.single }
+// sendsOne reports whether o's call sends one attempt, an outer loop
+// retrying; o is nil for a call without one.
+func (o *outerCall) sendsOne() bool { return o != nil && o.single }
 
-// reserveOuterRetry admits into r, at now, the attempt of c, an outer
+// refuses reports whether a refusal by the gate of o's call is to be
+// answered with a refusal response (see WithRefusalResponses): the call is
+// an outer loop's attempt whose SDK honours a do-not-retry answer (the
+// marks' table).
+func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.respond }
+
+// reserveOuterRetry admits into r, at now, the attempt of g, an outer
 // loop's retry, or refuses it: the gate's policies for a retry but the
 // waits (the loop waited as it chose).
-func (h *hostState) reserveOuterRetry(r *reservation, c *call, now time.Time) error {
+func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
 	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
-	if !c.fits(now, c.expectedLatency(h)) {
+	if !g.fits(now, g.expectedLatency(h)) {
 		return ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
 		return ErrCircuitOpen
 	}
-	return r.spend(c, now)
-}
-
-// refuse ends c when the gate refused to send its next attempt (waited:
-// after waiting for it), as the loop does without outer loops: with the
-// previous attempt a's response or an *Error. For an outer loop's retry
-// whose SDK honours a do-not-retry answer (the marks' table), the *Error
-// becomes a refusal response (see WithRefusalResponses) the SDK does not
-// retry.
-func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
-	var (
-		resp *http.Response
-		err  error
-	)
-	if waited {
-		err = c.stopped(reason)
-	} else {
-		resp, err = c.finish(a, d, reason)
-	}
-	if err != nil && c.outer != nil && c.outer.single && c.outer.mark.respond {
-		if r := refusalResponse(c.req, err, c.t.cfg.now()); r != nil {
-			return r, nil
-		}
-	}
-	return resp, err
-}
-
-// ended records, when c ends after attempt a, what later calls read: the
-// attempts sent under a key of the application's (own, recent.go, after
-// base earlier ones), and the end of c's part in pendingCalls: a call
-// answered with a success is not retried, so its key is no longer one a
-// retry may continue. Then it ends c's turn for its key (flight.go).
-func (c *call) ended(a *attempt, base int, own bool) {
-	if own {
-		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
-	}
-	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
-		c.t.pending.forget(o.print, c.op.key)
-	}
-	if c.turn {
-		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
-	}
+	return r.spend(g, now)
 }
 
 // pendingWindow is how long a pending call is remembered after its last

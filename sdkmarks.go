@@ -169,7 +169,7 @@ func parseGoogClient(v string) (mark, bool) {
 // to, and one that does not retry sends no more than the Transport then
 // sends (one attempt per call): the SDK alone's. AWS says when it will not
 // (max=1). A mark without a count (stripe-go's) does not say: its key's
-// repetition does (call.outerStart).
+// repetition does (outerStart).
 func (m mark) willRetry() bool {
 	return m.count > 0 || (m.count == 0 && m.max != 1)
 }

@@ -54,13 +54,13 @@ type try struct {
 	rewind func() (io.ReadCloser, error)
 }
 
-// try returns what attempt n, the i-th of c, admitted at start, is sent
-// with: the operation hands over its body for it.
-func (c *call) try(ctx context.Context, i, n int, start time.Time, held *http.Response) try {
-	body, err := c.op.body.body(i)
+// try returns what attempt n, the i-th of op's call, admitted at start, is
+// sent with: op hands over its body for it.
+func (op *operation) try(ctx context.Context, i, n int, start time.Time, held *http.Response) try {
+	body, err := op.body.body(i)
 	t := try{ctx: ctx, i: i, n: n, body: body, bodyErr: err, start: start, held: held}
-	if i > 0 || !c.op.asIs {
-		t.rewind = c.op.body.rewind()
+	if i > 0 || !op.asIs {
+		t.rewind = op.body.rewind()
 	}
 	return t
 }
@@ -77,9 +77,10 @@ type sender struct {
 	asIs, clipped, attemptSet bool
 }
 
-// sender returns c's sender, once its operation is resolved.
-func (c *call) sender() sender {
-	return sender{t: c.t, req: c.req, key: c.op.key, field: c.op.field, asIs: c.op.asIs, clipped: c.op.clipped, attemptSet: c.op.attemptSet}
+// newSender returns the sender of op, resolved, for the caller's request
+// req to t.
+func newSender(t *Transport, req *http.Request, op *operation) sender {
+	return sender{t: t, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
 // send sends attempt t through the base transport: the caller's request

@@ -36,13 +36,13 @@ const (
 // are not forgotten.
 func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 	if r == loser && a.resp == nil {
-		res.release(c, healthNeutral)
+		res.release(&c.applicant, healthNeutral)
 		if c.h.latency.hist != nil && a.sent {
 			c.h.latency.hist.record(a.took)
 		}
 		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
 	}
-	v := c.classify(a)
+	v := classify(&c.t.cfg, a, &c.subject)
 	a.err = v.err
 	if !a.sent {
 		res.cancel()
@@ -53,7 +53,7 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
 		hl = healthNeutral
 	}
-	res.release(c, hl)
+	res.release(&c.applicant, hl)
 	c.observe(a, v)
 	return v
 }
@@ -69,7 +69,7 @@ func (c *call) observe(a *attempt, v verdict) {
 		c.h.latency.observe(a.took)
 	}
 	if v.shown {
-		c.noteShown(a.end)
+		c.subject.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
 		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
@@ -99,17 +99,17 @@ func (c *call) unobserved() bool {
 // note and finish would do for it that anything reads afterwards, without
 // building their Decision, Report or Events. The classifier's answer is a
 // success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
-// the server dedupes (call.noteShown records it, as observe would; an
+// the server dedupes (subject.noteShown records it, as observe would; an
 // own key needs no evidence); the attempt is counted, for the recent
 // attempts of an own key. The resends count, which only a Report or an
 // Event would show, is not kept.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
-	res.release(c, healthOK)
+	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	c.led.attempts++
-	if c.op.key != "" && !c.op.own && !idempotentMethod(c.req.Method) &&
+	if c.subject.unsafe && !c.op.own &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
-		c.noteShown(a.end) // all the guard does on a success
+		c.subject.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
 	return a.resp

@@ -135,8 +135,10 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // call is the state of one RoundTrip, one part per step of the loop: the
-// operation (resolved once), the host whose gate admits each attempt, and
-// the ledger. Each attempt's result lives in the loop's iteration.
+// operation (resolved once), the host whose gate admits each attempt, the
+// ledger, and the values the loop builds once for the gate (applicant) and
+// for classify (subject). Each attempt's result lives in the loop's
+// iteration.
 type call struct {
 	t   *Transport
 	req *http.Request
@@ -147,12 +149,10 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
-	// turn: c holds the turn of its key of the application's
-	// (flight.go), released when c ends; joined: c waited for another
-	// call of the key to end, and its first attempt is a first attempt of
-	// its own, not a retry of that call's.
-	turn   bool
-	joined bool
+	// applicant: what the gate knows of c; subject: what classify judges
+	// c's attempts against. Built once c's first attempt is numbered.
+	applicant applicant
+	subject   subject
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -177,8 +177,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	own := c.op.own && !c.op.hop
+	joined := false
 	if own {
-		if err := c.takeTurn(); err != nil {
+		// c holds the turn of its key (flight.go) until it ends (call.ended).
+		var err error
+		if joined, err = c.takeTurn(); err != nil {
 			return nil, err
 		}
 	}
@@ -186,6 +189,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.h = t.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
+	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
+	c.subject = c.subjectOf()
 	if own || c.outer != nil {
 		// One defer: a second would cost every call the runtime's
 		// deferreturn (too many returns for open-coded defers).
@@ -222,6 +227,51 @@ func (c *call) resolve() error {
 	return nil
 }
 
+// takeTurn waits until c, a call of a key of the application's, is the
+// only one of its key in flight on the Transport (flights.acquire;
+// call.ended ends its turn), and reports whether c joined another call of
+// its key, waiting for it to end: its first attempt is then a first
+// attempt of its own, not a retry of that call's. If c's context ends
+// first, c ends with an *Error: nothing was sent by it, and the outcome is
+// unknown, since the operation is in flight in this process.
+func (c *call) takeTurn() (joined bool, err error) {
+	waited, err := c.t.flights.acquire(c.ctx, c.op.key)
+	if err != nil {
+		c.led.ambiguous = true
+		c.op.body.close()
+		return false, c.fail(err, CategoryCanceled, errInFlight)
+	}
+	// A call that waited follows one of its operation whose answer it
+	// does not know: the effect may exist until an answer of its own
+	// says it does.
+	c.led.ambiguous = waited
+	return waited, nil
+}
+
+// firstNumber returns the number of c's first attempt, admitted at now:
+// the attempts sent under its key by earlier calls (a key of the
+// application's, recent in recentKeys; an outer retry loop's count).
+func (c *call) firstNumber(own bool, now time.Time) int {
+	base := 0
+	if own {
+		base = c.t.recent.attempts(c.op.key, now)
+	}
+	if c.outer != nil || base > 0 || c.t.cfg.outer == outerAlways {
+		c.outer, base = outerStart(c.outer, c.t.cfg.outer, base)
+	}
+	return base
+}
+
+// subjectOf returns what classify judges c's attempts against, once c's
+// operation is resolved and its host known.
+func (c *call) subjectOf() subject {
+	s := subject{ctx: c.ctx, key: c.op.key, ev: &c.h.evidence}
+	if s.key != "" && !idempotentMethod(c.req.Method) {
+		s.unsafe, s.vouched, s.route = true, c.op.own || c.t.cfg.declaredDeduping(c.req), routeOf(c.req)
+	}
+	return s
+}
+
 // loop is the state of the retry loop between its steps.
 type loop struct {
 	a, prev  attempt // this iteration's attempt, and the one before
@@ -254,7 +304,7 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
 			l.hedges += sent
 		} else {
-			t, snd := c.try(c.ctx, i, n, l.res.at, l.prev.resp), c.sender()
+			t, snd := c.op.try(c.ctx, i, n, l.res.at, l.prev.resp), newSender(c.t, c.req, &c.op)
 			snd.send(&l.a, &t)
 			if i == 0 && quick && plainSuccess(l.a.resp, l.a.err) {
 				return c.succeeded(&l.a, &l.res), nil
@@ -288,7 +338,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 	// polling: the last answer said the operation is in progress (a 409
 	// from a call of the key in another process).
 	polling := i > 0 && l.v.d.Category == CategoryInProgress
-	if err := c.h.reserve(&l.res, c, i, n, l.delay, polling, now); err != nil {
+	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, now); err != nil {
 		resp, err = c.refuse(&l.a, l.v.d, err, false) // a retry refused before any wait
 		return true, resp, err
 	}
@@ -298,7 +348,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 			keep(l.a.resp)
 		}
 	}
-	if err := l.res.wait(c); err != nil {
+	if err := l.res.wait(&c.applicant); err != nil {
 		if l.a.resp != nil && !errors.Is(err, c.ctx.Err()) {
 			resp, err = c.finish(&l.a, l.v.d, err) // the retry was not sent: the last answer stands
 			return true, resp, err
@@ -317,7 +367,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
-	case c.led.attempts >= cfg.maxAttempts, c.single():
+	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne():
 		return 0, ErrRetriesExhausted // a single attempt's: the outer loop retries
 	case !c.op.body.replayable():
 		return 0, ErrBodyNotReplayable
@@ -379,6 +429,46 @@ func (c *call) record(definitive bool) {
 	}
 }
 
+// refuse ends c when the gate refused to send its next attempt (waited:
+// after waiting for it): with the previous attempt a's response or an
+// *Error. For an outer loop's retry whose SDK honours a do-not-retry
+// answer (outerCall.refuses), the *Error becomes a refusal response (see
+// WithRefusalResponses) the SDK does not retry.
+func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
+	var (
+		resp *http.Response
+		err  error
+	)
+	if waited {
+		err = c.stopped(reason)
+	} else {
+		resp, err = c.finish(a, d, reason)
+	}
+	if err != nil && c.outer.refuses() {
+		if r := refusalResponse(c.req, err, c.t.cfg.now()); r != nil {
+			return r, nil
+		}
+	}
+	return resp, err
+}
+
+// ended records, when c ends after attempt a, what later calls read: the
+// attempts sent under a key of the application's (own, recentKeys, after
+// base earlier ones), and the end of c's part in pendingCalls: a call
+// answered with a success is not retried, so its key is no longer one a
+// retry may continue. Then it ends c's turn for its key (flight.go).
+func (c *call) ended(a *attempt, base int, own bool) {
+	if own {
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
+	}
+	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
+		c.t.pending.forget(o.print, c.op.key)
+	}
+	if own {
+		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
+	}
+}
+
 // hedgeDelay returns how long to wait before hedging the call's next
 // attempt, having sent hedges so far, or 0 if it is not to be hedged.
 func (c *call) hedgeDelay(hedges int) time.Duration {
@@ -437,7 +527,7 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 // round in a goroutine of its own, with a context of its own.
 func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.sender(), c.try(ctx, i, n, res.at, nil))
+	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, newSender(c.t, c.req, &c.op), c.op.try(ctx, i, n, res.at, nil))
 }
 
 // hedge sends hedge n (the i-th attempt of the call) of round r, delay
@@ -446,7 +536,7 @@ func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
 	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
 		return false
 	}
-	res, err := c.h.reserveHedge(c, c.t.cfg.now())
+	res, err := c.h.reserveHedge(&c.applicant, c.t.cfg.now())
 	if err != nil {
 		return false
 	}
