@@ -33,10 +33,10 @@ import (
 // while one is on: it is shedding), retries are refused before any wait, and
 // the caller has the last answer at once; a pause set or renewed while a
 // retry waits does not drop it (the server's pushback, an opened breaker or
-// a rate limit past the deadline still do). A Budget, a circuit breaker and
-// a rate limit are opt-in (WithRetryControl).
-// Only outcomes that say the host is unhealthy (5xx, timeouts, resets) count
-// against it.
+// a rate limit past the deadline still do). A RetryBudget or SharedBudget,
+// a CircuitBreaker and a RateLimit are opt-in, in place of the tokens or
+// beside them (WithRetryControl). Only outcomes that say the host is
+// unhealthy (5xx, timeouts, resets) count against it.
 //
 // A retry that could not finish before the context's deadline (its wait
 // and the host's usual attempt latency) is not started.
