@@ -132,18 +132,6 @@ type settings struct {
 	onChange  func(name string, from, to State, err error)
 }
 
-// orDefault resolves a rule field as resilient.RetryBudget does: 0 and NaN
-// mean the default, a negative value means none.
-func orDefault(v, def float64) float64 {
-	switch {
-	case v == 0 || v != v:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
-}
-
 func (c Config) resolve() settings {
 	d := retrycontrol.DefaultBudgetConfig()
 	window := c.Window
@@ -151,7 +139,7 @@ func (c Config) resolve() settings {
 		window = d.Window
 	}
 	bucket := max(window/10/time.Microsecond*time.Microsecond, time.Microsecond)
-	ratio, perSecond := orDefault(c.Ratio, d.Ratio), orDefault(c.MinPerSecond, d.MinPerSecond)
+	ratio, perSecond := retrycontrol.OrDefault(c.Ratio, d.Ratio), retrycontrol.OrDefault(c.MinPerSecond, d.MinPerSecond)
 	s := settings{
 		local:    retrycontrol.BudgetConfig{Ratio: c.Ratio, MinPerSecond: c.MinPerSecond, Window: c.Window},
 		every:    int64(c.FlushEvery),

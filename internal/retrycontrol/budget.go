@@ -123,14 +123,14 @@ func (c BudgetConfig) params() budgetParams {
 	}
 	width := max(int64(window)/budgetBuckets, 1)
 	d := DefaultBudgetConfig()
-	ratio, perSecond := orDefault(c.Ratio, d.Ratio), orDefault(c.MinPerSecond, d.MinPerSecond)
+	ratio, perSecond := OrDefault(c.Ratio, d.Ratio), OrDefault(c.MinPerSecond, d.MinPerSecond)
 	seconds := time.Duration(width * budgetBuckets).Seconds()
 	return budgetParams{ratio: ratio, reserve: perSecond * seconds, width: width}
 }
 
-// orDefault resolves a BudgetConfig field: 0 and NaN mean the default, a
-// negative value means none.
-func orDefault(v, def float64) float64 {
+// OrDefault resolves a BudgetConfig field: 0 and NaN mean the default, a
+// negative value means none. redisbudget resolves its rules with it.
+func OrDefault(v, def float64) float64 {
 	switch {
 	case v == 0 || v != v:
 		return def
