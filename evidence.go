@@ -145,14 +145,19 @@ type dedupingServer struct {
 // their idempotency key, so that the Transport may re-send a POST or PATCH
 // that may have been applied. Each entry is a host ("api.example.com",
 // with its port if the URL has one), optionally followed by a path prefix
-// ("api.example.com/v1/payments"). Without it, an unsafe request that may
-// have been applied is re-sent only once the server has shown, on that
-// route, that it dedupes (see ErrUnsafeRetry), or when the key is the
-// application's own.
+// ("api.example.com/v1/payments"); a leading "https://" or "http://" is
+// ignored, and an empty entry declares nothing. Without it, an unsafe
+// request that may have been applied is re-sent only once the server has
+// shown, on that route, that it dedupes (see ErrUnsafeRetry), or when the
+// key is the application's own.
 func WithDedupingServer(entries ...string) Option {
 	return func(c *config) {
 		for _, e := range entries {
+			e = strings.TrimPrefix(strings.TrimPrefix(e, "https://"), "http://")
 			host, path, _ := strings.Cut(e, "/")
+			if host == "" {
+				continue // an empty entry, or a bare path: no host to declare
+			}
 			c.dedupers = append(c.dedupers, dedupingServer{host: host, pathPrefix: "/" + path})
 		}
 	}

@@ -145,6 +145,9 @@ func TestRetriedWhenTheServerDedupes(t *testing.T) {
 		{"application declares the host", false, func(h string) []resilient.Option { return []resilient.Option{resilient.WithDedupingServer(h)} }, context.Background()},
 		{"application declares the host, any port", false, func(string) []resilient.Option { return []resilient.Option{resilient.WithDedupingServer("127.0.0.1")} }, context.Background()},
 		{"application declares the path", false, func(h string) []resilient.Option { return []resilient.Option{resilient.WithDedupingServer(h + "/v1")} }, context.Background()},
+		{"application declares the URL", false, func(h string) []resilient.Option {
+			return []resilient.Option{resilient.WithDedupingServer("http://" + h + "/v1")}
+		}, context.Background()},
 		{"application's own key", false, nil, resilient.ContextWithKey(context.Background(), "create-repo-1")},
 	}
 	for _, tt := range tests {
@@ -210,11 +213,12 @@ func TestDeclarationIsScoped(t *testing.T) {
 	api := &keylessAPI{fault: func(int32) string { return "drop" }}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	for _, decl := range []string{"127.0.0.1:1", "127.0.0.1/v2"} {
+	decls := []string{"127.0.0.1:1", "127.0.0.1/v2", "", "/v1"} // an empty entry and a bare path declare nothing
+	for _, decl := range decls {
 		_, err := postTo(t, resilient.Wrap(srv.Client(), resilient.WithBackoff(nil), resilient.WithDedupingServer(decl)), context.Background(), srv.URL+"/v1/repos")
 		assert.ErrorIs(t, err, resilient.ErrUnsafeRetry, decl)
 	}
-	assert.Equal(t, int32(2), api.effects.Load(), "one per operation")
+	assert.Equal(t, int32(len(decls)), api.effects.Load(), "one per operation")
 }
 
 // Evidence shown by the server is scoped to its route: behind one gateway,
