@@ -22,16 +22,6 @@ func budgetDeposit(b *Budget, now time.Time, n int) {
 	}
 }
 
-// budgetDrain withdraws at now until the budget refuses (or limit is reached)
-// and returns how many retries it allowed.
-func budgetDrain(b *Budget, now time.Time, limit int) int {
-	n := 0
-	for n < limit && b.WithdrawAt(now) {
-		n++
-	}
-	return n
-}
-
 func TestBudgetArithmetic(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -60,7 +50,7 @@ func TestBudgetArithmetic(t *testing.T) {
 			b := NewBudget(tt.cfg)
 			budgetDeposit(b, budgetT0, tt.deposits)
 			assert.Equal(t, float64(tt.want), b.AvailableAt(budgetT0), "available before")
-			assert.Equal(t, tt.want, budgetDrain(b, budgetT0, 1e6))
+			assert.Equal(t, tt.want, drain(b.WithdrawAt, budgetT0, 1e6))
 			assert.Zero(t, b.AvailableAt(budgetT0), "available after")
 			for range 3 {
 				assert.False(t, b.WithdrawAt(budgetT0), "refused retries are not counted, and stay refused")
@@ -76,7 +66,7 @@ func TestBudgetRatio0_6IsNotTruncatedInverse(t *testing.T) {
 	t.Parallel()
 	b := NewBudget(BudgetConfig{Ratio: 0.6, MinPerSecond: -1, Window: 10 * time.Second})
 	budgetDeposit(b, budgetT0, 100)
-	assert.Equal(t, 60, budgetDrain(b, budgetT0, 1000), "60 %, not 100 %")
+	assert.Equal(t, 60, drain(b.WithdrawAt, budgetT0, 1000), "60 %, not 100 %")
 
 	// Interleaved, as a Transport does it: 100 operations, one retry each wanted.
 	b = NewBudget(BudgetConfig{Ratio: 0.6, MinPerSecond: -1, Window: 10 * time.Second})
@@ -94,7 +84,7 @@ func TestBudgetRecoversAfterWindow(t *testing.T) {
 	t.Parallel()
 	b := NewBudget(BudgetConfig{Ratio: 0.5, MinPerSecond: -1, Window: 10 * time.Second})
 	budgetDeposit(b, budgetT0, 10)
-	require.Equal(t, 5, budgetDrain(b, budgetT0, 100))
+	require.Equal(t, 5, drain(b.WithdrawAt, budgetT0, 100))
 
 	// Still exhausted at the end of the window, with its first attempts
 	// still counted: one more deposit buys half a retry, rounded up.
@@ -108,13 +98,13 @@ func TestBudgetRecoversAfterWindow(t *testing.T) {
 	next := budgetT0.Add(10 * time.Second)
 	assert.Zero(t, b.AvailableAt(next), "1 deposit and 1 retry remain, in the last bucket")
 	budgetDeposit(b, next, 4)
-	assert.Equal(t, 2, budgetDrain(b, next, 100), "(1+4)·0.5 = 2.5 → 3 retries, one already spent")
+	assert.Equal(t, 2, drain(b.WithdrawAt, next, 100), "(1+4)·0.5 = 2.5 → 3 retries, one already spent")
 
 	// Two windows later everything has expired.
 	later := budgetT0.Add(20 * time.Second)
 	assert.Zero(t, b.AvailableAt(later))
 	budgetDeposit(b, later, 10)
-	assert.Equal(t, 5, budgetDrain(b, later, 100))
+	assert.Equal(t, 5, drain(b.WithdrawAt, later, 100))
 }
 
 func TestBudgetExpiry(t *testing.T) {
@@ -140,20 +130,20 @@ func TestBudgetExpiry(t *testing.T) {
 			t.Parallel()
 			b := NewBudget(cfg)
 			budgetDeposit(b, budgetT0, 20)
-			require.Equal(t, 11, budgetDrain(b, budgetT0, 100)) // 1 + 20·0.5
+			require.Equal(t, 11, drain(b.WithdrawAt, budgetT0, 100)) // 1 + 20·0.5
 			now := budgetT0.Add(tt.gap)
 			if tt.live {
 				assert.Zero(t, b.AvailableAt(now), "still spent")
 				assert.False(t, b.WithdrawAt(now))
 				budgetDeposit(b, now, 2)
-				assert.Equal(t, 1, budgetDrain(b, now, 100))
+				assert.Equal(t, 1, drain(b.WithdrawAt, now, 100))
 				return
 			}
 			// Read-only first: stale buckets are ignored without being reset.
 			assert.Equal(t, 1.0, b.AvailableAt(now), "only the floor")
 			budgetDeposit(b, now, 4)
 			assert.Equal(t, 3.0, b.AvailableAt(now))
-			assert.Equal(t, 3, budgetDrain(b, now, 100))
+			assert.Equal(t, 3, drain(b.WithdrawAt, now, 100))
 		})
 	}
 }
@@ -191,9 +181,9 @@ func TestBudgetConfigResolution(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tt.idle, budgetDrain(tt.b, budgetT0, 1e6), "idle")
+			assert.Equal(t, tt.idle, drain(tt.b.WithdrawAt, budgetT0, 1e6), "idle")
 			budgetDeposit(tt.b, budgetT0, 100)
-			assert.Equal(t, tt.per100, budgetDrain(tt.b, budgetT0, 1e6), "after 100 deposits")
+			assert.Equal(t, tt.per100, drain(tt.b.WithdrawAt, budgetT0, 1e6), "after 100 deposits")
 			assert.Zero(t, tt.b.AvailableAt(budgetT0.Add(tt.window-1)), "within the window")
 			assert.Equal(t, float64(tt.idle), tt.b.AvailableAt(budgetT0.Add(tt.window)), "after the window")
 		})
@@ -209,7 +199,7 @@ func TestBudgetUnlimited(t *testing.T) {
 			b.DepositAt(budgetT0)
 		}
 		assert.Equal(t, math.Inf(1), b.AvailableAt(budgetT0))
-		assert.Equal(t, 10000, budgetDrain(b, budgetT0, 10000))
+		assert.Equal(t, 10000, drain(b.WithdrawAt, budgetT0, 10000))
 	}
 }
 
@@ -229,7 +219,7 @@ func TestBudgetOddTimes(t *testing.T) {
 	for _, now := range []time.Time{{}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)} {
 		b := NewBudget(BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Nanosecond})
 		budgetDeposit(b, now, 2)
-		assert.Equal(t, 2, budgetDrain(b, now, 100))
+		assert.Equal(t, 2, drain(b.WithdrawAt, now, 100))
 	}
 
 	// A tiny window has buckets of at least 1ns.
@@ -440,15 +430,15 @@ func TestBudgetSpendAt(t *testing.T) {
 	for range 8 {
 		b.SpendAt(budgetT0) // 8 spent where the rule allows 5
 	}
-	assert.Zero(t, budgetDrain(b, budgetT0, 100))
+	assert.Zero(t, drain(b.WithdrawAt, budgetT0, 100))
 	budgetDeposit(b, budgetT0, 6)
-	assert.Zero(t, budgetDrain(b, budgetT0, 100), "16 first attempts allow 8: all spent")
+	assert.Zero(t, drain(b.WithdrawAt, budgetT0, 100), "16 first attempts allow 8: all spent")
 	budgetDeposit(b, budgetT0, 2)
-	assert.Equal(t, 1, budgetDrain(b, budgetT0, 100))
+	assert.Equal(t, 1, drain(b.WithdrawAt, budgetT0, 100))
 	b.RefundAt(budgetT0)
-	assert.Equal(t, 1, budgetDrain(b, budgetT0, 100), "a refund gives one back")
+	assert.Equal(t, 1, drain(b.WithdrawAt, budgetT0, 100), "a refund gives one back")
 	later := budgetT0.Add(10 * time.Second)
 	budgetDeposit(b, later, 10)
-	assert.Equal(t, 5, budgetDrain(b, later, 100), "spent retries leave with their bucket")
+	assert.Equal(t, 5, drain(b.WithdrawAt, later, 100), "spent retries leave with their bucket")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { b.SpendAt(later) }))
 }

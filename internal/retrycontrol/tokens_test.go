@@ -10,16 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// tokensDrain takes at now until rt refuses (or limit is reached) and
-// returns how many retries it allowed.
-func tokensDrain(rt *Tokens, now time.Time, limit int) int {
-	n := 0
-	for n < limit && rt.TakeAt(now) {
-		n++
-	}
-	return n
-}
-
 func TestRetryTokensBucket(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -43,7 +33,7 @@ func TestRetryTokensBucket(t *testing.T) {
 				tt.rt.FirstAt(budgetT0)
 			}
 			assert.Equal(t, float64(tt.want), tt.rt.AvailableAt(budgetT0))
-			assert.Equal(t, tt.want, tokensDrain(tt.rt, budgetT0, 1000))
+			assert.Equal(t, tt.want, drain(tt.rt.TakeAt, budgetT0, 1000))
 			assert.False(t, tt.rt.TakeAt(budgetT0), "empty")
 		})
 	}
@@ -53,14 +43,14 @@ func TestRetryTokensInfiniteCapRatioSaturates(t *testing.T) {
 	t.Parallel()
 	rt := NewTokens(TokensConfig{CapRatio: math.Inf(1)})
 	rt.FirstAt(budgetT0)
-	assert.Equal(t, 10000, tokensDrain(rt, budgetT0, 10000))
+	assert.Equal(t, 10000, drain(rt.TakeAt, budgetT0, 10000))
 	assert.Greater(t, rt.AvailableAt(budgetT0), 1e12, "no overflow into a negative capacity")
 }
 
 func TestRetryTokensEarnAndRefund(t *testing.T) {
 	t.Parallel()
 	rt := NewTokens(TokensConfig{Refill: 0.5, MinTokens: 3})
-	assert.Equal(t, 3, tokensDrain(rt, budgetT0, 10))
+	assert.Equal(t, 3, drain(rt.TakeAt, budgetT0, 10))
 	rt.Earn()
 	assert.False(t, rt.TakeAt(budgetT0), "half a token is not a retry")
 	rt.Earn()
@@ -147,4 +137,15 @@ func BenchmarkRetryTokens(b *testing.B) {
 			}
 		}
 	})
+}
+
+// drain calls take at now until it refuses (or limit is reached) and
+// returns how many retries it allowed: a Budget's WithdrawAt or the
+// tokens' TakeAt.
+func drain(take func(time.Time) bool, now time.Time, limit int) int {
+	n := 0
+	for n < limit && take(now) {
+		n++
+	}
+	return n
 }
