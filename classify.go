@@ -565,12 +565,10 @@ type subject struct {
 	// answers may show that the server dedupes, and a retry after it may
 	// have been applied needs evidence that it does.
 	unsafe bool
-	// vouched: the application vouches that the server dedupes by the
-	// key: the key is its own, or it declared the server
-	// (WithDedupingServer). Set for an unsafe request only.
-	vouched bool
-	ev      *evidence // the host's
-	route   route     // the request's; set for an unsafe request only
+	own    bool          // the key is the application's (operation.own)
+	cfg    *config       // for the declared servers (WithDedupingServer)
+	req    *http.Request // the caller's: its route, looked up only when needed
+	ev     *evidence     // the host's
 }
 
 // classify returns the decision of cfg's Classifier on a, an attempt of

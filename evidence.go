@@ -184,8 +184,8 @@ func (c *config) declaredDeduping(req *http.Request) bool {
 // the application vouches for the server anyway (subject.vouched).
 // Evidence is recorded from any answer, a success included.
 func (s *subject) noteShown(end time.Time) {
-	if !s.vouched {
-		s.ev.note(s.route, end)
+	if !s.vouched() {
+		s.ev.note(routeOf(s.req), end)
 	}
 }
 
@@ -213,5 +213,13 @@ func (s *subject) guarded() bool {
 // answer, shown; the application vouching for it; an earlier answer on
 // a's route, the evidence, looked up only for a retry).
 func (s *subject) refusesRetry(a *attempt, d Decision, shown bool) bool {
-	return !shown && d.Action == Retry && !a.notApplied() && !s.vouched && !s.ev.has(s.route, a.end)
+	return !shown && d.Action == Retry && !a.notApplied() && !s.vouched() && !s.ev.has(routeOf(s.req), a.end)
+}
+
+// vouched reports whether the application vouches that s's server
+// dedupes by the key: the key is its own, or it declared the server
+// (WithDedupingServer). Asked only after the cheaper questions: a success
+// needs it only when its answer showed that the server dedupes.
+func (s *subject) vouched() bool {
+	return s.own || s.cfg.declaredDeduping(s.req)
 }

@@ -265,11 +265,8 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 // subjectOf returns what classify judges c's attempts against, once c's
 // operation is resolved and its host known.
 func (c *call) subjectOf() subject {
-	s := subject{ctx: c.ctx, key: c.op.key, ev: &c.h.evidence}
-	if s.key != "" && !idempotentMethod(c.req.Method) {
-		s.unsafe, s.vouched, s.route = true, c.op.own || c.t.cfg.declaredDeduping(c.req), routeOf(c.req)
-	}
-	return s
+	return subject{ctx: c.ctx, key: c.op.key, unsafe: c.op.key != "" && !idempotentMethod(c.req.Method),
+		own: c.op.own, cfg: &c.t.cfg, req: c.req, ev: &c.h.evidence}
 }
 
 // loop is the state of the retry loop between its steps.
