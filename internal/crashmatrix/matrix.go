@@ -217,7 +217,7 @@ func Sequence(t *testing.T, store string, ops, maxKills int) {
 	// Operations killed at a kill point and not completed since: pending in
 	// the Store, so the next child must resume them (Store.Pending), not
 	// issue them as new ones.
-	killedOps := map[int]bool{}
+	killedOps := map[int]string{} // op → the kill it was killed at
 	var final Incarnation
 	for i := 0; ; i++ {
 		require.Less(t, i, maxKills+5, "the child never finished")
@@ -233,8 +233,8 @@ func Sequence(t *testing.T, store string, ops, maxKills int) {
 		r, issued := l.record(t, inc, fmt.Sprintf("incarnation %d (kill %q)", i, kill))
 		resumed += len(r)
 		for _, k := range issued {
-			if killedOps[k] {
-				t.Errorf("incarnation %d: op %d, killed at a kill point before, was issued anew, not resumed from Store.Pending (lost, or marked done too early)", i, k)
+			if at, ok := killedOps[k]; ok {
+				t.Errorf("incarnation %d: op %d, killed at %q before, was issued anew, not resumed from Store.Pending (lost, or marked done too early)", i, k, at)
 			}
 		}
 		for _, k := range append(r, issued...) {
@@ -244,7 +244,7 @@ func Sequence(t *testing.T, store string, ops, maxKills int) {
 			phase, _, _ := strings.Cut(kill, ":")
 			kills[phase]++
 			if killOp >= 0 {
-				killedOps[killOp] = true
+				killedOps[killOp] = kill
 			}
 			continue
 		}
