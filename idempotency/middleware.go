@@ -139,9 +139,9 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler,
 	hr.Body = io.NopCloser(bytes.NewReader(body))
 	hr.ContentLength = int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
-	panicked, pv := invoke(h, capt, hr)
+	panicked, pv, stack := invoke(h, capt, hr)
 	if panicked {
-		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(debug.Stack())))
+		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(stack)))
 	}
 	resp, mark, own := m.settle(ctx, s, c, capt, panicked)
 	if own {
@@ -184,16 +184,16 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	return resp, StatusStored, !failed
 }
 
-// invoke calls h, recovering a panic.
-func invoke(h http.Handler, w http.ResponseWriter, r *http.Request) (panicked bool, v any) {
+// invoke calls h, recovering a panic, its value and its stack.
+func invoke(h http.Handler, w http.ResponseWriter, r *http.Request) (panicked bool, v any, stack []byte) {
 	panicked = true
 	defer func() {
 		if panicked {
-			v = recover()
+			v, stack = recover(), debug.Stack()
 		}
 	}()
 	h.ServeHTTP(w, r)
-	return false, nil
+	return false, nil, nil
 }
 
 func failureDetail(panicked bool, limit int64) string {

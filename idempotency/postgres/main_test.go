@@ -134,4 +134,3 @@ func sqlEnv(t testing.TB, pool *pgxpool.Pool) idempotencytest.Env {
 		},
 	}
 }
-
