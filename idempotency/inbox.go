@@ -37,8 +37,8 @@ type Inbox struct {
 // fn. payload, if not nil, is compared with the first call's: another
 // payload is ErrMismatch, which detects a tampered or reused id.
 //
-// If fn returns an error, nothing is stored and the error is returned: the
-// next delivery runs fn again. With a store that is not atomic
+// If fn returns an error (or panics), nothing is stored and the error is
+// returned (the panic goes on): the next delivery runs fn again. With a store that is not atomic
 // (MemoryStore), fn must therefore return an error only when it did
 // nothing. While another call runs key, Do returns ErrInProgress (the
 // message should be redelivered later). Other errors come from the store.

@@ -162,9 +162,16 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	if failed {
 		resp = problemFailed(failureDetail(panicked, m.cfg.MaxAnswer))
 	}
-	store := !failed && resp.Status < 500 && !nothingDone(resp.Status)
-	if !m.store.Atomic() && (failed || resp.Status >= 500) {
-		store = true // the handler may have acted and nothing can undo it
+	var store bool
+	switch {
+	case failed:
+		store = !m.store.Atomic() // the handler may have acted and nothing can undo it
+	case nothingDone(resp.Status):
+		store = false // the handler says it did not act: the retry must run
+	case resp.Status >= 500:
+		store = !m.store.Atomic()
+	default:
+		store = true
 	}
 	if !store {
 		if err := c.Release(ctx); err != nil {

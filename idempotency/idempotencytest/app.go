@@ -26,6 +26,7 @@ import (
 //	big      writes a 4 KiB body after the effect
 //	block    signals started, then waits for release (or its context)
 //	429      answers 429 before any effect, setting Idempotency-Status itself
+//	503      answers 503 before any effect, as a server-side budget sheds load
 //	stream   tries to flush and hijack, and says what it got
 type app struct {
 	env     Env
@@ -48,6 +49,10 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "429":
 		w.Header().Set("Idempotency-Status", "stored") // a handler's own header, stripped: nothing is stored
 		http.Error(w, "slow down", http.StatusTooManyRequests)
+		return
+	case "503":
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "shed", http.StatusServiceUnavailable)
 		return
 	case "stream":
 		flushErr := http.NewResponseController(w).Flush()

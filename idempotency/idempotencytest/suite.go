@@ -350,9 +350,13 @@ func nothingDoneNotStored(t *testing.T, env Env) {
 	a := s.post(t, "/v1/payments", "later", payment, "X-Behave", "429")
 	assert.Equal(t, http.StatusTooManyRequests, a.status)
 	assert.Empty(t, a.header.Values("Idempotency-Status"), "a 429 is not stored, and the handler's own header is removed")
+	shed := s.post(t, "/v1/payments", "later", payment, "X-Behave", "503")
+	assert.Equal(t, http.StatusServiceUnavailable, shed.status)
+	assert.Empty(t, shed.header.Values("Idempotency-Status"), "a 503 (a budget's refusal) is not stored")
 	b := s.post(t, "/v1/payments", "later", payment)
 	assert.Equal(t, idempotency.StatusStored, b.header.Get("Idempotency-Status"), "the retry runs")
 	assert.Equal(t, 1, env.Count("later"))
+	assert.Equal(t, int64(2), s.mw.Stats().Released)
 }
 
 // clientDisconnects: the client goes away while its request runs; the run
