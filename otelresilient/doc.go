@@ -30,6 +30,7 @@
 //	resilient.hedges                      counter    {hedge}       hedge sent (resilient.WithHedging)
 //	resilient.retry.delay                 histogram  s             wait before a retry (backoff or server-directed)
 //	resilient.operation.duration          histogram  s             request, from RoundTrip to its return, all attempts and waits
+//	resilient.server.idempotency.decisions  observable counter  {request}  decision of a server's idempotency middleware (ObserveIdempotency)
 //
 // Their attributes:
 //
@@ -41,6 +42,7 @@
 //	breaker.transitions                                          host from to
 //	retry.delay                                                  host method category
 //	operation.duration                                           host method outcome status category hedge_won
+//	server.idempotency.decisions                                 name decision
 //
 // host is the request's URL host (host:port), method its HTTP method,
 // status the response status code (an int; absent when there was no

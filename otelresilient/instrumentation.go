@@ -41,6 +41,9 @@ type Instrumentation struct {
 	pushbackRefused metric.Int64Counter
 	retryDelay      metric.Float64Histogram
 	opDuration      metric.Float64Histogram
+
+	meter         metric.Meter                  // for ObserveIdempotency's callbacks
+	idemDecisions metric.Int64ObservableCounter // see ObserveIdempotency
 }
 
 // New creates the instruments from the configured MeterProvider and returns
@@ -86,6 +89,11 @@ func New(opts ...Option) (*Instrumentation, error) {
 		retryDelay:      seconds("resilient.retry.delay", "Wait before a retry: backoff or server-directed delay."),
 		opDuration:      seconds("resilient.operation.duration", "Duration of a request through the Transport, all attempts and waits included."),
 	}
+	i.meter = m
+	var err error
+	i.idemDecisions, err = m.Int64ObservableCounter("resilient.server.idempotency.decisions", metric.WithUnit("{request}"),
+		metric.WithDescription("Decisions of a server's idempotency middleware or inbox (package idempotency)."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return i, fmt.Errorf("otelresilient: creating instruments: %w", err)
 	}

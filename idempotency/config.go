@@ -1,0 +1,133 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Config configures New. Every zero field means its documented default.
+type Config struct {
+	// KeyHeader is the request header that carries the key. Default
+	// "Idempotency-Key".
+	KeyHeader string
+	// RequireKey makes a request without a key answer 400. By default such
+	// a request is passed to the handler as it is, unstored and unmarked.
+	RequireKey bool
+	// Principal returns who is asking, for the scope: a user or tenant id,
+	// or a credential. The middleware keeps only its SHA-256. Default: the
+	// Authorization header. Install authentication before the middleware,
+	// so that Principal can read what it established.
+	Principal func(r *http.Request) string
+	// Route returns the route template of the scope, without the method.
+	// Default: the pattern http.ServeMux matched (r.Pattern, without its
+	// method), else the path.
+	Route func(r *http.Request) string
+	// Fingerprint identifies the request's payload. Default
+	// DefaultFingerprint; see JSONFields for a subset of fields.
+	Fingerprint FingerprintFunc
+	// TTL is how long an answer is stored and replayed. Default 24 h.
+	TTL time.Duration
+	// Lease bounds a run of the handler when the request's context has no
+	// deadline: the handler's context ends then, and a claim still held
+	// may be taken over by a later request. Default 1 min.
+	Lease time.Duration
+	// MaxBody is the largest request body read, in bytes; a larger one is
+	// answered with 413 and runs nothing. Default 1 MiB.
+	MaxBody int64
+	// MaxAnswer is the largest answer body stored, in bytes. A larger one
+	// is treated as a failure of the handler (see New). Default 1 MiB.
+	MaxAnswer int64
+	// Headers are the response headers stored and replayed, in canonical
+	// form. Default DefaultHeaders.
+	Headers []string
+	// RetryAfter is the Retry-After of the 409 answered while a request
+	// with the key runs. Default 1 s.
+	RetryAfter time.Duration
+	// Logger receives one event per decision (stored, replayed,
+	// in_progress, mismatch, expired, released, store_error, panic).
+	// Default: no logging.
+	Logger *slog.Logger
+}
+
+// DefaultHeaders are the response headers stored by default: those that
+// describe the body or the resource, never cookies or per-response ids.
+var DefaultHeaders = []string{
+	"Cache-Control", "Content-Encoding", "Content-Language", "Content-Location", "Content-Type",
+	"Etag", "Expires", "Last-Modified", "Link", "Location", "Vary",
+}
+
+// Defaults of Config.
+const (
+	DefaultTTL        = 24 * time.Hour
+	DefaultLease      = time.Minute
+	DefaultMaxBody    = 1 << 20
+	DefaultMaxAnswer  = 1 << 20
+	DefaultRetryAfter = time.Second
+)
+
+// withDefaults returns c with its defaults resolved.
+func (c Config) withDefaults() Config {
+	if c.KeyHeader == "" {
+		c.KeyHeader = "Idempotency-Key"
+	}
+	c.KeyHeader = http.CanonicalHeaderKey(c.KeyHeader)
+	if c.Principal == nil {
+		c.Principal = func(r *http.Request) string { return r.Header.Get("Authorization") }
+	}
+	if c.Route == nil {
+		c.Route = defaultRoute
+	}
+	if c.Fingerprint == nil {
+		c.Fingerprint = DefaultFingerprint
+	}
+	c.TTL = orDefault(c.TTL, DefaultTTL)
+	c.Lease = orDefault(c.Lease, DefaultLease)
+	c.RetryAfter = orDefault(c.RetryAfter, DefaultRetryAfter)
+	c.MaxBody = orDefault(c.MaxBody, DefaultMaxBody)
+	c.MaxAnswer = orDefault(c.MaxAnswer, DefaultMaxAnswer)
+	if c.Headers == nil {
+		c.Headers = DefaultHeaders
+	}
+	h := make([]string, len(c.Headers))
+	for i, name := range c.Headers {
+		h[i] = http.CanonicalHeaderKey(name)
+	}
+	c.Headers = h
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func orDefault[T int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// defaultRoute is the pattern ServeMux matched, without its method, else
+// the path.
+func defaultRoute(r *http.Request) string {
+	p := r.Pattern
+	if p == "" {
+		return r.URL.Path
+	}
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		p = strings.TrimLeft(p[i:], " \t")
+	}
+	return p
+}
+
+// hashPrincipal returns the hex SHA-256 of p, or "" for "".
+func hashPrincipal(p string) string {
+	if p == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(p))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,47 @@
+// Package idempotency is the server half of idempotency keys: a net/http
+// middleware (New) and a function wrapper for consumers of webhooks and
+// queues (Inbox) that run an operation once per key, store its answer,
+// and replay it to every retry.
+//
+// A request's key is scoped by principal, method, route template and key
+// (Scope), and its payload fingerprinted (Config.Fingerprint). The first
+// request claims the scope atomically in a Store and runs; a concurrent
+// duplicate is answered 409 with Retry-After, the same key with another
+// payload 422, a missing required key 400, all as RFC 9457 problems. A
+// stored answer carries Idempotency-Status: stored, its replays
+// Idempotency-Status: replayed; an answer that was not stored never
+// carries the header. The resilient client counts that header as evidence
+// that the server dedupes the route, so it retries a POST whose answer was
+// lost with no declaration (resilient.WithDedupingServer).
+//
+// # Stores
+//
+// MemoryStore keeps records in one process. Package
+// github.com/resilienthttp/resilient/idempotency/postgres keeps them in
+// PostgreSQL, in the same transaction as the handler's own rows: the
+// effect and the stored answer commit together or not at all. The two
+// differ in what they store when the handler fails (see New): an atomic
+// store rolls a 5xx or a panic back, effects included, so a retry runs
+// again; MemoryStore stores it, as Stripe does, since the handler may
+// have acted and nothing can undo it.
+//
+// # Order and limits
+//
+// Install the middleware after authentication (Config.Principal reads
+// what it established) and outside a server-side retry budget such as
+// package pushback, so that a replay, which costs one store lookup and
+// runs nothing, is never shed. The budget's refusals (503 or 429) are
+// released, never stored, so the retry they ask for runs.
+//
+// The answer is buffered until it is stored, up to Config.MaxAnswer. The
+// handler's ResponseWriter implements neither http.Flusher nor
+// http.Hijacker, and http.ResponseController reports
+// http.ErrNotSupported: a route that streams (server-sent events) or
+// takes over the connection (WebSocket) cannot be made idempotent this
+// way; wrap only the routes that answer once. Trailers are not stored.
+// Requests with a safe method (GET, HEAD, OPTIONS, TRACE), and requests
+// without a key unless Config.RequireKey, pass through untouched.
+//
+// Expired records are ignored when met and deleted by Store.Sweep; run
+// SweepEvery in a goroutine, or call Sweep from a scheduled job.
+package idempotency

@@ -1,0 +1,62 @@
+package idempotency
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// FingerprintFunc returns the bytes that identify a request's payload;
+// the middleware hashes them with SHA-256. body is the whole request body.
+// An error is answered with 400 and runs nothing.
+type FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
+
+// DefaultFingerprint identifies a request by its method, its path and its
+// body: the canonical form of a JSON body (keys sorted, no insignificant
+// space, numbers normalised), any other body byte for byte. A body is JSON
+// when its Content-Type says so and it parses. It never fails.
+func DefaultFingerprint(r *http.Request, body []byte) ([]byte, error) {
+	b := make([]byte, 0, len(r.Method)+len(r.URL.Path)+len(body)+4)
+	b = append(append(b, r.Method...), 0)
+	b = append(append(b, r.URL.Path...), 0)
+	if isJSON(r.Header.Get("Content-Type")) {
+		if v, err := decodeJSON(body); err == nil {
+			return canonicalJSON(append(b, 'j', 0), v), nil
+		}
+	}
+	return append(append(b, 'b', 0), body...), nil
+}
+
+// JSONFields returns a FingerprintFunc that identifies a request by its
+// method, its path and the named top-level members of its JSON object
+// body (an absent member counts as null), so that other members, such as
+// a client timestamp or a trace id, may differ between retries. A body
+// that is not a JSON object is an error (400).
+func JSONFields(fields ...string) FingerprintFunc {
+	return func(r *http.Request, body []byte) ([]byte, error) {
+		v, err := decodeJSON(body)
+		if err != nil {
+			return nil, errors.New("the body is not JSON: " + err.Error())
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, errors.New("the body is not a JSON object")
+		}
+		b := append(append([]byte(r.Method), 0), r.URL.Path...)
+		b = append(b, 0)
+		for _, f := range fields {
+			b = appendString(b, f)
+			b = append(b, ':')
+			b = canonicalJSON(b, obj[f])
+			b = append(b, 0)
+		}
+		return b, nil
+	}
+}
+
+// isJSON reports whether a Content-Type is application/json or +json.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}

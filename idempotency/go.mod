@@ -1,0 +1,16 @@
+module github.com/resilienthttp/resilient/idempotency
+
+go 1.26.0
+
+require (
+	github.com/resilienthttp/resilient v0.1.0
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)

@@ -1,0 +1,121 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Inbox runs a function once per key, for consumers of webhooks and queue
+// messages: the key is the message's id (Standard Webhooks' webhook-id,
+// Stripe's event id, a queue message id). A duplicate gets the first run's
+// result without running the function again. Its fields are read at each
+// call; set them before the first. Safe for concurrent use by multiple
+// goroutines.
+type Inbox struct {
+	// Store keeps the records; required.
+	Store Store
+	// Name scopes the keys (several inboxes may share a store). Default
+	// "inbox".
+	Name string
+	// TTL is how long a result is kept. Default 24 h.
+	TTL time.Duration
+	// Lease bounds a run when ctx has no deadline. Default 1 min.
+	Lease time.Duration
+	// Logger receives one event per decision. Default: no logging.
+	Logger *slog.Logger
+
+	stats counters
+}
+
+// Do runs fn once for key, with a context that carries the store's
+// transaction (for an atomic store), and stores its result. A later call
+// with key returns the stored result and replayed true, without running
+// fn. payload, if not nil, is compared with the first call's: another
+// payload is ErrMismatch, which detects a tampered or reused id.
+//
+// If fn returns an error (or panics), nothing is stored and the error is
+// returned (the panic goes on): the next delivery runs fn again. With a store that is not atomic
+// (MemoryStore), fn must therefore return an error only when it did
+// nothing. While another call runs key, Do returns ErrInProgress (the
+// message should be redelivered later). Other errors come from the store.
+func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+	if in.Store == nil {
+		return nil, false, errors.New("idempotency: Inbox.Do: nil Store")
+	}
+	if key == "" || len(key) > MaxKeyLength {
+		return nil, false, fmt.Errorf("idempotency: Inbox.Do: key of %d bytes: want 1 to %d", len(key), MaxKeyLength)
+	}
+	name := in.Name
+	if name == "" {
+		name = "inbox"
+	}
+	s := Scope{Route: "INBOX " + name, Key: key}
+	now := time.Now()
+	lease, ok := ctx.Deadline()
+	if !ok {
+		lease = now.Add(orDefault(in.Lease, DefaultLease))
+	}
+	b, err := in.Store.Begin(ctx, s, sha256.Sum256(payload), now, lease)
+	if err != nil {
+		in.event(ctx, slog.LevelWarn, "store_error", s)
+		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", name, err)
+	}
+	if b.Expired {
+		in.event(ctx, slog.LevelDebug, "expired", s)
+	}
+	switch b.State {
+	case Replay:
+		in.event(ctx, slog.LevelDebug, "replayed", s)
+		return b.Response.Body, true, nil
+	case Busy:
+		in.event(ctx, slog.LevelDebug, "in_progress", s)
+		return nil, false, ErrInProgress
+	case Mismatch:
+		in.event(ctx, slog.LevelInfo, "mismatch", s)
+		return nil, false, ErrMismatch
+	}
+	return in.run(ctx, s, b.Claim, lease, fn)
+}
+
+// run runs fn under claim c and settles it.
+func (in *Inbox) run(ctx context.Context, s Scope, c Claim, lease time.Time, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+	fctx, cancel := context.WithDeadline(ctx, lease)
+	defer cancel()
+	fctx = c.Context(fctx)
+	settled := false
+	defer func() {
+		if !settled { // fn panicked: nothing is stored; the panic goes on
+			_ = c.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	res, err := fn(fctx)
+	settled = true
+	if err != nil {
+		if rerr := c.Release(context.WithoutCancel(fctx)); rerr != nil {
+			in.event(ctx, slog.LevelWarn, "store_error", s)
+		}
+		in.event(ctx, slog.LevelDebug, "released", s)
+		return nil, false, err
+	}
+	if err := c.Complete(fctx, &Response{Status: 200, Body: res}, time.Now().Add(orDefault(in.TTL, DefaultTTL))); err != nil {
+		in.event(ctx, slog.LevelWarn, "store_error", s)
+		return nil, false, fmt.Errorf("idempotency: inbox: store the result: %w", err)
+	}
+	in.event(ctx, slog.LevelDebug, "stored", s)
+	return res, false, nil
+}
+
+// Stats returns the inbox's counts (InProgress counts ErrInProgress,
+// Mismatch ErrMismatch).
+func (in *Inbox) Stats() Stats { return in.stats.snapshot() }
+
+func (in *Inbox) event(ctx context.Context, level slog.Level, event string, s Scope) {
+	in.stats.add(event)
+	if in.Logger != nil {
+		logEvent(ctx, in.Logger, level, event, s, nil)
+	}
+}

@@ -1,0 +1,268 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+)
+
+// Values of the Idempotency-Status response header, which the resilient
+// client counts as evidence that the server dedupes by key.
+const (
+	StatusStored   = "stored"
+	StatusReplayed = "replayed"
+)
+
+// Middleware makes the unsafe requests of the handlers it wraps
+// idempotent by key. Create it with New. Safe for concurrent use by
+// multiple goroutines.
+type Middleware struct {
+	store Store
+	cfg   Config
+	stats counters
+}
+
+// New returns a Middleware over store, or an error if store is nil.
+//
+// For each request with a key and an unsafe method (not GET, HEAD,
+// OPTIONS or TRACE) it reads the body, computes the scope and the
+// fingerprint, and claims the scope in the store. A claimed request runs
+// the handler once, buffered, and stores its answer (status, the headers
+// of Config.Headers, body) with Idempotency-Status: stored. A later
+// request with the scope gets that answer byte for byte with
+// Idempotency-Status: replayed; one with another fingerprint gets 422;
+// one that arrives while the first runs gets 409 with Retry-After. Every
+// answer of the middleware's own is an RFC 9457 problem, unstored and
+// without Idempotency-Status.
+//
+// What is stored when the handler fails depends on the store. An atomic
+// store (Store.Atomic) rolls back a 5xx, a panic or an answer larger than
+// MaxAnswer with the handler's effects: nothing is stored and a retry runs
+// again. A store outside the effect's transaction (MemoryStore) stores
+// them, a panic or an oversized answer as a 500 problem, since the handler
+// may have acted: a retry gets the same answer, never a second effect.
+// With any store, 408, 425, 429 and 503 (the handler says it did not
+// handle the request: a server-side budget such as package pushback
+// answers 503 or 429) are released, unstored and unmarked; a handler that
+// acted must not answer them.
+//
+// The handler's context is not cancelled when the client goes away: the
+// run completes, is stored, and the client's retry gets it. It ends at the
+// request's deadline, else after Config.Lease.
+func New(store Store, cfg Config) (*Middleware, error) {
+	if store == nil {
+		return nil, errors.New("idempotency: New: nil Store")
+	}
+	return &Middleware{store: store, cfg: cfg.withDefaults()}, nil
+}
+
+// Handler returns h wrapped by the middleware.
+func (m *Middleware) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, h) })
+}
+
+// serve is the middleware's decision, in order.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	if safeMethod(r.Method) {
+		h.ServeHTTP(w, r)
+		return
+	}
+	key, present, err := parseKey(r.Header, m.cfg.KeyHeader)
+	switch {
+	case err != nil:
+		writeResponse(w, problemInvalidKey(m.cfg.KeyHeader, err), "")
+		return
+	case !present && m.cfg.RequireKey:
+		writeResponse(w, problemMissingKey(m.cfg.KeyHeader), "")
+		return
+	case !present:
+		h.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBody+1))
+	if err != nil {
+		return // the client went away while sending: nothing ran
+	}
+	if int64(len(body)) > m.cfg.MaxBody {
+		writeResponse(w, problemTooLarge(m.cfg.MaxBody), "")
+		return
+	}
+	fpb, err := m.cfg.Fingerprint(r, body)
+	if err != nil {
+		writeResponse(w, problemInvalidBody(err), "")
+		return
+	}
+	s := Scope{Principal: hashPrincipal(m.cfg.Principal(r)), Route: r.Method + " " + m.cfg.Route(r), Key: key}
+	now := time.Now()
+	lease, ok := r.Context().Deadline()
+	if !ok {
+		lease = now.Add(m.cfg.Lease)
+	}
+	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, lease)
+	if err != nil {
+		m.event(r.Context(), slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
+		writeResponse(w, problemUnavailable(m.cfg.RetryAfter), "")
+		return
+	}
+	if b.Expired {
+		m.event(r.Context(), slog.LevelDebug, "expired", s)
+	}
+	switch b.State {
+	case Replay:
+		m.event(r.Context(), slog.LevelDebug, "replayed", s, slog.Int("status", b.Response.Status))
+		writeResponse(w, b.Response, StatusReplayed)
+	case Busy:
+		m.event(r.Context(), slog.LevelDebug, "in_progress", s)
+		writeResponse(w, problemInProgress(m.cfg.KeyHeader, m.cfg.RetryAfter), "")
+	case Mismatch:
+		m.event(r.Context(), slog.LevelInfo, "mismatch", s)
+		writeResponse(w, problemMismatch(m.cfg.KeyHeader), "")
+	default:
+		m.run(w, r, h, s, b.Claim, body, lease)
+	}
+}
+
+// run runs h under claim c and settles the claim: stored or released.
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, lease time.Time) {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), lease)
+	defer cancel()
+	ctx = c.Context(ctx)
+	hr := r.WithContext(ctx)
+	hr.Body = io.NopCloser(bytes.NewReader(body))
+	hr.ContentLength = int64(len(body))
+	capt := newCapture(m.cfg.MaxAnswer)
+	panicked, pv, stack := invoke(h, capt, hr)
+	if panicked {
+		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(stack)))
+	}
+	resp, mark, own := m.settle(ctx, s, c, capt, panicked)
+	if own {
+		copyHeader(w.Header(), capt.header) // the first answer keeps every header the handler set
+	}
+	writeResponse(w, resp, mark)
+	if panicked && pv == http.ErrAbortHandler {
+		panic(http.ErrAbortHandler) // after settling: the handler asked to abort the answer
+	}
+}
+
+// settle stores or releases claim c after the handler wrote capt, and
+// returns the answer to send, its Idempotency-Status ("" for none) and
+// whether it is the handler's own.
+func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture, panicked bool) (*Response, string, bool) {
+	resp := capt.response(m.cfg.Headers)
+	failed := panicked || capt.oversize
+	if failed {
+		resp = problemFailed(failureDetail(panicked, m.cfg.MaxAnswer))
+	}
+	var store bool
+	switch {
+	case failed:
+		store = !m.store.Atomic() // the handler may have acted and nothing can undo it
+	case nothingDone(resp.Status):
+		store = false // the handler says it did not act: the retry must run
+	case resp.Status >= 500:
+		store = !m.store.Atomic()
+	default:
+		store = true
+	}
+	if !store {
+		if err := c.Release(ctx); err != nil {
+			m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
+		}
+		m.event(ctx, slog.LevelDebug, "released", s, slog.Int("status", resp.Status))
+		return resp, "", !failed
+	}
+	if err := c.Complete(ctx, resp, time.Now().Add(m.cfg.TTL)); err != nil {
+		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
+		if m.store.Atomic() {
+			return problemFailed("the answer could not be stored; nothing was done: retry"), "", false
+		}
+		return problemFailed("the answer could not be stored"), "", false
+	}
+	m.event(ctx, slog.LevelDebug, "stored", s, slog.Int("status", resp.Status))
+	return resp, StatusStored, !failed
+}
+
+// invoke calls h, recovering a panic, its value and its stack.
+func invoke(h http.Handler, w http.ResponseWriter, r *http.Request) (panicked bool, v any, stack []byte) {
+	panicked = true
+	defer func() {
+		if panicked {
+			v, stack = recover(), debug.Stack()
+		}
+	}()
+	h.ServeHTTP(w, r)
+	return false, nil, nil
+}
+
+func failureDetail(panicked bool, limit int64) string {
+	if panicked {
+		return "the handler failed"
+	}
+	return fmt.Sprintf("the answer is larger than %d bytes and cannot be stored", limit)
+}
+
+// nothingDone reports whether a status says the request was not acted
+// on, so that it must not be stored: 408, 425, 429, 503.
+func nothingDone(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
+}
+
+// safeMethod reports whether RFC 9110 calls method safe.
+func safeMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+// writeResponse writes resp, with Idempotency-Status: mark unless mark is
+// empty, and Content-Length.
+func writeResponse(w http.ResponseWriter, resp *Response, mark string) {
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	if mark != "" {
+		h.Set("Idempotency-Status", mark)
+	} else {
+		h.Del("Idempotency-Status")
+	}
+	if bodyAllowed(resp.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	w.WriteHeader(resp.Status)
+	if bodyAllowed(resp.Status) {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+func problemUnavailable(retryAfter time.Duration) *Response {
+	p := problemResponse(http.StatusServiceUnavailable, "unavailable", "Service Unavailable",
+		"the idempotency store is unavailable; nothing was done", "")
+	p.Header.Set("Retry-After", strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10))
+	return p
+}

@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// backend is what the Store needs of a database: pgx or database/sql.
+type backend interface {
+	// begin opens a transaction; lease bounds it (database/sql rolls it
+	// back then).
+	begin(ctx context.Context, lease time.Time) (txn, error)
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+}
+
+// txn is an open transaction of a backend.
+type txn interface {
+	// lockAndRead takes the scope's lock, sets the idle timeout and reads
+	// the scope's record (nil if none).
+	lockAndRead(ctx context.Context, q queries, lockKey int64, idleMS string, scope []byte) (bool, *record, error)
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	commit(ctx context.Context) error
+	rollback(ctx context.Context) error
+	bind(ctx context.Context) context.Context
+}
+
+// Pool is what New needs of a pgx pool: *pgxpool.Pool and *pgx.Conn have
+// it.
+type Pool interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// New returns a Store on pool, with the table of WithTable (default
+// DefaultTable). The handler gets the claim's transaction from Tx.
+func New(pool Pool, opts ...Option) *Store { return newStore(pgxBackend{pool}, opts) }
+
+// NewSQL returns a Store on db, a database/sql handle of a PostgreSQL
+// driver (pgx's stdlib, lib/pq), with the table of WithTable. The handler
+// gets the claim's transaction from SQLTx. Each claim costs one round trip
+// more than with New: database/sql cannot send two statements at once.
+func NewSQL(db *sql.DB, opts ...Option) *Store { return newStore(sqlBackend{db}, opts) }
+
+type txKey struct{}
+
+// Tx returns the transaction of the claim the handler runs under, when
+// the Store was made by New; nil otherwise. Write the effect's rows in it:
+// they commit with the stored answer. Do not commit or roll it back.
+func Tx(ctx context.Context) pgx.Tx {
+	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
+	return tx
+}
+
+// SQLTx is Tx for a Store made by NewSQL.
+func SQLTx(ctx context.Context) *sql.Tx {
+	tx, _ := ctx.Value(txKey{}).(*sql.Tx)
+	return tx
+}
+
+type pgxBackend struct{ p Pool }
+
+func (b pgxBackend) begin(ctx context.Context, _ time.Time) (txn, error) {
+	tx, err := b.p.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	return pgxTxn{tx}, nil
+}
+
+func (b pgxBackend) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := b.p.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+type pgxTxn struct{ tx pgx.Tx }
+
+func (t pgxTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idleMS string, scope []byte) (bool, *record, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(q.lock, lockKey, idleMS)
+	batch.Queue(q.read, scope)
+	br := t.tx.SendBatch(ctx, batch)
+	var locked bool
+	var idle string
+	if err := br.QueryRow().Scan(&locked, &idle); err != nil {
+		_ = br.Close()
+		return false, nil, err
+	}
+	rec, err := scanRecord(br.QueryRow())
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return locked, rec, err
+}
+
+func (t pgxTxn) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t pgxTxn) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgxTxn) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+func (t pgxTxn) bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, t.tx)
+}
+
+// row is a pgx.Row or a *sql.Row.
+type row interface{ Scan(dest ...any) error }
+
+// scanRecord reads a record, or nil if there is none.
+func scanRecord(r row) (*record, error) {
+	var fp, header, body []byte
+	var status int64
+	var expires time.Time
+	err := r.Scan(&fp, &status, &header, &body, &expires)
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(fp, status, header, body, expires)
+}
+
+type sqlBackend struct{ db *sql.DB }
+
+// begin opens a transaction that outlives the request's cancellation
+// (database/sql rolls a transaction back when its context ends: a client
+// that went away would undo a run that completes) but not its lease.
+func (b sqlBackend) begin(ctx context.Context, lease time.Time) (txn, error) {
+	tctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), lease)
+	tx, err := b.db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return sqlTxn{tx, cancel}, nil
+}
+
+func (b sqlBackend) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := b.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+type sqlTxn struct {
+	tx     *sql.Tx
+	cancel context.CancelFunc // ends the transaction's context, after it ended
+}
+
+func (t sqlTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idleMS string, scope []byte) (bool, *record, error) {
+	var locked bool
+	var idle string
+	if err := t.tx.QueryRowContext(ctx, q.lock, lockKey, idleMS).Scan(&locked, &idle); err != nil {
+		return false, nil, err
+	}
+	rec, err := scanRecord(t.tx.QueryRowContext(ctx, q.read, scope))
+	return locked, rec, err
+}
+
+func (t sqlTxn) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t sqlTxn) commit(context.Context) error {
+	defer t.cancel()
+	return t.tx.Commit()
+}
+
+func (t sqlTxn) rollback(context.Context) error {
+	defer t.cancel()
+	return t.tx.Rollback()
+}
+func (t sqlTxn) bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, t.tx)
+}

@@ -1,0 +1,36 @@
+// Package postgres is an idempotency.Store in PostgreSQL that is atomic
+// with the handler's effect: the handler (or an Inbox's function) gets the
+// transaction that holds the key's record (Tx, or SQLTx for database/sql),
+// writes its own rows in it, and the stored answer commits with them or
+// not at all. A handler that fails (5xx, panic) is rolled back: no record,
+// no effect, and the client's retry runs again.
+//
+// # How a request claims its key
+//
+// Begin opens a READ COMMITTED transaction and, in one round trip, takes a
+// transaction-scoped advisory lock on the scope's hash
+// (pg_try_advisory_xact_lock) and reads the scope's committed record. A
+// concurrent duplicate finds the lock taken and is answered 409 at once:
+// it never waits on the first request's uncommitted row, holding a pooled
+// connection. The lock ends with the transaction, so a crashed process
+// (its connection closed) frees the key for the retry. A first request
+// costs four round trips: BEGIN, lock and read, the record's INSERT,
+// COMMIT. A replay costs three (BEGIN, lock and read, ROLLBACK), a
+// duplicate in progress three.
+//
+// # What bounds a stuck transaction
+//
+// The handler runs with a context that ends at the request's deadline or
+// after the middleware's Lease; pgx cancels the transaction's statements
+// with it, and the claim is rolled back. A handler that neither returns
+// nor uses its context would hold the lock, and a connection, for ever:
+// Begin therefore sets idle_in_transaction_session_timeout for the
+// transaction (SET LOCAL) to the lease, after which the server ends the
+// session, rolls it back and frees the key. A client host that vanished
+// is found by the server's TCP keepalives (tcp_keepalives_idle) or by the
+// same timeout, whichever comes first.
+//
+// Two scopes whose hashes share their first 64 bits share a lock: a
+// request of one may get 409 while the other runs (about one chance in
+// 2^64 per pair).
+package postgres

@@ -1,0 +1,184 @@
+package postgres_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/resilienthttp/resilient/idempotency"
+	"github.com/resilienthttp/resilient/idempotency/postgres"
+)
+
+func rows(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))
+	return n
+}
+
+func newStore(t *testing.T, pool postgres.Pool) *postgres.Store {
+	t.Helper()
+	s := postgres.New(pool, postgres.WithTable(newTable()))
+	require.NoError(t, s.CreateSchema(context.Background()))
+	return s
+}
+
+// A released claim (a rolled-back transaction) leaves no record: the next
+// request claims the key again.
+func TestRollbackLeavesNoRecord(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	s := newStore(t, pool)
+	sc := idempotency.Scope{Route: "POST /x", Key: "k"}
+	now := time.Now()
+	b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, b.State)
+	_, err = postgres.Tx(b.Claim.Context(ctx)).Exec(ctx, `CREATE TABLE effect_in_tx (id int)`)
+	require.NoError(t, err)
+	require.NoError(t, b.Claim.Release(ctx))
+	assert.ErrorIs(t, b.Claim.Release(ctx), idempotency.ErrClaimEnded)
+	assert.Equal(t, 0, rows(t, pool, s.Table()))
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('effect_in_tx') IS NOT NULL`).Scan(&exists))
+	assert.False(t, exists, "the effect was rolled back with the claim")
+
+	again, err := s.Begin(ctx, sc, idempotency.Fingerprint{2}, now, now.Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Claimed, again.State)
+	require.NoError(t, again.Claim.Complete(ctx, &idempotency.Response{Status: 201, Body: []byte("ok")}, now.Add(time.Hour)))
+	assert.Equal(t, 1, rows(t, pool, s.Table()))
+}
+
+// A duplicate is answered Busy at once while the first holds its
+// transaction, even when the pool has one spare connection: it never
+// waits on the uncommitted row.
+func TestBusyDoesNotBlock(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 2)
+	s := newStore(t, pool)
+	sc := idempotency.Scope{Route: "POST /x", Key: "k"}
+	now := time.Now()
+	first, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, first.State)
+	for range 20 {
+		dctx, cancel := context.WithTimeout(ctx, time.Minute) // a bound, not an assertion on time
+		b, err := s.Begin(dctx, sc, idempotency.Fingerprint{1}, now, now.Add(time.Minute))
+		cancel()
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Busy, b.State)
+	}
+	require.NoError(t, first.Claim.Complete(ctx, &idempotency.Response{Status: 201, Header: http.Header{"A": {"1", "2"}}, Body: []byte("ok")}, now.Add(time.Hour)))
+	b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Replay, b.State)
+	assert.Equal(t, &idempotency.Response{Status: 201, Header: http.Header{"A": {"1", "2"}}, Body: []byte("ok")}, b.Response)
+}
+
+// A claim whose handler hangs without using its context is ended by the
+// server once idle in its transaction for the lease: the key is free
+// again, and the stuck claim cannot store.
+func TestStuckTransactionIsBounded(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	s := newStore(t, pool)
+	sc := idempotency.Scope{Route: "POST /x", Key: "stuck"}
+	now := time.Now()
+	stuck, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, now, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, stuck.State)
+	var setting string
+	require.NoError(t, postgres.Tx(stuck.Claim.Context(ctx)).QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&setting))
+	assert.Equal(t, "1s", setting, "the transaction is bounded by the lease")
+	var state idempotency.State
+	for i := 0; i < 600 && state != idempotency.Claimed; i++ { // bounded: 600 × 100 ms
+		time.Sleep(100 * time.Millisecond)
+		b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, time.Now(), time.Now().Add(time.Minute))
+		require.NoError(t, err)
+		if state = b.State; state == idempotency.Claimed {
+			require.NoError(t, b.Claim.Release(ctx))
+		}
+	}
+	assert.Equal(t, idempotency.Claimed, state, "the server ended the stuck transaction and freed the key")
+	assert.Error(t, stuck.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)))
+	assert.Equal(t, 0, rows(t, pool, s.Table()))
+}
+
+// roundTrips counts the statements and batches a pool sends: one round
+// trip each.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// tracedPool returns a pool whose round trips rt counts.
+func tracedPool(t testing.TB, rt *roundTrips) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// The round trips to PostgreSQL of the middleware's paths, the handler
+// writing nothing: a first request 4, a replay 3, a duplicate in progress 3.
+func TestRoundTrips(t *testing.T) {
+	rt := &roundTrips{}
+	pool := tracedPool(t, rt)
+	s := newStore(t, pool)
+	mw, err := idempotency.New(s, idempotency.Config{})
+	require.NoError(t, err)
+	hold, held := make(chan struct{}), make(chan struct{})
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			close(held)
+			<-hold
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	send := func(key string, hdr ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", key)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	count := func(f func()) int64 {
+		before := rt.n.Load()
+		f()
+		return rt.n.Load() - before
+	}
+	assert.Equal(t, int64(4), count(func() { assert.Equal(t, 201, send("a").Code) }), "first request")
+	assert.Equal(t, int64(3), count(func() { assert.Equal(t, 201, send("a").Code) }), "replay")
+
+	done := make(chan struct{})
+	go func() { defer close(done); send("b", "X-Hold", "1") }()
+	<-held
+	assert.Equal(t, int64(3), count(func() { assert.Equal(t, http.StatusConflict, send("b").Code) }), "duplicate in progress")
+	close(hold)
+	<-done
+}
