@@ -11,16 +11,18 @@ import (
 
 // queries holds the SQL of one Store, with its table name filled in.
 type queries struct {
-	schema  []string
-	claim   string
-	claimTx string
-	read    string
-	finish  string
-	pending string
-	delete  string
-	expire  string
-	take    string
-	handed  string
+	schema     []string
+	claim      string
+	claimBound string
+	claimRead  string
+	claimTx    string
+	read       string
+	finish     string
+	pending    string
+	delete     string
+	expire     string
+	take       string
+	handed     string
 }
 
 // recordColumns are the columns scanRecord reads, in its order.
@@ -53,16 +55,30 @@ func newQueries(table string) queries {
 		// $1 operation, $2 key, $3 fingerprint, $4 created, $5 attempts,
 		// $6 lease (µs), $7 the caller's lease generation. A new record is
 		// the caller's (generation 1, one send). An existing one is
-		// returned only to its current generation, which renews the lease
-		// and counts the send if it is pending; otherwise no row.
+		// returned only to its current generation, for the same request
+		// (its fingerprint, or none yet), which renews the lease and
+		// counts the send if it is pending; otherwise no row (claimRead
+		// says why).
 		claim: t(`INSERT INTO $T AS r (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)
 VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 microsecond', 1, 1, false)
 ON CONFLICT (operation) DO UPDATE SET
     fingerprint = CASE WHEN r.fingerprint = '' THEN EXCLUDED.fingerprint ELSE r.fingerprint END,
     sends = CASE WHEN r.state = 1 THEN r.sends + 1 ELSE r.sends END,
     lease_until = CASE WHEN r.state = 1 THEN greatest(r.lease_until, EXCLUDED.lease_until) ELSE r.lease_until END
-WHERE r.epoch = $7
+WHERE r.epoch = $7 AND (r.fingerprint = '' OR r.fingerprint = EXCLUDED.fingerprint)
 RETURNING ` + recordColumns + `, (xmax = 0)`),
+		// A bound call's claim: the update of claim, never an insert.
+		// $1 operation, $2 the bound key ('' for any), $3 fingerprint,
+		// $4 lease (µs), $5 generation. A record another transaction
+		// inserted and has not committed is invisible here: no row, no wait.
+		claimBound: t(`UPDATE $T AS r SET
+    fingerprint = CASE WHEN r.fingerprint = '' THEN $3 ELSE r.fingerprint END,
+    sends = CASE WHEN r.state = 1 THEN r.sends + 1 ELSE r.sends END,
+    lease_until = CASE WHEN r.state = 1 THEN greatest(r.lease_until, clock_timestamp() + $4 * interval '1 microsecond') ELSE r.lease_until END
+WHERE r.operation = $1 AND r.epoch = $5 AND ($2 = ''::bytea OR r.key = $2) AND (r.fingerprint = '' OR r.fingerprint = $3)
+RETURNING ` + recordColumns + `, false`),
+		// Why a claim returned no row: the record (if any) and its generation.
+		claimRead: t(`SELECT ` + recordColumns + `, epoch FROM $T WHERE operation = $1`),
 		// ClaimTx: the same insert with no send counted; on conflict
 		// nothing is changed and read fetches the existing record.
 		claimTx: t(`INSERT INTO $T (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/persist"
 )
 
@@ -165,7 +164,7 @@ func (r *Resumer) drive(ctx context.Context, p taken, res *Result) error {
 	if p.sends > 0 && !r.KeysHonored {
 		return r.handOver(ctx, p, res)
 	}
-	opCtx := contextWithLease(resilient.ContextWithOperation(ctx, p.rec.Operation), p.gen)
+	opCtx := contextWithLease(Bind(ctx, p.rec), p.gen) // never inserts: a record gone meanwhile is not sent
 	req, err := r.Request(opCtx, p.rec)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
