@@ -23,8 +23,10 @@
 //	    lease_until timestamptz NOT NULL,     -- until when the lease's holder may send
 //	    epoch       bigint      NOT NULL,     -- the lease's generation: 1, then +1 per Resumer take
 //	    sends       integer     NOT NULL,     -- sends allowed so far: 0 proves it was never sent
-//	    unknown     boolean     NOT NULL      -- handed to the application as unknown by a Resumer
+//	    unknown     boolean     NOT NULL,     -- handed to the application as unknown by a Resumer
+//	    tries       integer     NOT NULL DEFAULT 0 -- Resumes that took the record and could not finish it
 //	);
+//	ALTER TABLE resilient_operations ADD COLUMN IF NOT EXISTS tries integer NOT NULL DEFAULT 0; -- a table made before it
 //	CREATE INDEX IF NOT EXISTS resilient_operations_pending ON resilient_operations (created, operation) WHERE state = 1;
 //
 // The claim rests on the primary key: a claim inserts the record and, on

@@ -22,6 +22,7 @@ type queries struct {
 	delete     string
 	expire     string
 	take       string
+	failed     string
 	handed     string
 }
 
@@ -48,8 +49,11 @@ func newQueries(table string) queries {
     lease_until timestamptz NOT NULL,
     epoch       bigint      NOT NULL,
     sends       integer     NOT NULL,
-    unknown     boolean     NOT NULL
+    unknown     boolean     NOT NULL,
+    tries       integer     NOT NULL DEFAULT 0
 )`),
+			// A table made before the tries column: add it.
+			t(`ALTER TABLE $T ADD COLUMN IF NOT EXISTS tries integer NOT NULL DEFAULT 0`),
 			t(`CREATE INDEX IF NOT EXISTS ` + idx("_pending") + ` ON $T (created, operation) WHERE state = 1`),
 		},
 		// $1 operation, $2 key, $3 fingerprint, $4 created, $5 attempts,
@@ -94,15 +98,26 @@ WHERE operation = $1`),
 		pending: t(`SELECT ` + recordColumns + ` FROM $T WHERE state = 1 ORDER BY created, operation`),
 		delete:  t(`DELETE FROM $T WHERE operation = $1`),
 		expire:  t(`DELETE FROM $T WHERE created < $1`),
-		// $1 grace (µs), $2 lease (µs), $3 limit: takes the lease of up to
-		// $3 pending records older than the grace period whose lease has
-		// expired, skipping rows another transaction holds.
+		// $1 grace (µs), $2 lease (µs), $3 limit, $4 created at most,
+		// ($5, $6) the (created, operation) of the last record this
+		// Resume took: takes the lease of up to $3 pending records after
+		// it, created by $4 and older than the grace period, whose lease
+		// has expired, skipping rows another transaction holds.
 		take: t(`UPDATE $T AS r SET epoch = r.epoch + 1, lease_until = clock_timestamp() + $2 * interval '1 microsecond'
 FROM (SELECT operation FROM $T
       WHERE state = 1 AND lease_until < clock_timestamp() AND created < clock_timestamp() - $1 * interval '1 microsecond'
+        AND created <= $4 AND (created, operation) > ($5, $6)
       ORDER BY created, operation LIMIT $3 FOR UPDATE SKIP LOCKED) AS due
 WHERE r.operation = due.operation
-RETURNING r.operation, r.key, r.fingerprint, r.created, r.state, r.attempts, r.epoch, r.sends`),
+RETURNING r.operation, r.key, r.fingerprint, r.created, r.state, r.attempts, r.epoch, r.sends, r.tries`),
+		// $1 operation, $2 generation, $3 lease (µs): a Resume could not
+		// finish the record: one more try, and its lease is extended by
+		// the lease length times 2^tries (at most 64), so that a record
+		// that keeps failing is retried less and less often.
+		failed: t(`UPDATE $T SET tries = tries + 1,
+    lease_until = greatest(lease_until, clock_timestamp() + $3 * least(power(2, tries), 64) * interval '1 microsecond')
+WHERE operation = $1 AND epoch = $2 AND state = 1
+RETURNING tries`),
 		// $1 operation, $2 generation: a Resumer hands the record over.
 		handed: t(`UPDATE $T SET state = 2, unknown = true WHERE operation = $1 AND epoch = $2 AND state = 1`),
 	}
