@@ -31,22 +31,39 @@ type boundKey struct{}
 //   - if the operation's record holds another key, the call fails before
 //     sending with resilient.ErrOperationMismatch.
 //
+// Bound to the zero record (what a failed ClaimTx returns), the call fails
+// before sending with ErrClaimNotCommitted, as for a claim that did not
+// commit.
+//
 // A bound call never waits for an open transaction: it fails at once. A
 // call made before the commit is an error of the application's (waiting
 // would hold a connection while the application's transaction holds
 // another, and a call from inside that transaction would wait for itself).
 // Commit first, then call.
 func Bind(ctx context.Context, rec persist.Record) context.Context {
+	if rec.Operation == "" {
+		// The zero record of a failed ClaimTx: a call that names no
+		// operation would not reach the Store at all, and would be sent.
+		return context.WithValue(resilient.ContextWithOperation(ctx, noClaim), boundKey{}, bound{none: true})
+	}
 	ctx = resilient.ContextWithOperation(ctx, rec.Operation)
 	if rec.Key != "" {
 		ctx = resilient.ContextWithKey(ctx, rec.Key)
 	}
-	return context.WithValue(ctx, boundKey{}, rec.Key)
+	return context.WithValue(ctx, boundKey{}, bound{key: rec.Key})
 }
 
-// boundFromContext reports whether ctx is a bound call's, and the key it
-// is bound to ("" for any).
-func boundFromContext(ctx context.Context) (key string, ok bool) {
-	key, ok = ctx.Value(boundKey{}).(string)
-	return key, ok
+// noClaim is the operation name of a call bound to the zero record.
+const noClaim = "\x00persist/postgres: bound to no claim"
+
+// bound is what Bind puts in a context.
+type bound struct {
+	key  string // the claim's key, "" for any
+	none bool   // bound to the zero record: there is no claim to find
+}
+
+// boundFromContext returns what Bind put in ctx, and whether it did.
+func boundFromContext(ctx context.Context) (bound, bool) {
+	b, ok := ctx.Value(boundKey{}).(bound)
+	return b, ok
 }

@@ -76,6 +76,7 @@ func TestReadmeSnippetFailurePath(t *testing.T) {
 		bound bool // the call must fail before sending
 	}{
 		{"Bind", nil, true, true},
+		{"Bind of the record a failed ClaimTx returned", nil, true, true},
 		{"WithBoundCalls", []postgres.Option{postgres.WithBoundCalls()}, false, true},
 		{"WithBoundCalls and Bind", []postgres.Option{postgres.WithBoundCalls()}, true, true},
 		// Plain ContextWithOperation on a Store without the mode claims
@@ -97,8 +98,11 @@ func TestReadmeSnippetFailurePath(t *testing.T) {
 			_, err = tx.Exec(ctx, `INSERT INTO no_such_orders (id, amount) VALUES ($1, $2)`, id, 1000)
 			require.Error(t, err, "the orders table does not exist")
 			rec := persist.Record{Operation: op, Key: key}
-			_, _, err = store.ClaimTx(ctx, tx, rec)
+			got, _, err := store.ClaimTx(ctx, tx, rec)
 			require.Error(t, err, "the transaction is aborted")
+			if strings.HasPrefix(tt.name, "Bind of the record") {
+				rec = got // the zero record
+			}
 			require.Error(t, tx.Commit(ctx), "Commit of an aborted transaction rolls back")
 
 			callCtx := resilient.ContextWithOperation(ctx, op)

@@ -71,20 +71,23 @@ func (s *Store) claim(ctx context.Context, c persist.Record) (persist.Record, bo
 		return persist.Record{}, false, err
 	}
 	defer conn.Release()
-	bkey, bound := boundFromContext(ctx)
+	b, bound := boundFromContext(ctx)
+	if b.none {
+		return persist.Record{}, false, ErrClaimNotCommitted
+	}
 	bound = bound || s.bound
 	gen := leaseFromContext(ctx)
 	lease := s.leaseFor(ctx).Microseconds()
 	op := []byte(c.Operation)
-	var b pgx.Batch
-	b.Queue("BEGIN")
-	b.Queue("SELECT set_config('lock_timeout', $1, true)", lockTimeout(ctx, s.lease))
+	var bq pgx.Batch
+	bq.Queue("BEGIN")
+	bq.Queue("SELECT set_config('lock_timeout', $1, true)", lockTimeout(ctx, s.lease))
 	if bound {
-		b.Queue(s.q.claimBound, op, []byte(bkey), []byte(c.Fingerprint), lease, gen)
+		bq.Queue(s.q.claimBound, op, []byte(b.key), []byte(c.Fingerprint), lease, gen)
 	} else {
-		b.Queue(s.q.claim, op, []byte(c.Key), []byte(c.Fingerprint), c.Created, c.Attempts, lease, gen)
+		bq.Queue(s.q.claim, op, []byte(c.Key), []byte(c.Fingerprint), c.Created, c.Attempts, lease, gen)
 	}
-	rec, inserted, err := runClaim(ctx, conn.SendBatch(ctx, &b), c.Operation)
+	rec, inserted, err := runClaim(ctx, conn.SendBatch(ctx, &bq), c.Operation)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.refused(ctx, conn, c.Operation, gen)
 	}

@@ -177,4 +177,3 @@ func TestResumerRun(t *testing.T) {
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, context.Canceled)
 }
-
