@@ -8,6 +8,14 @@
 // DB.Batch, see WithMaxBatchDelay): one transaction and one fsync for many
 // claims, so throughput grows with concurrency.
 //
+// A method checks its context before it starts, then runs to its end: a
+// write, once begun, is committed (or fails) before the method returns,
+// whatever its context does meanwhile (bbolt's transactions take no
+// context). Nothing of a call outlives its return; a caller that must not
+// wait on a stalled disk past its deadline (the resilient Transport) leaves
+// the call to finish in the background, and then a Claim may store its
+// candidate after the caller has its error.
+//
 // One file is owned by one Store, in one process, at a time: Open takes an
 // exclusive lock on the file and holds it until Close. A second Open of the
 // same file, from this process or another, waits for the lock up to the lock
