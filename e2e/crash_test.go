@@ -32,5 +32,5 @@ func TestCrashMatrix(t *testing.T) {
 	if testing.Short() {
 		ops, maxKills = 16, len(crashmatrix.Phases)
 	}
-	crashmatrix.Sequence(t, filepath.Join(t.TempDir(), "keys.db"), ops, maxKills)
+	crashmatrix.Sequence(t, openBolt, filepath.Join(t.TempDir(), "keys.db"), ops, maxKills)
 }

@@ -14,7 +14,8 @@ import (
 // process only; use persist/bolt or persist/redis to survive a crash.
 //
 // Every method holds one mutex for its whole duration, which makes Claim
-// atomic. Records are values: what Claim stores and what Pending returns are
+// atomic. A method checks its context before it starts and then runs to its
+// end: nothing of a call outlives its return. Records are values: what Claim stores and what Pending returns are
 // copies, never shared with the caller. Created is kept in UTC without its
 // monotonic clock reading, as a durable store would return it.
 //

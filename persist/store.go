@@ -70,6 +70,12 @@ type Record struct {
 // by multiple goroutines. Every method takes a context; a Store whose backend is
 // unreachable returns an error wrapping the cause (never a zero Record with a nil
 // error).
+//
+// A caller that gives up (its context ends while a method is in flight) gets
+// an error, but the write it started may still take effect, as if the call
+// had succeeded: a Claim may store its candidate — nothing else — and never
+// replaces a record that a later Claim returned. Each Store documents what a
+// caller that gave up may leave, and when; persisttest checks the rule.
 type Store interface {
 	// Claim returns the record of candidate.Operation. If none exists it stores
 	// candidate (with State Pending) and returns it with claimed true; the write

@@ -164,7 +164,7 @@ func service(ctx context.Context, w io.Writer, dsn, api, crash string) error {
 		return err
 	}
 	defer pool.Close()
-	store := postgres.New(pool, postgres.WithLease(time.Second))
+	store := postgres.New(pool, postgres.WithLease(time.Second), postgres.WithBoundCalls()) // a call never sends a payment no order committed
 
 	base := http.DefaultTransport
 	if crash != "" {

@@ -9,7 +9,10 @@
 // (Store.Pending) and issues the rest. The oracle: every operation has
 // exactly one effect on the fake server, under the key the Store holds;
 // an operation killed at a kill point is resumed, not issued anew; nothing
-// is left pending.
+// is left pending. Between two children of Sequence the parent reads the
+// Store: an operation a killed child completed (the Store holds it done,
+// its effect is on the server under its key) before it could print so is
+// completed for the oracle; one done without its effect, or gone, fails.
 //
 // A test binary that runs the matrix (EachPoint, Sequence) calls Main first
 // in its TestMain: the child processes are the test binary itself,

@@ -1,6 +1,7 @@
 package crashmatrix
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/persist"
 )
 
 // API starts the matrix's payments API, closed when t ends: the fake
@@ -60,16 +62,20 @@ func redirecting(next http.Handler) http.Handler {
 // run is a matrix child of ops operations on the Store named by store, at
 // url, that skips the operations in completed and is killed at kill
 // ("phase:op", "random:DELAY_MS" or "" for none).
-func run(t *testing.T, url, store string, ops int, completed map[int]bool, kill string) Incarnation {
+func run(t testing.TB, url, store string, ops int, completed map[int]bool, kill string) Incarnation {
 	t.Helper()
 	var skip []string
 	for k := range completed {
 		skip = append(skip, strconv.Itoa(k))
 	}
-	c := Child{Env: []string{urlEnv + "=" + url, storeEnv + "=" + store, opsEnv + "=" + strconv.Itoa(ops),
-		skipEnv + "=" + strings.Join(skip, ",")}}
+	c := Child{Env: append([]string{urlEnv + "=" + url, storeEnv + "=" + store, opsEnv + "=" + strconv.Itoa(ops),
+		skipEnv + "=" + strings.Join(skip, ",")}, childEnv...)}
 	return c.KilledAt(killEnv, kill).Run(t)
 }
+
+// childEnv is added to every matrix child's environment: the package's own
+// tests plant harness defects with it (defects.go).
+var childEnv []string
 
 // ledger is what the children reported of the operations: the key each was
 // sent with and whether it completed.
@@ -83,7 +89,7 @@ func newLedger() *ledger { return &ledger{keys: map[int]string{}, completed: map
 // record takes in a child's lines and returns the operations it resumed
 // from Store.Pending and those it issued anew, in order. Every operation
 // completes with 201, under one key.
-func (l *ledger) record(t *testing.T, inc Incarnation, what string) (resumed, issued []int) {
+func (l *ledger) record(t testing.TB, inc Incarnation, what string) (resumed, issued []int) {
 	t.Helper()
 	for _, line := range inc.Lines {
 		f := strings.Fields(line)
@@ -110,7 +116,7 @@ func (l *ledger) record(t *testing.T, inc Incarnation, what string) (resumed, is
 
 // check is the oracle: one effect per operation on srv, under the key the
 // client used, and none for operations that do not exist.
-func (l *ledger) check(t *testing.T, srv *fakeserver.Server, ops int) {
+func (l *ledger) check(t testing.TB, srv *fakeserver.Server, ops int) {
 	t.Helper()
 	effects := map[int][]fakeserver.Entry{}
 	for _, e := range srv.Ledger() {
@@ -203,7 +209,15 @@ func EachPoint(t *testing.T, store func(t *testing.T) string) {
 // at a kill point is resumed by the next child (it was pending, not lost
 // nor marked done by a redirect); at the end every operation has exactly
 // one effect, under the key its Store holds, and nothing is pending.
-func Sequence(t *testing.T, store string, ops, maxKills int) {
+//
+// After each kill the parent opens the Store itself (open, the children's
+// Opener) and reads the record of each operation killed at a kill point
+// and not seen completed (settle): a later child may have resumed it, and
+// been killed after the Store wrote Done and before it printed its line.
+// Such an operation is done for the oracle only if its effect is on the
+// server under the record's key; a record done without its effect, or
+// gone, fails the matrix.
+func Sequence(t testing.TB, open Opener, store string, ops, maxKills int) {
 	srv, url := API(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("kill points drawn with seed %d", seed)
@@ -243,9 +257,10 @@ func Sequence(t *testing.T, store string, ops, maxKills int) {
 		if inc.Killed {
 			phase, _, _ := strings.Cut(kill, ":")
 			kills[phase]++
-			if killOp >= 0 {
+			if killOp >= 0 && stoppedAt(inc, kill) {
 				killedOps[killOp] = kill
 			}
+			l.settle(t, open, store, srv, killedOps)
 			continue
 		}
 		require.NoError(t, inc.Err, "incarnation %d (kill %q): %v", i, kill, inc.Lines)
@@ -263,6 +278,48 @@ func Sequence(t *testing.T, store string, ops, maxKills int) {
 	}
 	t.Logf("crash matrix: %d operations, %d SIGKILLs %v, %d operations resumed from Store.Pending, %d effects, %d duplicates, %d requests",
 		ops, sum(kills), kills, resumed, srv.TotalEffects(), srv.Stats().DuplicateEffects, srv.Stats().Requests)
+}
+
+// stoppedAt reports whether inc stopped at the kill point kill
+// ("PHASE:OP"): its last line is "at PHASE OP".
+func stoppedAt(inc Incarnation, kill string) bool {
+	return len(inc.Lines) > 0 && inc.Lines[len(inc.Lines)-1] == "at "+strings.Replace(kill, ":", " ", 1)
+}
+
+// settle reads, in the Store (opened with open, between two children),
+// the record of each operation of killed: one still pending stays there
+// (the next child must resume it); one done, whose effect is on srv under
+// the record's key, was completed by a child killed before it printed its
+// line: it is completed, with that key. A record done without its effect,
+// or none, is an error (marked done too early; lost).
+func (l *ledger) settle(t testing.TB, open Opener, store string, srv *fakeserver.Server, killed map[int]string) {
+	t.Helper()
+	if len(killed) == 0 {
+		return
+	}
+	s, closeStore, err := open(store)
+	require.NoError(t, err, "the parent opens the Store")
+	defer closeStore()
+	ctx := context.Background()
+	for k, at := range killed {
+		// Claim of an existing record returns it unchanged: a read.
+		rec, created, err := s.Claim(ctx, persist.Record{Operation: opName(k), Key: "crashmatrix-parent-probe"})
+		require.NoError(t, err)
+		switch {
+		case created:
+			require.NoError(t, s.Delete(ctx, opName(k)))
+			t.Errorf("op %d, killed at %q: no record in the Store (lost)", k, at)
+			delete(killed, k)
+		case rec.State == persist.Pending:
+			// The next child resumes it.
+		case srv.Effects(rec.Key) == 0:
+			t.Errorf("op %d, killed at %q: done in the Store, no effect on the server under its key %s (marked done too early)", k, at, rec.Key)
+		default:
+			// A later child completed it and was killed before printing.
+			l.keys[k], l.completed[k] = rec.Key, true
+			delete(killed, k)
+		}
+	}
 }
 
 // remaining lists the operations not completed yet, in order.

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -53,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) persist.Store) {
 		{"ConcurrentClaimOneOperation", testConcurrentClaimOne},
 		{"ConcurrentClaimManyOperations", testConcurrentClaimMany},
 		{"CanceledContext", testCanceledContext},
+		{"GaveUp", testGaveUp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,4 +483,41 @@ func testCanceledContext(t *testing.T, s persist.Store) {
 	pending, err := s.Pending(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"existing"}, operations(pending))
+}
+
+// testGaveUp: a Claim whose caller gives up while it is in flight (its
+// context canceled at a random moment) may still take effect, but only as
+// itself: what it leaves is no record or its candidate's, and never
+// replaces the record a later Claim saw. A Claim made after the first
+// returned, and every Claim after that, get one key, whenever the
+// abandoned write lands.
+func testGaveUp(t *testing.T, s persist.Store) {
+	const runs = 40
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for i := range runs {
+		op := "gaveup:" + strconv.Itoa(i)
+		abandoned, later := candidate(op, 0), candidate(op, 1)
+		ctx, cancel := context.WithCancel(t.Context())
+		delay := time.Duration(rng.IntN(400)) * time.Microsecond
+		stop := time.AfterFunc(delay, cancel)
+		_, _, errA := s.Claim(ctx, abandoned)
+		stop.Stop()
+		cancel()
+		recB, _, err := s.Claim(t.Context(), later)
+		require.NoError(t, err, "run %d", i)
+		if errA == nil {
+			assert.Equal(t, abandoned.Key, recB.Key, "run %d: the first claim succeeded", i)
+		} else {
+			assert.Contains(t, []string{abandoned.Key, later.Key}, recB.Key, "run %d: a record of neither claim", i)
+		}
+		// Whatever the abandoned claim still does lands by now or never
+		// changes the record: later claims keep recB's key.
+		for j := range 3 {
+			time.Sleep(time.Millisecond)
+			recC, claimed, err := s.Claim(t.Context(), candidate(op, 2+j))
+			require.NoError(t, err, "run %d", i)
+			assert.False(t, claimed, "run %d: the record recB saw is gone", i)
+			assert.Equal(t, recB.Key, recC.Key, "run %d: an abandoned claim replaced the record a later claim saw", i)
+		}
+	}
 }

@@ -112,7 +112,7 @@ func matrixChild() int {
 		return fail("pool: %v", err)
 	}
 	defer pool.Close()
-	store := postgres.New(pool, postgres.WithTable(storeTable), postgres.WithLease(matrixLease))
+	store := postgres.New(pool, postgres.WithTable(storeTable), postgres.WithLease(matrixLease), postgres.WithBoundCalls())
 	url := os.Getenv(matrixURLEnv) + "/v1/payments"
 
 	tr := &http.Transport{}

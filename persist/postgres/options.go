@@ -9,6 +9,7 @@ type Option func(*options)
 type options struct {
 	table []string
 	lease time.Duration
+	bound bool
 }
 
 // Defaults of the options.
@@ -34,4 +35,16 @@ func WithTable(name ...string) Option {
 // negative is taken as one microsecond. Default DefaultLease (2 min).
 func WithLease(d time.Duration) Option {
 	return func(o *options) { o.lease = d }
+}
+
+// WithBoundCalls makes every call through the Store bound (see Bind): the
+// Transport's Claim never inserts a record, so that only operations the
+// application claimed with ClaimTx, and committed, are ever sent. A call
+// naming an operation without a committed record fails before sending,
+// with an error wrapping ErrClaimNotCommitted. Store.Claim then departs
+// from persist.Store's contract (it does not store a new candidate), which
+// is the point. Default off: a Claim of an unknown operation creates its
+// record, as with the other Stores.
+func WithBoundCalls() Option {
+	return func(o *options) { o.bound = true }
 }

@@ -23,8 +23,10 @@
 //	    lease_until timestamptz NOT NULL,     -- until when the lease's holder may send
 //	    epoch       bigint      NOT NULL,     -- the lease's generation: 1, then +1 per Resumer take
 //	    sends       integer     NOT NULL,     -- sends allowed so far: 0 proves it was never sent
-//	    unknown     boolean     NOT NULL      -- handed to the application as unknown by a Resumer
+//	    unknown     boolean     NOT NULL,     -- handed to the application as unknown by a Resumer
+//	    tries       integer     NOT NULL DEFAULT 0 -- Resumes that took the record and could not finish it
 //	);
+//	ALTER TABLE resilient_operations ADD COLUMN IF NOT EXISTS tries integer NOT NULL DEFAULT 0; -- a table made before it
 //	CREATE INDEX IF NOT EXISTS resilient_operations_pending ON resilient_operations (created, operation) WHERE state = 1;
 //
 // The claim rests on the primary key: a claim inserts the record and, on
@@ -48,11 +50,36 @@
 // give its context a deadline, or make the lease longer than the Transport's
 // retries may take.
 //
-// The sends column records whether a record may have been sent: it is 0
-// only while no Claim ever allowed a send, which proves the request never
-// left. Against a server that ignores idempotency keys, a Resumer re-sends
-// only such records, and hands the others to the application as unknown,
-// with their key (see Resumer).
+// The sends column records whether a record may have been sent. It is
+// one-sided: it may count a send that never happened (a Claim whose commit
+// succeeded but whose acknowledgement was lost, or whose call then failed
+// before sending), never miss one, because a Claim commits its count
+// before the Transport sends. So sends = 0 proves the request never left.
+// Against a server that ignores idempotency keys, a Resumer re-sends only
+// such records, and hands the others to the application as unknown, with
+// their key (see Resumer).
+//
+// # Bound calls
+//
+// A call meant to carry a ClaimTx claim should be bound to it (Bind, or
+// WithBoundCalls for every call through the Store): its Claim never
+// inserts a record, so if the claim did not commit (the application's
+// transaction failed, rolled back, or has not committed yet) the call
+// fails before sending, with ErrClaimNotCommitted, instead of sending
+// under a key the Transport minted. It fails at once rather than wait for
+// the transaction; see Bind for why.
+//
+// # What a caller that gave up leaves
+//
+// Claim runs in a transaction of its own, with a lock_timeout from the
+// context's deadline, and sends COMMIT only while the context is live: a
+// claim the caller gave up on (its statement still waiting in the server
+// when the caller's deadline passed) rolls back when the server finds the
+// connection closed. Only a COMMIT already sent may complete after the
+// caller left; it counts a send (one-sided, as above). Finish, Delete and
+// Expire are single statements: one the caller gave up on may still
+// complete, which changes nothing a later call relies on (Done is final, a
+// stale Pending is refused, see Finish).
 package postgres
 
 import (
@@ -79,6 +106,7 @@ type Store struct {
 	pool  *pgxpool.Pool
 	table string // quoted identifier
 	lease time.Duration
+	bound bool // WithBoundCalls
 	q     queries
 }
 
@@ -96,7 +124,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		o.table = []string{DefaultTable}
 	}
 	table := pgx.Identifier(o.table).Sanitize()
-	return &Store{pool: pool, table: table, lease: max(o.lease, time.Microsecond), q: newQueries(table)}
+	return &Store{pool: pool, table: table, lease: max(o.lease, time.Microsecond), bound: o.bound, q: newQueries(table)}
 }
 
 // CreateSchema creates the Store's table and its indexes, if they do not
@@ -117,60 +145,6 @@ func (s *Store) CreateSchema(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Claim returns the record of candidate.Operation, creating it with State
-// Pending if there is none; the write is committed (and durable as far as the
-// server's synchronous_commit makes it) when Claim returns.
-//
-// Claim is the call before a send. For a new record it takes the lease
-// itself. For an existing record of the caller's lease generation (see the
-// package documentation) it renews the lease until the context's deadline or
-// for the lease length, whichever is later, counts the send, and, if the
-// record was claimed with ClaimTx without a fingerprint, stores
-// candidate.Fingerprint as the record's. For a record whose lease a Resumer
-// took, it returns an error wrapping ErrLeaseLost and changes nothing.
-//
-// A zero candidate.Created is set to the current time; Created is truncated
-// to the microsecond. It returns an error if ctx is done, candidate has an
-// empty Operation or Key or a negative Attempts, or the database fails.
-func (s *Store) Claim(ctx context.Context, candidate persist.Record) (persist.Record, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim: %w", err)
-	}
-	if candidate.Created.IsZero() {
-		candidate.Created = time.Now()
-	}
-	if err := checkCandidate(candidate); err != nil {
-		return persist.Record{}, false, err
-	}
-	op := candidate.Operation
-	rec, inserted, err := scanClaim(op, s.pool.QueryRow(ctx, s.q.claim,
-		[]byte(op), []byte(candidate.Key), []byte(candidate.Fingerprint), candidate.Created, candidate.Attempts,
-		s.leaseFor(ctx).Microseconds(), leaseFromContext(ctx)))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim %q: %w", op, ErrLeaseLost)
-	}
-	if err != nil {
-		return persist.Record{}, false, fmt.Errorf("persist/postgres: claim %q: %w", op, err)
-	}
-	return rec, inserted, nil
-}
-
-// leaseFor returns how long a Claim made with ctx holds the lease: until
-// ctx's deadline (plus a margin for clock skew) or for the lease length,
-// whichever is longer.
-func (s *Store) leaseFor(ctx context.Context) time.Duration {
-	d := s.lease
-	if deadline, ok := ctx.Deadline(); ok {
-		d = max(d, time.Until(deadline)+deadlineMargin)
-	}
-	return d
-}
-
-// deadlineMargin is added to a context's deadline when it sets a lease: the
-// Transport returns by the deadline, and the lease is measured on the
-// database's clock, not the caller's.
-const deadlineMargin = 5 * time.Second
 
 // Finish sets the state and attempt count of op's record. A Done state is
 // always recorded. A Pending state is recorded only by the holder of the

@@ -231,3 +231,10 @@ func deadClient() *http.Client {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// BenchmarkClaim measures Store.Claim of new operations at 1 and 64
+// goroutines (persisttest.Benchmark) against the test server.
+func BenchmarkClaim(b *testing.B) {
+	pool := newPool(b)
+	persisttest.Benchmark(b, func(b *testing.B) persist.Store { return newStore(b, pool) })
+}

@@ -11,16 +11,19 @@ import (
 
 // queries holds the SQL of one Store, with its table name filled in.
 type queries struct {
-	schema  []string
-	claim   string
-	claimTx string
-	read    string
-	finish  string
-	pending string
-	delete  string
-	expire  string
-	take    string
-	handed  string
+	schema     []string
+	claim      string
+	claimBound string
+	claimRead  string
+	claimTx    string
+	read       string
+	finish     string
+	pending    string
+	delete     string
+	expire     string
+	take       string
+	failed     string
+	handed     string
 }
 
 // recordColumns are the columns scanRecord reads, in its order.
@@ -46,23 +49,40 @@ func newQueries(table string) queries {
     lease_until timestamptz NOT NULL,
     epoch       bigint      NOT NULL,
     sends       integer     NOT NULL,
-    unknown     boolean     NOT NULL
+    unknown     boolean     NOT NULL,
+    tries       integer     NOT NULL DEFAULT 0
 )`),
+			// A table made before the tries column: add it.
+			t(`ALTER TABLE $T ADD COLUMN IF NOT EXISTS tries integer NOT NULL DEFAULT 0`),
 			t(`CREATE INDEX IF NOT EXISTS ` + idx("_pending") + ` ON $T (created, operation) WHERE state = 1`),
 		},
 		// $1 operation, $2 key, $3 fingerprint, $4 created, $5 attempts,
 		// $6 lease (µs), $7 the caller's lease generation. A new record is
 		// the caller's (generation 1, one send). An existing one is
-		// returned only to its current generation, which renews the lease
-		// and counts the send if it is pending; otherwise no row.
+		// returned only to its current generation, for the same request
+		// (its fingerprint, or none yet), which renews the lease and
+		// counts the send if it is pending; otherwise no row (claimRead
+		// says why).
 		claim: t(`INSERT INTO $T AS r (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)
 VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 microsecond', 1, 1, false)
 ON CONFLICT (operation) DO UPDATE SET
     fingerprint = CASE WHEN r.fingerprint = '' THEN EXCLUDED.fingerprint ELSE r.fingerprint END,
     sends = CASE WHEN r.state = 1 THEN r.sends + 1 ELSE r.sends END,
     lease_until = CASE WHEN r.state = 1 THEN greatest(r.lease_until, EXCLUDED.lease_until) ELSE r.lease_until END
-WHERE r.epoch = $7
+WHERE r.epoch = $7 AND (r.fingerprint = '' OR r.fingerprint = EXCLUDED.fingerprint)
 RETURNING ` + recordColumns + `, (xmax = 0)`),
+		// A bound call's claim: the update of claim, never an insert.
+		// $1 operation, $2 the bound key ('' for any), $3 fingerprint,
+		// $4 lease (µs), $5 generation. A record another transaction
+		// inserted and has not committed is invisible here: no row, no wait.
+		claimBound: t(`UPDATE $T AS r SET
+    fingerprint = CASE WHEN r.fingerprint = '' THEN $3 ELSE r.fingerprint END,
+    sends = CASE WHEN r.state = 1 THEN r.sends + 1 ELSE r.sends END,
+    lease_until = CASE WHEN r.state = 1 THEN greatest(r.lease_until, clock_timestamp() + $4 * interval '1 microsecond') ELSE r.lease_until END
+WHERE r.operation = $1 AND r.epoch = $5 AND ($2 = ''::bytea OR r.key = $2) AND (r.fingerprint = '' OR r.fingerprint = $3)
+RETURNING ` + recordColumns + `, false`),
+		// Why a claim returned no row: the record (if any) and its generation.
+		claimRead: t(`SELECT ` + recordColumns + `, epoch FROM $T WHERE operation = $1`),
 		// ClaimTx: the same insert with no send counted; on conflict
 		// nothing is changed and read fetches the existing record.
 		claimTx: t(`INSERT INTO $T (operation, key, fingerprint, created, state, attempts, lease_until, epoch, sends, unknown)
@@ -78,15 +98,26 @@ WHERE operation = $1`),
 		pending: t(`SELECT ` + recordColumns + ` FROM $T WHERE state = 1 ORDER BY created, operation`),
 		delete:  t(`DELETE FROM $T WHERE operation = $1`),
 		expire:  t(`DELETE FROM $T WHERE created < $1`),
-		// $1 grace (µs), $2 lease (µs), $3 limit: takes the lease of up to
-		// $3 pending records older than the grace period whose lease has
-		// expired, skipping rows another transaction holds.
+		// $1 grace (µs), $2 lease (µs), $3 limit, $4 created at most,
+		// ($5, $6) the (created, operation) of the last record this
+		// Resume took: takes the lease of up to $3 pending records after
+		// it, created by $4 and older than the grace period, whose lease
+		// has expired, skipping rows another transaction holds.
 		take: t(`UPDATE $T AS r SET epoch = r.epoch + 1, lease_until = clock_timestamp() + $2 * interval '1 microsecond'
 FROM (SELECT operation FROM $T
       WHERE state = 1 AND lease_until < clock_timestamp() AND created < clock_timestamp() - $1 * interval '1 microsecond'
+        AND created <= $4 AND (created, operation) > ($5, $6)
       ORDER BY created, operation LIMIT $3 FOR UPDATE SKIP LOCKED) AS due
 WHERE r.operation = due.operation
-RETURNING r.operation, r.key, r.fingerprint, r.created, r.state, r.attempts, r.epoch, r.sends`),
+RETURNING r.operation, r.key, r.fingerprint, r.created, r.state, r.attempts, r.epoch, r.sends, r.tries`),
+		// $1 operation, $2 generation, $3 lease (µs): a Resume could not
+		// finish the record: one more try, and its lease is extended by
+		// the lease length times 2^tries (at most 64), so that a record
+		// that keeps failing is retried less and less often.
+		failed: t(`UPDATE $T SET tries = tries + 1,
+    lease_until = greatest(lease_until, clock_timestamp() + $3 * least(power(2, tries), 64) * interval '1 microsecond')
+WHERE operation = $1 AND epoch = $2 AND state = 1
+RETURNING tries`),
 		// $1 operation, $2 generation: a Resumer hands the record over.
 		handed: t(`UPDATE $T SET state = 2, unknown = true WHERE operation = $1 AND epoch = $2 AND state = 1`),
 	}
