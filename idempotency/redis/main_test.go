@@ -9,11 +9,14 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/resilienthttp/resilient/idempotency/internal/servercrash"
 	"github.com/resilienthttp/resilient/idempotency/redis"
 	"github.com/resilienthttp/resilient/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
+	// Re-executed by TestServerCrashMatrix: a server on the Redis Store.
+	servercrash.Main(openCrashServer)
 	goleak.VerifyTestMain(m,
 		// go-redis redials in a goroutine that notices Close at its next tick.
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
