@@ -42,6 +42,14 @@
 // may lose the last acknowledged records, with the same effect as a host
 // crash.
 //
+// # Deadlines
+//
+// Build the go-redis client with ContextTimeoutEnabled: then a call ends at
+// the request's deadline (an error wrapping context.DeadlineExceeded, and
+// the middleware answers 503, having run nothing). Without it, go-redis
+// bounds a call by its ReadTimeout and WriteTimeout only
+// (TestFrozenRedisEndsAtDeadline).
+//
 // # Keys and time
 //
 // A record is a hash under the prefix (default DefaultPrefix) and the hex

@@ -74,7 +74,7 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 		hex.EncodeToString(fp[:]), now.UnixMicro(), lease.UnixMicro(), token,
 		lease.Add(redisMargin).UnixMilli(), member, redisMargin.Microseconds()).Slice()
 	if err != nil {
-		return idempotency.Begun{}, fmt.Errorf("idempotency/redis: begin: %w", err)
+		return idempotency.Begun{}, wrap(ctx, "begin", err)
 	}
 	state, _ := res[0].(string)
 	switch {
@@ -102,7 +102,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	for {
 		res, err := sweepScript.Run(ctx, s.client, []string{s.idx}, now.UnixMicro(), sweepPage, s.prefix).Int64Slice()
 		if err != nil {
-			return total, fmt.Errorf("idempotency/redis: sweep: %w", err)
+			return total, wrap(ctx, "sweep", err)
 		}
 		if len(res) != 2 {
 			return total, fmt.Errorf("idempotency/redis: sweep: unexpected reply %v", res)
@@ -112,6 +112,20 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// wrap returns err of the step named op, wrapping ctx's error too when ctx
+// is done: a client built with ContextTimeoutEnabled reports a deadline as
+// an i/o timeout.
+func wrap(ctx context.Context, op string, err error) error {
+	ctxErr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(dl) {
+		ctxErr = context.DeadlineExceeded // the socket's deadline fired first
+	}
+	if ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("idempotency/redis: %s: %w: %w", op, ctxErr, err)
+	}
+	return fmt.Errorf("idempotency/redis: %s: %w", op, err)
 }
 
 // decodeResponse builds a stored answer from its fields status, hdr, body.
@@ -155,7 +169,7 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	n, err := completeScript.Run(ctx, c.s.client, []string{c.rec, c.s.idx}, c.token, resp.Status, hb, resp.Body,
 		expires.UnixMicro(), expires.Add(redisMargin).UnixMilli(), c.member).Int64()
 	if err != nil {
-		return fmt.Errorf("idempotency/redis: store: %w", err)
+		return wrap(ctx, "store", err)
 	}
 	if n == 0 {
 		return idempotency.ErrClaimEnded

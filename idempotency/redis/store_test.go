@@ -158,3 +158,20 @@ func TestCorruptRecord(t *testing.T) {
 	_, err := s.Begin(ctx, scope, fp, time.Now(), time.Now().Add(time.Minute))
 	assert.ErrorIs(t, err, redis.ErrCorrupt)
 }
+
+// A Redis that stops answering: with ContextTimeoutEnabled (the package
+// documentation asks for it), Begin returns at the request's deadline, and
+// the middleware answers 503 having run nothing.
+func TestFrozenRedisEndsAtDeadline(t *testing.T) {
+	srv, _ := startRedis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c)
+	srv.Freeze(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := s.Begin(ctx, scope, fp, time.Now(), time.Now().Add(time.Minute))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the request's deadline, not the client's read timeout of a minute")
+	srv.Thaw()
+}
