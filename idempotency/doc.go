@@ -19,7 +19,9 @@
 // MemoryStore keeps records in one process. Package
 // github.com/resilienthttp/resilient/idempotency/postgres keeps them in
 // PostgreSQL, in the same transaction as the handler's own rows: the
-// effect and the stored answer commit together or not at all. The two
+// effect and the stored answer commit together or not at all. Package
+// github.com/resilienthttp/resilient/idempotency/redis keeps them in Redis,
+// shared by a service's instances, outside the effect's transaction. The two
 // differ in what they store when the handler fails (see New): an atomic
 // store rolls a 5xx or a panic back, effects included, so a retry runs
 // again; MemoryStore stores it, as Stripe does, since the handler may

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/resilienthttp/resilient/idempotency/idempotencytest"
+	"github.com/resilienthttp/resilient/idempotency/internal/servercrash"
 	"github.com/resilienthttp/resilient/idempotency/postgres"
 	"github.com/resilienthttp/resilient/persist/postgres/pgtest"
 )
@@ -21,6 +22,8 @@ import (
 var dsn string
 
 func TestMain(m *testing.M) {
+	// Re-executed by TestServerCrashMatrix: a server on the Postgres Store.
+	servercrash.Main(openCrashServer)
 	srv, err := pgtest.Start(os.Getenv("IDEMPOTENCY_POSTGRES_DIR"))
 	if err != nil {
 		// Never a skip: scripts/test installs PostgreSQL.
