@@ -55,16 +55,17 @@ type Summary struct {
 // engineText says what the engine runs and what it leaves out, in two
 // lines of at most ~115 characters.
 func (s Summary) engineText() []string {
+	seed := strconv.FormatUint(s.Config.Seed, 10)
 	switch s.Engine {
 	case EngineVirtual:
 		return []string{
-			"engine: virtual — simulated time (testing/synctest), immune to machine load; the real clients against the fakeserver",
-			"  in-process. It leaves out net/http's connection pool, its own re-sends and the network (-engine sockets: loopback).",
+			"engine: virtual, seed " + seed + " — simulated time, one event at a time: -seed " + seed + " gives these bytes again. The real",
+			"  clients against the fakeserver in-process, without net/http's pool, its re-sends or the network (-engine sockets).",
 		}
 	case EngineSockets:
 		return []string{
-			"engine: sockets — real time on loopback sockets, net/http's pool and re-sends included; on a busy machine the load",
-			"  generator can start operations late: such results are marked disturbed, or invalid beyond -max-disturbed.",
+			"engine: sockets, seed " + seed + " — real time on loopback sockets, net/http's pool and re-sends included; statistical:",
+			"  a rerun differs. On a busy machine operations start late: marked disturbed, or invalid beyond -max-disturbed.",
 		}
 	}
 	return []string{
