@@ -465,13 +465,13 @@ func operation(ctx context.Context, c *http.Client, url string, rp runParams, i 
 	}
 	t0 := time.Now()
 	resp, err := c.Do(req)
-	ok := false
+	ok, status := false, 0
 	if err == nil {
 		_, rerr := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		ok = rerr == nil && resp.StatusCode == http.StatusCreated
+		ok, status = rerr == nil && resp.StatusCode == http.StatusCreated, resp.StatusCode
 	}
-	return opResult{ok: ok, start: at, latency: time.Since(t0)}
+	return opResult{ok: ok, start: at, latency: time.Since(t0), status: status}
 }
 
 // sleep waits d or until ctx is done; it reports whether d elapsed.
