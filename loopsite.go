@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,11 @@ import (
 //   - header: the same Header map (net/http's shallow copy of a request
 //     under Client.Timeout keeps it) or the same request without the
 //     conditions above. The call defers, under a key of its own.
-//   - identical: the same method, URL and body (for a streamed body, which
-//     has no fingerprint before it is sent, the same length) within the
-//     window. The call defers, under a key of its own.
+//   - identical: the same method, URL, header fields (but those a loop
+//     sets anew on each try: a signature, its date, trace context) and
+//     body (for a streamed body, which has no fingerprint before it is
+//     sent, the same length) within the window. The call defers, under a
+//     key of its own.
 //   - site: the call site — the caller's frames above net/http — has
 //     shown its loop: a re-send from it was recognised by a rule above.
 //     A call from it that fails retryably sends no retry of the
@@ -141,6 +144,8 @@ type loopCall struct {
 	from *failure
 	base int
 	rule string
+	// asked: deferToSite read the site once.
+	asked bool
 }
 
 // recognise looks for the failure that c, whose operation op has its key
@@ -171,16 +176,19 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	base, key := f.attempts, f.key
 	lp.mu.Unlock()
 	lc.from, lc.rule = f, rule
+	// The re-send is never refused: another call may look the same, and
+	// even the loop's own retry, refused, is an error the Transport
+	// cannot know how the loop takes (a hand-written loop may spend an
+	// attempt on it at once, where alone it would have sent one).
+	o := &outerCall{single: true, lax: true}
 	if !strong {
-		// Another call may look the same: it is admitted as a first
-		// attempt, never refused, under a key of its own.
-		return &outerCall{single: true, lax: true}, op.key
+		return o, op.key // a first attempt, under a key of its own
 	}
-	lc.base = base // the loop's retry: the gate admits it as one
+	lc.base = base // the loop's retry: it takes a retry token if one is left
 	if key == "" || op.own || op.key == "" {
 		key = op.key
 	}
-	return &outerCall{single: true}, key
+	return o, key
 }
 
 // match returns, under lp.mu, the failure at ns that a request req from
@@ -213,9 +221,10 @@ func (c *call) deferToSite() bool {
 		return false
 	}
 	lc := c.loopState()
-	if lc.sited {
+	if lc.asked {
 		return false // asked before: the site had not shown a loop
 	}
+	lc.asked = true
 	at := lc.origin()
 	lp := &c.t.loops
 	lp.mu.Lock()
@@ -470,8 +479,38 @@ func headerPtr(h http.Header) unsafe.Pointer {
 	return reflect.ValueOf(h).UnsafePointer()
 }
 
-// sigOf is req's method and URL.
-func sigOf(req *http.Request) string { return req.Method + " " + req.URL.String() }
+// sigOf is req's method, URL and header fields but those a loop changes
+// on each try (perTry): what makes two requests identical.
+func sigOf(req *http.Request) string {
+	names := make([]string, 0, len(req.Header))
+	for k := range req.Header {
+		if !perTry[strings.ToLower(k)] {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, k := range names {
+		io.WriteString(h, strings.ToLower(k))
+		for _, v := range req.Header[k] {
+			h.Write([]byte{0})
+			io.WriteString(h, v)
+		}
+		h.Write([]byte{'\n'})
+	}
+	return req.Method + " " + req.URL.String() + "\x00" + string(h.Sum(nil))
+}
+
+// perTry are the header fields (lower case) that a loop may set anew on
+// each try of one call: a signature and its time (AWS SigV4, Azure Shared
+// Key), trace context, a request id, and the attempt field. (The key field
+// stays: a loop sends one key again, two operations two keys.)
+var perTry = map[string]bool{
+	"authorization": true, "date": true, "x-amz-date": true, "x-ms-date": true,
+	"x-amz-content-sha256": true, "x-amz-security-token": true,
+	"traceparent": true, "tracestate": true, "x-request-id": true, "x-ms-client-request-id": true,
+	"retry-attempt": true,
+}
 
 // sameBody reports whether a and b are the same body, a request's body
 // read by an earlier call; a body that cannot be compared is taken to be
