@@ -1,6 +1,9 @@
 package resilient
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // ctxKey keys what a context carries for the Transport. The key, the
 // operation's name and the report are three values, each found on its own:
@@ -12,6 +15,7 @@ const (
 	keyCtxKey ctxKey = iota
 	opCtxKey
 	reportCtxKey
+	outerCtxKey
 )
 
 // ContextWithKey returns a copy of ctx carrying an idempotency key chosen by
@@ -54,4 +58,30 @@ func ContextWithReport(ctx context.Context, r *Report) context.Context {
 func reportFromContext(ctx context.Context) *Report {
 	r, _ := ctx.Value(reportCtxKey).(*Report)
 	return r
+}
+
+// ContextWithOuterRetries returns a copy of ctx that declares whether a
+// request made with it comes from a loop that retries it on its own (see
+// WithOuterRetries, whose setting it overrides for the request): true,
+// one attempt, the loop drives; false, the Transport retries and looks for
+// no loop.
+func ContextWithOuterRetries(ctx context.Context, will bool) context.Context {
+	if !outerContexts.Load() {
+		outerContexts.Store(true)
+	}
+	m := outerNever
+	if will {
+		m = outerAlways
+	}
+	return context.WithValue(ctx, outerCtxKey, m)
+}
+
+// outerContexts is set once ContextWithOuterRetries has been called: until
+// then no request's context is searched for it.
+var outerContexts atomic.Bool
+
+// outerFromContext returns the setting of ContextWithOuterRetries.
+func outerFromContext(ctx context.Context) (outerMode, bool) {
+	m, ok := ctx.Value(outerCtxKey).(outerMode)
+	return m, ok
 }

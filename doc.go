@@ -49,7 +49,24 @@
 // Most callers want NewClient or Wrap:
 //
 //	client := resilient.NewClient()
-//	resp, err := client.Post(url, "application/json", body) // retried with one key
+//	resp, err := client.Post(url, "application/json", body)
+//
+// The POST carries a key, the same on every attempt. It is retried when the
+// failure proves nothing was applied (a dial failure, a 429), and after a
+// 5xx or a lost answer only where the server is known to dedupe by key.
+// Otherwise the 5xx is returned as a bare client would return it, and a
+// Report attached with ContextWithReport says why: Stopped is
+// ErrUnsafeRetry.
+//
+// # Outer retry loops
+//
+// A call from a loop that retries on its own (an SDK, go-retryablehttp, the
+// application's loop) sends one attempt per RoundTrip once the Transport
+// knows it is a loop's: by an SDK's marks, by seeing the loop re-send a
+// call that failed, or by WithOuterRetries and ContextWithOuterRetries. The
+// loop decides whether and when to retry, so wrapping never multiplies its
+// attempts. When unsure, the Transport defers to the loop. See
+// WithOuterRetries.
 //
 // When no response comes back, the error is an *Error. Its Unknown field is
 // the one to read when money moves: true means an attempt may have reached the

@@ -98,6 +98,9 @@ type Summary struct {
 	// Unknown is true when the outcome is unknown: an attempt may have been
 	// applied and no success answered for it (see Error.Unknown).
 	Unknown bool
+	// Deferred names the rule by which the call deferred to an outer
+	// retry loop, as Report.Deferred does.
+	Deferred string
 }
 
 // Observer receives Events. See WithObserver.

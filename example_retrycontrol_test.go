@@ -30,10 +30,10 @@ func ExampleWithRetryControl() {
 		))}
 
 	stopped := map[string]int{}
-	for range 50 {
+	for i := range 50 {
 		rep := new(resilient.Report)
 		req, _ := http.NewRequestWithContext(resilient.ContextWithReport(context.Background(), rep),
-			http.MethodGet, "http://api.example/v1/orders", nil)
+			http.MethodGet, fmt.Sprintf("http://api.example/v1/orders/%d", i), nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			fmt.Println(err)

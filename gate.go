@@ -40,8 +40,9 @@ type applicant struct {
 	joined bool
 	hop    bool // a redirect hop: not a new operation
 	// single: the call sends one attempt, an outer loop retrying
-	// (outerloop.go): the loop waits as it chooses.
-	single bool
+	// (outerloop.go): the loop waits as it chooses. lax: its attempt is
+	// never refused (loopsite.go).
+	single, lax bool
 }
 
 // reservation is one attempt's admission.
@@ -114,7 +115,7 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 	// sends its first attempt as a first attempt: it retries nothing.
 	r.reset(h, now, n > 0 && (i > 0 || !g.joined), i == 0, g.hop)
 	r.delay = 0
-	if r.first && r.retry && g.single {
+	if r.first && r.retry && g.single && !g.lax {
 		return h.reserveOuterRetry(r, g, now) // outerloop.go
 	}
 	if r.first {

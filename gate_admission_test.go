@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -34,9 +35,11 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 			rep := new(resilient.Report)
 			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(4), tc.budget)
 			stoppedByBudget := 0
-			for range 1000 {
+			for i := range 1000 {
 				*rep = resilient.Report{}
-				resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+				// Each operation its own body: the same one sent again
+				// would be a loop's re-send (loopsite.go).
+				resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), fmt.Sprintf(`{"i":%d}`, i)))
 				require.NoError(t, err)
 				require.Equal(t, 503, resp.StatusCode, "the last response is returned, not swallowed")
 				if errors.Is(rep.Stopped, resilient.ErrBudgetExhausted) {
@@ -260,16 +263,16 @@ func TestBreakerRetriesOnlyStillSendsFirstAttempts(t *testing.T) {
 	s := newStub(replyDeduping(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(3),
 		resilient.WithRetryControl(resilient.CircuitBreaker{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
-	for range 4 { // 12 failed attempts: the breaker opens during the fourth operation
-		_, err := do(t, tr, post(t, context.Background(), "{}"))
+	for i := range 4 { // 12 failed attempts: the breaker opens during the fourth operation
+		_, err := do(t, tr, post(t, context.Background(), fmt.Sprintf(`{"op":%d}`, i)))
 		require.NoError(t, err)
 	}
 	before := len(s.attempts())
 	require.Less(t, before, 12)
 	rep := new(resilient.Report)
-	for range 50 {
+	for i := range 50 {
 		*rep = resilient.Report{}
-		resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), fmt.Sprintf(`{"i":%d}`, i))) // distinct operations
 		require.NoError(t, err, "the first attempt is sent and its answer returned")
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.ErrorIs(t, rep.Stopped, resilient.ErrCircuitOpen, "no retry while the breaker is open")

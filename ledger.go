@@ -31,8 +31,9 @@ type ledger struct {
 }
 
 // ident is what names an operation: its key ("" if none) and its name
-// ("" if none).
-type ident struct{ key, name string }
+// ("" if none), and the rule by which it deferred to an outer retry loop
+// ("" if it did not: see Report.Deferred).
+type ident struct{ key, name, deferred string }
 
 // start starts the ledger of a call of req, in ctx, carrying out the
 // operation named name, reported in rep (nil if none).
@@ -44,6 +45,14 @@ func (l *ledger) start(cfg *config, ctx context.Context, req *http.Request, name
 	l.rep = rep
 	if l.rep != nil {
 		l.rep.Operation = name
+	}
+}
+
+// deferred records that the call deferred to an outer loop by rule.
+func (l *ledger) deferred(rule string) {
+	l.id.deferred = rule
+	if l.rep != nil {
+		l.rep.Deferred = rule
 	}
 }
 
@@ -147,7 +156,7 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 	if a.resp != nil {
 		if observed {
 			l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
-				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed()}})
+				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Deferred: l.id.deferred}})
 		}
 		return a.resp, nil
 	}
@@ -161,7 +170,7 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
 	retryAt(e, h)
 	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: l.status, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
-		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Unknown: e.Unknown}, Err: e})
+		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Unknown: e.Unknown, Deferred: l.id.deferred}, Err: e})
 	return nil, e
 }
 
@@ -198,7 +207,7 @@ func (l *ledger) failed(e *Error) {
 		outcome = OutcomeCanceled
 	}
 	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{StatusCode: l.status, Category: e.Category},
-		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Duration: l.elapsed(), Unknown: e.Unknown}, Err: e})
+		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Duration: l.elapsed(), Unknown: e.Unknown, Deferred: l.id.deferred}, Err: e})
 }
 
 // retryAt sets e.RetryAt when h's breaker or the server's pushback

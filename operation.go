@@ -50,8 +50,11 @@ type operation struct {
 // in ctx: it checks the request, chooses the key (identity, then an SDK's
 // marks: outerKey), prepares the body, for a claim in a Store if claims.
 // It returns the SDK's call (nil without marks), or why the operation is
-// refused; then nothing was sent and the caller's body is closed.
-func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, keys *keySource, pending *pendingCalls, claims bool) (*outerCall, *refusal) {
+// refused; then nothing was sent and the caller's body is closed. scan,
+// the operation's call when failures are remembered (else nil), finds
+// the loop whose re-send a request without marks is, and the key it
+// continues (call.recognise).
+func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, keys *keySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
 	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
 	if err != nil {
 		closeReqBody(req)
@@ -70,8 +73,11 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 		return nil, &refusal{ErrBodyNotReplayable, CategoryClient, err}
 	}
 	var o *outerCall
-	if hs.marked {
+	switch {
+	case hs.marked:
 		o, op.key = op.outerKey(cfg, req, pending) // an SDK's marks: outerloop.go
+	case scan != nil:
+		o, op.key = scan.recognise(op) // a loop without marks: loopsite.go
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet

@@ -69,7 +69,8 @@ type config struct {
 	keyMethods       methodSet
 	dedupers         []dedupingServer
 	refusalResponses bool
-	outer            outerMode // WithOuterRetries
+	outer            outerMode            // WithOuterRetries
+	outerHosts       map[string]outerMode // WithOuterRetries with hosts; nil if none
 	store            persist.Store
 	keyRetention     time.Duration
 	attemptTimeout   time.Duration

@@ -1,7 +1,9 @@
 package resilient
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,8 +41,8 @@ import (
 //   - One count. Retry-Attempt, the Report and the Events number the
 //     attempt as the loop does.
 //
-// None of this is on the path of a request without marks, unless
-// WithOuterRetries(true) is set.
+// A loop without marks is recognised by what it does (loopsite.go); none
+// of that is on the path of a request without marks until a call fails.
 
 // outerMode is WithOuterRetries' setting.
 type outerMode int8
@@ -54,7 +56,10 @@ const (
 // WithOuterRetries declares whether the requests sent through the Transport
 // come from a loop that retries them on its own — an SDK with its retries
 // on, or the application's loop — and should not be retried by the
-// Transport as well.
+// Transport as well. With hosts, it declares it for requests to those
+// hosts only (a URL's host, with or without its port): one Transport often
+// serves an SDK and plain calls. ContextWithOuterRetries declares it for
+// one call, and wins over this option.
 //
 // With true, every RoundTrip sends one attempt: the loop decides whether
 // and when to retry, and a call that repeats a key of the application's
@@ -65,22 +70,93 @@ const (
 // retries) and with a hand-written loop.
 //
 // With false, the Transport retries within each call as it does for any
-// request; an SDK's marks still give each call one key and the attempt
-// count. Use it with an SDK whose retries are turned off.
+// request, and looks for no loop; an SDK's marks still give each call one
+// key and the attempt count. Use it with an SDK whose retries are turned
+// off.
 //
-// Without this option the request's marks decide: a request from an SDK
-// that marks its attempts (X-Stainless-Retry-Count, amz-sdk-request with
-// max above 1, Google's gccl-attempt-count, stripe-go's key repeated) gets
-// one attempt, the SDK driving; any other request is retried by the
-// Transport (a call that repeats a key of the application's continues its
-// attempt count and takes a retry token, but is never refused).
-func WithOuterRetries(will bool) Option {
+// Without this option the Transport looks for a loop, and defers to the
+// loop it finds: the call sends one attempt, adds no wait of its own, and
+// the gate admits the loop's retries (a Retry-After pause the loop
+// ignored never refuses them). A request from an SDK that marks its
+// attempts (X-Stainless-Retry-Count, amz-sdk-request with max above 1,
+// Google's gccl-attempt-count, stripe-go's key repeated) is a loop's. A
+// request without marks is a loop's when the Transport sees the loop
+// re-send a call that failed retryably (loopsite.go):
+//
+//   - the same *http.Request again, after its call ended, its body
+//     unchanged: the call continues that call, under its key;
+//   - the same Header map, or the same method, URL and body, shortly
+//     after: the call defers, under a key of its own (two calls are never
+//     given one key on such evidence);
+//   - a call from a place in the code (its call site) whose loop was
+//     seen: once its attempt fails, the Transport sends no retry. The
+//     site is forgotten when a call's first failure from it is not sent
+//     again within a minute.
+//
+// The first call of a loop not yet seen is retried by the Transport until
+// its re-send is recognised: it costs at most the Transport's retries of
+// one call more than the loop alone. Any other request is retried by the
+// Transport. The direction of safety: a rule that is unsure defers to the
+// loop, since a wrong guess that way costs only help (one attempt, as a
+// bare client sends), the other way multiplies attempts. Report.Deferred
+// and the outcome Event's Summary say which rule deferred a call.
+func WithOuterRetries(will bool, hosts ...string) Option {
 	return func(c *config) {
-		c.outer = outerNever
+		m := outerNever
 		if will {
-			c.outer = outerAlways
+			m = outerAlways
+		}
+		if len(hosts) == 0 {
+			c.outer = m
+			return
+		}
+		if c.outerHosts == nil {
+			c.outerHosts = make(map[string]outerMode, len(hosts))
+		}
+		for _, h := range hosts {
+			c.outerHosts[strings.ToLower(h)] = m
 		}
 	}
+}
+
+// outerMode returns WithOuterRetries' setting for c's request.
+func (c *call) outerMode() outerMode {
+	cfg := &c.t.cfg
+	if cfg.outerHosts == nil && !outerContexts.Load() {
+		return cfg.outer
+	}
+	return cfg.scopedOuterMode(c.ctx, c.req)
+}
+
+// scopedOuterMode returns WithOuterRetries' setting for req, made in ctx,
+// when hosts or contexts declare it (else it is cfg.outer: call.resolve).
+func (cfg *config) scopedOuterMode(ctx context.Context, req *http.Request) outerMode {
+	m := cfg.outer
+	if cfg.outerHosts != nil && req.URL != nil {
+		if hm, ok := cfg.outerHosts[strings.ToLower(req.URL.Host)]; ok {
+			m = hm
+		} else if hm, ok := cfg.outerHosts[strings.ToLower(req.URL.Hostname())]; ok {
+			m = hm
+		}
+	}
+	if outerContexts.Load() {
+		if cm, ok := outerFromContext(ctx); ok {
+			m = cm
+		}
+	}
+	return m
+}
+
+// deferredBy names the rule by which c, a call that sends one attempt,
+// defers to its loop (Report.Deferred).
+func (c *call) deferredBy() string {
+	switch {
+	case c.loop != nil && c.loop.rule != "":
+		return c.loop.rule
+	case c.outer.marked:
+		return ruleMark
+	}
+	return ruleOption
 }
 
 // outerCall is the part of a call that an outer retry loop concerns.
@@ -92,6 +168,10 @@ type outerCall struct {
 	single bool
 	// print is the request's fingerprint when the call is in pendingCalls.
 	print string
+	// lax: a loop's re-send recognised on evidence that another call may
+	// show too (loopsite.go): its attempt is admitted as a first
+	// attempt, never refused.
+	lax bool
 }
 
 // outerKey reads the marks of req (checkHeader found a field that may

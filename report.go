@@ -46,6 +46,13 @@ type Report struct {
 	// when the answer returned came from one of them.
 	Hedges   int
 	HedgeWon bool
+	// Deferred names the rule by which the call sent one attempt, an
+	// outer retry loop retrying it (see WithOuterRetries): "mark" (an
+	// SDK's marks), "option" (WithOuterRetries(true) or
+	// ContextWithOuterRetries), "request", "header" or "identical" (a
+	// loop's re-send recognised), "site" (a call site that loops); ""
+	// when the Transport retried as usual.
+	Deferred string
 }
 
 // AttemptReport describes one attempt.

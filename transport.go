@@ -101,6 +101,9 @@ type Transport struct {
 	// pending: the recent calls of outer retry loops that send no call id
 	// (outerloop.go); touched by marked requests only.
 	pending pendingCalls
+	// loops: the recent retryable failures of calls without marks and
+	// the call sites that loop (loopsite.go); written on failure only.
+	loops loops
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -149,6 +152,9 @@ type call struct {
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
 	outer *outerCall
+	// loop: what a call without marks holds of a loop (loopsite.go),
+	// nil until it fails or is recognised as a loop's re-send.
+	loop *loopCall
 	// applicant: what the gate knows of c; subject: what classify judges
 	// c's attempts against. Built once c's first attempt is numbered.
 	applicant applicant
@@ -192,6 +198,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
 	c.subject = c.subjectOf()
 	if own || c.outer != nil {
+		c.applicant.lax = c.outer != nil && c.outer.lax
 		// One defer: a second would cost every call the runtime's
 		// deferreturn (too many returns for open-coded defers).
 		defer c.ended(&l.a, l.base, own)
@@ -212,7 +219,11 @@ func (c *call) resolve() error {
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
 	claims := op.name != "" && cfg.store != nil && !op.hop
-	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims)
+	var scan *call // the call to scan for a loop's re-send without marks (loopsite.go)
+	if c.t.loops.n.Load() != 0 && !op.hop && c.outerMode() == outerAuto {
+		scan = c
+	}
+	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims, scan)
 	if f != nil {
 		return c.fail(f.reason, f.cat, f.err)
 	}
@@ -256,8 +267,16 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 	if own {
 		base = c.t.recent.attempts(c.op.key, now)
 	}
-	if c.outer != nil || base > 0 || c.t.cfg.outer == outerAlways {
-		c.outer, base = outerStart(c.outer, c.t.cfg.outer, base)
+	cfg := &c.t.cfg
+	if c.outer != nil || base > 0 || cfg.outer == outerAlways || cfg.outerHosts != nil || outerContexts.Load() {
+		mode := c.outerMode()
+		if c.loop != nil {
+			base = max(base, c.loop.base)
+		}
+		c.outer, base = outerStart(c.outer, mode, base)
+		if c.outer.sendsOne() {
+			c.led.deferred(c.deferredBy())
+		}
 	}
 	return base
 }
@@ -364,7 +383,7 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
-	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne():
+	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne(), c.deferToSite():
 		return 0, ErrRetriesExhausted // a single attempt's: the outer loop retries
 	case !c.op.body.replayable():
 		return 0, ErrBodyNotReplayable
@@ -387,6 +406,9 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 // response or an *Error. stop is why retries stopped, nil if d was final.
 func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
 	c.op.body.close()
+	if d.Action == Retry || stop == ErrUnsafeRetry {
+		c.failedRetryably(stop != ErrBodyNotReplayable) // loopsite.go: a loop may send it again
+	}
 	if c.t.cfg.store != nil {
 		c.record(c.led.definitive(a, d))
 	}
@@ -411,6 +433,7 @@ func (c *call) fail(reason error, cat Category, err error) error {
 // gets an *Error with the gate's reason and the last cause.
 func (c *call) stopped(reason error) error {
 	c.op.body.close()
+	c.failedRetryably(true) // the last attempt failed retryably: a loop may send it again
 	cat, last := stopCategory(reason)
 	if last {
 		return c.fail(reason, cat, c.led.lastErr)
@@ -461,6 +484,7 @@ func (c *call) ended(a *attempt, base int, own bool) {
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)
 	}
+	c.loop.ended(&c.t.loops)
 	if own {
 		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
 	}

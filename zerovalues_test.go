@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
@@ -176,8 +177,11 @@ func TestOptionZeroValuesSend(t *testing.T) {
 	t.Run("a budget alone is not capped by the tokens", func(t *testing.T) {
 		s := &scripted{codes: []int{503}}
 		tr := NewTransport(s, WithBackoff(nil), WithRetryControl(RetryBudget{Ratio: 1, MinPerSecond: -1}))
-		for range 20 {
-			require.Equal(t, 503, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		for i := range 20 {
+			// Distinct reads: the same one sent again would be a loop's
+			// re-send (loopsite.go).
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://api.test/v1/items/%d", i), nil)
+			require.Equal(t, 503, roundTrip(t, tr, req))
 		}
 		// One retry per first attempt: 20 first attempts and 20 retries.
 		// The default tokens (3, then 2 % of first attempts) would have

@@ -39,10 +39,12 @@ type seen struct {
 
 // wire stands between the client (resilient, or the SDK alone) and the
 // fakeserver and records every request that reaches the server. It also
-// adapts two things the fakeserver does not model, server side: a
+// adapts three things the fakeserver does not model, server side: a
 // form-encoded body (stripe-go) is read as the equivalent JSON object, and
 // an AWS signature (new on every attempt) is reduced to its access key, the
-// principal the server dedupes under.
+// principal the server dedupes under; and a failure answered to stripe-go
+// carries the error body Stripe's API sends (stripeBody), which stripe-go
+// reads to decide whether to retry.
 type wire struct {
 	next http.RoundTripper
 	mu   sync.Mutex
@@ -89,7 +91,37 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(j)), int64(len(j))
 		r.Header.Set("Content-Type", "application/json")
 	}
-	return w.next.RoundTrip(r)
+	resp, err := w.next.RoundTrip(r)
+	if err == nil && resp.StatusCode >= 400 && req.Header.Get("X-Stripe-Client-User-Agent") != "" {
+		stripeBody(resp)
+	}
+	return resp, err
+}
+
+// stripeCodeHeader, on a scripted 429, is the Stripe error code its body
+// carries (rate_limit by default).
+const stripeCodeHeader = "X-Test-Stripe-Code"
+
+// stripeBody replaces the fakeserver's problem+json body of a failure with
+// the one Stripe's API sends: an api_error for a 5xx, a rate_limit error
+// for a 429. stripe-go retries neither (its Error.canRetry is false but
+// for a lock timeout); it retries network errors, 409s and what
+// Stripe-Should-Retry: true says.
+func stripeBody(resp *http.Response) {
+	b := `{"error":{"type":"api_error","message":"An unknown error occurred."}}`
+	if resp.StatusCode == http.StatusTooManyRequests {
+		code := resp.Header.Get(stripeCodeHeader)
+		if code == "" {
+			code = "rate_limit"
+		}
+		b = `{"error":{"type":"invalid_request_error","code":"` + code + `","message":"Too many requests."}}`
+	}
+	resp.Header.Del(stripeCodeHeader)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(b)), int64(len(b))
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
 }
 
 // scenario is a server's behaviour on the API route.

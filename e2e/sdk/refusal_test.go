@@ -47,7 +47,13 @@ func TestSDKRefusedRetry(t *testing.T) {
 				hc.Transport = ct
 				return hc
 			}}
-			r := run(t, c, st, scenario{name: "always 500", script: always(500, 0, nil)})
+			sc := scenario{name: "always 500", script: always(500, 0, nil)}
+			if c.name == stripeGo.name {
+				// stripe-go retries no 500 with a Stripe error body; it
+				// retries a 429 whose code is lock_timeout.
+				sc = scenario{name: "always 429 lock_timeout", script: always(429, 0, map[string]string{stripeCodeHeader: "lock_timeout"})}
+			}
+			r := run(t, c, st, sc)
 			assert.Equal(t, 1, r.attempts, "attempts on the wire")
 			assert.Equal(t, 0, r.ok)
 			assert.Equal(t, calls[c.name], ct.calls.Load(), "the SDK's calls of the Transport")

@@ -61,8 +61,8 @@ func burst(ctx context.Context, rate float64, s setting, ops, workers int) (resu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range jobs {
-				if err := post(ctx, client, srv.URL+"/v1/charges"); err != nil {
+			for job := range jobs {
+				if err := post(ctx, client, srv.URL+"/v1/charges", job); err != nil {
 					errs <- err
 					return
 				}
@@ -115,8 +115,11 @@ send:
 // post sends one charge. A final 503 or an open breaker is an expected
 // result, not an error; only a failure of the example itself (the context
 // ends, the server is unreachable) is.
-func post(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"amount":1000}`))
+func post(ctx context.Context, client *http.Client, url string, job int) error {
+	// Each operation is a charge of its own (the same request sent again
+	// from one goroutine would be a retry loop's, to which the Transport
+	// defers).
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(fmt.Sprintf(`{"amount":1000,"job":%d}`, job)))
 	if err != nil {
 		return err
 	}

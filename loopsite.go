@@ -1,0 +1,528 @@
+package resilient
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"net/http"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// A retry loop that sends no mark the Transport knows (go-retryablehttp
+// and the clients built on it, a cloud SDK's pipeline, a search client,
+// a hand-written loop) is recognised by what it does: after one of its
+// calls ended with a retryable failure, it sends the call again. The
+// Transport then defers to it, as to a marked SDK (outerloop.go): one
+// attempt per RoundTrip, no wait of its own. Nothing on a call's first
+// arrival tells a loop's call from a plain one, so each rule below acts
+// only on evidence, and each is as strong as what it may decide:
+//
+//   - request: the same *http.Request arrives again, within loopWindow of
+//     its earlier call's end, that call ended with a retryable failure and
+//     is no longer in flight, the body's fingerprint is equal and the body
+//     is not the one that call consumed. The call continues that call: it
+//     takes its key and its attempt count, and the gate admits it as a
+//     retry (reserveOuterRetry). This rule alone shares a key, and alone
+//     may have the gate refuse the re-send.
+//   - header: the same Header map (net/http's shallow copy of a request
+//     under Client.Timeout keeps it) or the same request without the
+//     conditions above. The call defers, under a key of its own.
+//   - identical: the same method, URL, header fields (but those a loop
+//     sets anew on each try: a signature, its date, trace context) and
+//     body (for a streamed body, which has no fingerprint before it is
+//     sent, the same length) within the window. The call defers, under a
+//     key of its own.
+//   - site: the call site — the caller's frames above net/http — has
+//     shown its loop: a re-send from it was recognised by a rule above.
+//     A call from it that fails retryably sends no retry of the
+//     Transport's: the loop retries. Read only once a call has failed, so
+//     that a success costs nothing.
+//
+// Every rule requires the re-send to come from the call site and the
+// goroutine of the failure it continues: a loop runs in one goroutine. The header and identical rules only defer: code
+// that gives one Header map to many requests, or two goroutines that send
+// one request, would otherwise merge two calls under one key; and the
+// call they defer is admitted as a first attempt (never refused, as a
+// bare client's call is not), since it may be another call. A rule that
+// is unsure defers: a wrong guess that way costs only help (one attempt,
+// as a bare client sends), the other way multiplies attempts.
+//
+// A site is unlearned when a call's first failure from it, deferred to the
+// loop, is not sent again within the window: a plain call that was taken
+// for a loop gets the Transport's retries back. (A loop that ran out of
+// attempts stops repeating too, but its last failure is a re-send, not a
+// call's first.)
+
+// loopWindow is how long after a call's retryable failure a re-send of it
+// is recognised: loops come back within seconds (go-retryablehttp waits
+// at most 30 s by default, Azure's pipeline 60 s).
+const loopWindow = time.Minute
+
+// maxLoopFailures and maxLoopSites bound what loops remembers.
+const (
+	maxLoopFailures = 4096
+	maxLoopSites    = 4096
+)
+
+// The rules, as Report.Deferred and Summary.Deferred name them.
+const (
+	ruleMark      = "mark"   // an SDK's marks (sdkmarks.go)
+	ruleOption    = "option" // WithOuterRetries(true), ContextWithOuterRetries
+	ruleRequest   = "request"
+	ruleHeader    = "header"
+	ruleIdentical = "identical"
+	ruleSite      = "site"
+)
+
+// loops remembers the recent retryable failures of calls without marks,
+// by which a loop's re-send is recognised, and the call sites that have
+// shown a loop. Only the failure path writes it.
+type loops struct {
+	// n is the failures remembered: with none, a call reads nothing else.
+	n        atomic.Int32
+	mu       sync.Mutex
+	byReq    map[*http.Request]*failure
+	byHeader map[unsafe.Pointer]*failure
+	bySig    map[string]*failure // by method and URL
+	hosts    map[string]int      // failures per host
+	sites    map[uint64]*loopSite
+}
+
+// failure is a call that ended with a retryable failure.
+type failure struct {
+	req    *http.Request
+	header unsafe.Pointer // the Header map, nil if none
+	body   io.ReadCloser  // the caller's body that call sent
+	sig    string         // method and URL
+	host   string
+	print  bodyPrint
+	from   origin
+	// key is the Transport's key of that call, which the request rule
+	// gives to the re-send; "" for none or the application's.
+	key      string
+	attempts int   // the attempts sent under the call's key so far
+	at       int64 // Unix ns of the call's end
+	// claimed: a re-send of it is in flight; live: it is remembered.
+	claimed, live bool
+}
+
+// bodyPrint identifies a body: its SHA-256, when known, and its length.
+type bodyPrint struct {
+	sum    [sha256.Size]byte
+	known  bool
+	length int64
+}
+
+// origin is where a call comes from: its call site (callSite) and its
+// goroutine. A loop sends its attempts from one goroutine; calls from
+// other goroutines are other calls, however alike.
+type origin struct{ site, g uint64 }
+
+// loopSite is what a call site has shown.
+type loopSite struct {
+	learned bool
+	// awaiting is the Unix ns of a call's first failure from the site,
+	// deferred to its loop, not yet sent again (0: none).
+	awaiting int64
+	seen     int64 // Unix ns of its latest failure or re-send
+}
+
+// loopCall is what a call without marks holds of a loop: made once the
+// call fails, or when it is recognised as a re-send.
+type loopCall struct {
+	at    origin
+	sited bool // at is computed
+	// from: the failure this call sends again (nil if none); base: the
+	// attempts before it the call continues (0: a new operation).
+	from *failure
+	base int
+	rule string
+	// asked: deferToSite read the site once.
+	asked bool
+}
+
+// recognise looks for the failure that c, whose operation op has its key
+// and body ready, sends again, when failures are remembered. When it
+// finds one, c defers to its loop: it returns c's part of an outer loop
+// (one attempt, no wait of the Transport's: applicant.single) and the
+// operation's key (the failed call's, by the request rule).
+func (c *call) recognise(op *operation) (*outerCall, string) {
+	lp := &c.t.loops
+	lp.mu.Lock()
+	some := lp.hosts[c.req.URL.Host] > 0
+	lp.mu.Unlock()
+	if !some {
+		return nil, op.key
+	}
+	lc := c.loopState()
+	at := lc.origin()
+	bp := op.body.print(c.req.ContentLength)
+	ns := c.t.cfg.now().UnixNano()
+	lp.mu.Lock()
+	f, rule, strong := lp.match(c.req, at, bp, ns)
+	if f == nil {
+		lp.mu.Unlock()
+		return nil, op.key
+	}
+	f.claimed = true
+	lp.site(at.site, ns).set(true, 0) // the site loops
+	base, key := f.attempts, f.key
+	lp.mu.Unlock()
+	lc.from, lc.rule = f, rule
+	// The re-send is never refused: another call may look the same, and
+	// even the loop's own retry, refused, is an error the Transport
+	// cannot know how the loop takes (a hand-written loop may spend an
+	// attempt on it at once, where alone it would have sent one).
+	o := &outerCall{single: true, lax: true}
+	if !strong {
+		return o, op.key // a first attempt, under a key of its own
+	}
+	lc.base = base // the loop's retry: it takes a retry token if one is left
+	if key == "" || op.own || op.key == "" {
+		key = op.key
+	}
+	return o, key
+}
+
+// match returns, under lp.mu, the failure at ns that a request req from
+// at, whose body is bp, sends again, the rule that found it, and whether
+// the request rule holds (the key may be shared).
+func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*failure, string, bool) {
+	fresh := func(f *failure) bool { return f != nil && f.from == at && ns-f.at <= int64(loopWindow) }
+	if f := lp.byReq[req]; fresh(f) {
+		strong := !f.claimed && bp.known && f.print.known && bp.sum == f.print.sum && !sameBody(req.Body, f.body)
+		return f, ruleRequest, strong
+	}
+	if h := headerPtr(req.Header); h != nil {
+		if f := lp.byHeader[h]; fresh(f) {
+			return f, ruleHeader, false
+		}
+	}
+	if f := lp.bySig[sigOf(req)]; fresh(f) && bp.length == f.print.length &&
+		(!bp.known || !f.print.known || bp.sum == f.print.sum) {
+		return f, ruleIdentical, false
+	}
+	return nil, "", false
+}
+
+// deferToSite reports whether c, a call without marks whose attempt
+// failed retryably, comes from a call site that has shown its loop: the
+// Transport then sends no retry, the loop does. Read once per call, on
+// the failure path only.
+func (c *call) deferToSite() bool {
+	if c.outer != nil || c.outerMode() != outerAuto {
+		return false
+	}
+	lc := c.loopState()
+	if lc.asked {
+		return false // asked before: the site had not shown a loop
+	}
+	lc.asked = true
+	at := lc.origin()
+	lp := &c.t.loops
+	lp.mu.Lock()
+	learned := lp.learned(at.site, c.t.cfg.now().UnixNano())
+	lp.mu.Unlock()
+	if learned {
+		lc.rule = ruleSite
+		c.led.deferred(ruleSite)
+	}
+	return learned
+}
+
+// failedRetryably remembers c, a call that ended with a retryable failure,
+// so that its loop's re-send is recognised (recognise). rewound: the
+// body can be read again for its fingerprint (not when a retry's GetBody
+// failed: the fingerprint is then unknown).
+func (c *call) failedRetryably(rewound bool) {
+	if (c.outer != nil && c.outer.marked) || c.op.hop || c.outerMode() != outerAuto {
+		return
+	}
+	lc := c.loopState()
+	f := &failure{req: c.req, header: headerPtr(c.req.Header), body: c.req.Body, sig: sigOf(c.req), host: c.req.URL.Host,
+		print: bodyPrint{length: c.req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.t.cfg.now().UnixNano()}
+	if rewound {
+		f.print = c.op.body.print(c.req.ContentLength)
+	}
+	if !c.op.own {
+		f.key = c.op.key
+	}
+	c.t.loops.record(f, lc.from == nil)
+}
+
+// ended forgets, when c, a re-send, ends, the failure it sent again:
+// another re-send of it now continues c's failure, if c failed.
+func (lc *loopCall) ended(lp *loops) {
+	if lc == nil || lc.from == nil {
+		return
+	}
+	lp.mu.Lock()
+	lp.forget(lc.from)
+	lp.mu.Unlock()
+}
+
+// loopState returns c's loopCall, made on first use.
+func (c *call) loopState() *loopCall {
+	if c.loop == nil {
+		c.loop = &loopCall{}
+	}
+	return c.loop
+}
+
+// origin returns where lc's call comes from, computed once.
+func (lc *loopCall) origin() origin {
+	if !lc.sited {
+		lc.at, lc.sited = origin{site: callSite(), g: goid()}, true
+	}
+	return lc.at
+}
+
+// record remembers f; first says that f's call was no re-send: its site,
+// if learned, awaits the loop's re-send of it.
+func (lp *loops) record(f *failure, first bool) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.byReq == nil {
+		lp.byReq = make(map[*http.Request]*failure)
+		lp.byHeader = make(map[unsafe.Pointer]*failure)
+		lp.bySig = make(map[string]*failure)
+		lp.hosts = make(map[string]int)
+	}
+	if int(lp.n.Load()) >= maxLoopFailures {
+		lp.sweep(f.at)
+		if int(lp.n.Load()) >= maxLoopFailures {
+			return // forget this one rather than grow: its re-send is a new call
+		}
+	}
+	for _, old := range [...]*failure{lp.byReq[f.req], lp.byHeader[f.header], lp.bySig[f.sig]} {
+		if old != nil {
+			lp.forget(old)
+		}
+	}
+	f.live = true
+	lp.byReq[f.req] = f
+	if f.header != nil {
+		lp.byHeader[f.header] = f
+	}
+	lp.bySig[f.sig] = f
+	lp.hosts[f.host]++
+	lp.n.Add(1)
+	if s := lp.site(f.from.site, f.at); first && s.learned && s.awaiting == 0 {
+		s.set(true, f.at) // awaits the loop's re-send
+	}
+}
+
+// forget removes f, under lp.mu, wherever it is still indexed.
+func (lp *loops) forget(f *failure) {
+	if !f.live {
+		return
+	}
+	f.live = false
+	if lp.byReq[f.req] == f {
+		delete(lp.byReq, f.req)
+	}
+	if f.header != nil && lp.byHeader[f.header] == f {
+		delete(lp.byHeader, f.header)
+	}
+	if lp.bySig[f.sig] == f {
+		delete(lp.bySig, f.sig)
+	}
+	if lp.hosts[f.host]--; lp.hosts[f.host] <= 0 {
+		delete(lp.hosts, f.host)
+	}
+	lp.n.Add(-1)
+}
+
+// sweep forgets, under lp.mu, the failures older than the window at ns.
+func (lp *loops) sweep(ns int64) {
+	for _, f := range lp.byReq {
+		if ns-f.at > int64(loopWindow) {
+			lp.forget(f)
+		}
+	}
+}
+
+// site returns, under lp.mu, the state of site id, made at ns if new.
+func (lp *loops) site(id uint64, ns int64) *loopSite {
+	if lp.sites == nil {
+		lp.sites = make(map[uint64]*loopSite)
+	}
+	s := lp.sites[id]
+	if s == nil {
+		if len(lp.sites) >= maxLoopSites {
+			for k, o := range lp.sites {
+				if !o.learned || ns-o.seen > int64(10*loopWindow) {
+					delete(lp.sites, k)
+				}
+			}
+		}
+		s = &loopSite{}
+		if len(lp.sites) < maxLoopSites {
+			lp.sites[id] = s
+		}
+	}
+	s.seen = ns
+	return s
+}
+
+// learned reports, under lp.mu, whether site id has shown a loop at ns,
+// and unlearns it when a call's first failure from it was not sent again
+// within the window.
+func (lp *loops) learned(id uint64, ns int64) bool {
+	s := lp.sites[id]
+	if s == nil || !s.learned {
+		return false
+	}
+	if s.awaiting != 0 && ns-s.awaiting > int64(loopWindow) {
+		s.set(false, 0)
+		return false
+	}
+	return true
+}
+
+// set records what s has shown: whether it loops, and since when a call's
+// first failure from it awaits a re-send (0: none).
+func (s *loopSite) set(learned bool, awaiting int64) {
+	s.learned, s.awaiting = learned, awaiting
+}
+
+// rtFunc is the Transport's RoundTrip as runtime names it: the frames
+// below it are the Transport's own.
+const rtFunc = "github.com/resilienthttp/resilient.(*Transport).RoundTrip"
+
+// callSite returns a hash of the caller's frames above net/http: the
+// place a request comes from, the same for every attempt of a loop.
+// Costly (a stack walk): on the failure path only.
+func callSite() uint64 {
+	var pcs [64]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	h := uint64(14695981039346656037)
+	inside, below := true, true
+	for {
+		f, more := frames.Next()
+		switch {
+		case inside:
+			inside = f.Function != rtFunc
+		case below && strings.HasPrefix(f.Function, "net/http."):
+		default:
+			below = false
+			h = (h ^ uint64(f.PC)) * 1099511628211
+		}
+		if !more {
+			break
+		}
+	}
+	return h
+}
+
+// maxPrinted is the longest body print reads through GetBody; a longer
+// one has no fingerprint.
+const maxPrinted = 1 << 20
+
+// goid returns the id of the calling goroutine, read from its stack's
+// header ("goroutine 7 [running]:"). Costly: on the failure path only.
+func goid() uint64 {
+	var buf [40]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			break
+		}
+		id = id*10 + uint64(ch-'0')
+	}
+	return id
+}
+
+// print returns the fingerprint of the body rb sends, of length length
+// (the request's ContentLength): only the length for a streamed body,
+// which is read only as it is sent, or a longer one than maxPrinted.
+func (rb *replayBody) print(length int64) bodyPrint {
+	p := bodyPrint{length: length}
+	switch {
+	case rb.stream != nil:
+		return p
+	case rb.getBody != nil:
+		r, err := rb.getBody()
+		if err != nil {
+			return p
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, io.LimitReader(r, maxPrinted+1))
+		r.Close()
+		if err != nil || n > maxPrinted {
+			return p
+		}
+		p.length = n
+		h.Sum(p.sum[:0])
+	default:
+		p.sum, p.length = sha256.Sum256(rb.buf), int64(len(rb.buf))
+	}
+	p.known = true
+	return p
+}
+
+// headerPtr identifies a Header map; nil for none.
+func headerPtr(h http.Header) unsafe.Pointer {
+	if h == nil {
+		return nil
+	}
+	return reflect.ValueOf(h).UnsafePointer()
+}
+
+// sigOf is req's method, URL and header fields but those a loop changes
+// on each try (perTry): what makes two requests identical.
+func sigOf(req *http.Request) string {
+	names := make([]string, 0, len(req.Header))
+	for k := range req.Header {
+		if !perTry[strings.ToLower(k)] {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, k := range names {
+		io.WriteString(h, strings.ToLower(k))
+		for _, v := range req.Header[k] {
+			h.Write([]byte{0})
+			io.WriteString(h, v)
+		}
+		h.Write([]byte{'\n'})
+	}
+	return req.Method + " " + req.URL.String() + "\x00" + string(h.Sum(nil))
+}
+
+// perTry are the header fields (lower case) that a loop may set anew on
+// each try of one call: a signature and its time (AWS SigV4, Azure Shared
+// Key), trace context, a request id, and the attempt field. (The key field
+// stays: a loop sends one key again, two operations two keys.)
+var perTry = map[string]bool{
+	"authorization": true, "date": true, "x-amz-date": true, "x-ms-date": true,
+	"x-amz-content-sha256": true, "x-amz-security-token": true,
+	"traceparent": true, "tracestate": true, "x-request-id": true, "x-ms-client-request-id": true,
+	"retry-attempt": true,
+}
+
+// sameBody reports whether a and b are the same body, a request's body
+// read by an earlier call; a body that cannot be compared is taken to be
+// the same (the request rule then does not hold).
+func sameBody(a, b io.ReadCloser) (same bool) {
+	if a == nil || a == http.NoBody {
+		return false
+	}
+	defer func() {
+		if recover() != nil {
+			same = true
+		}
+	}()
+	return a == b
+}
