@@ -38,7 +38,7 @@ type Middleware struct {
 // the handler once, buffered, and stores its answer (status, the headers
 // of Config.Headers, body) with Idempotency-Status: stored. A later
 // request with the scope gets that answer byte for byte with
-// Idempotency-Status: replayed; one with another fingerprint gets 422;
+// Idempotency-Status: replayed; one with another fingerprint gets 422 (Config.MismatchStatus);
 // one that arrives while the first runs gets 409 with Retry-After. Every
 // answer of the middleware's own is an RFC 9457 problem, unstored and
 // without Idempotency-Status.
@@ -60,6 +60,12 @@ type Middleware struct {
 func New(store Store, cfg Config) (*Middleware, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: New: nil Store")
+	}
+	if !cfg.Storage.valid() {
+		return nil, fmt.Errorf("idempotency: New: unknown Storage %d", cfg.Storage)
+	}
+	if s := cfg.MismatchStatus; s != 0 && s != http.StatusConflict && s != http.StatusUnprocessableEntity {
+		return nil, fmt.Errorf("idempotency: New: MismatchStatus %d: want 409 or 422", s)
 	}
 	return &Middleware{store: store, cfg: cfg.withDefaults()}, nil
 }
@@ -124,7 +130,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		writeResponse(w, problemInProgress(m.cfg.KeyHeader, m.cfg.RetryAfter), "")
 	case Mismatch:
 		m.event(r.Context(), slog.LevelInfo, "mismatch", s)
-		writeResponse(w, problemMismatch(m.cfg.KeyHeader), "")
+		writeResponse(w, problemMismatch(m.cfg.KeyHeader, m.cfg.MismatchStatus), "")
 	default:
 		m.run(w, r, h, s, b.Claim, body, lease)
 	}
@@ -162,16 +168,9 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	if failed {
 		resp = problemFailed(failureDetail(panicked, m.cfg.MaxAnswer))
 	}
-	var store bool
-	switch {
-	case failed:
+	store := m.cfg.Storage.stores(resp.Status, m.store.Atomic())
+	if failed {
 		store = !m.store.Atomic() // the handler may have acted and nothing can undo it
-	case nothingDone(resp.Status):
-		store = false // the handler says it did not act: the retry must run
-	case resp.Status >= 500:
-		store = !m.store.Atomic()
-	default:
-		store = true
 	}
 	if !store {
 		if err := c.Release(ctx); err != nil {
