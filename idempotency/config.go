@@ -53,6 +53,10 @@ type Config struct {
 	// MismatchStatus is the status answered for a key reused with another
 	// payload: 422 (default) or 409.
 	MismatchStatus int
+	// Now is the records' clock: when a request claims its key, and when
+	// an answer expires. The handler's deadline stays on the real clock.
+	// Default time.Now; tests set it to expire records without waiting.
+	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
 	// in_progress, mismatch, expired, released, store_error, panic).
 	// Default: no logging.
@@ -103,6 +107,9 @@ func (c Config) withDefaults() Config {
 		h[i] = http.CanonicalHeaderKey(name)
 	}
 	c.Headers = h
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.MismatchStatus == 0 {
 		c.MismatchStatus = http.StatusUnprocessableEntity
 	}

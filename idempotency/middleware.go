@@ -107,11 +107,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	s := Scope{Principal: hashPrincipal(m.cfg.Principal(r)), Route: r.Method + " " + m.cfg.Route(r), Key: key}
-	now := time.Now()
-	lease, ok := r.Context().Deadline()
+	wall := time.Now()
+	deadline, ok := r.Context().Deadline()
 	if !ok {
-		lease = now.Add(m.cfg.Lease)
+		deadline = wall.Add(m.cfg.Lease)
 	}
+	now := m.cfg.Now()
+	lease := now.Add(deadline.Sub(wall)) // the deadline on the records' clock
 	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, lease)
 	if err != nil {
 		m.event(r.Context(), slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
@@ -132,13 +134,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		m.event(r.Context(), slog.LevelInfo, "mismatch", s)
 		writeResponse(w, problemMismatch(m.cfg.KeyHeader, m.cfg.MismatchStatus), "")
 	default:
-		m.run(w, r, h, s, b.Claim, body, lease)
+		m.run(w, r, h, s, b.Claim, body, deadline)
 	}
 }
 
 // run runs h under claim c and settles the claim: stored or released.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, lease time.Time) {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), lease)
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
 	defer cancel()
 	ctx = c.Context(ctx)
 	hr := r.WithContext(ctx)
@@ -179,7 +181,7 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 		m.event(ctx, slog.LevelDebug, "released", s, slog.Int("status", resp.Status))
 		return resp, "", !failed
 	}
-	if err := c.Complete(ctx, resp, time.Now().Add(m.cfg.TTL)); err != nil {
+	if err := c.Complete(ctx, resp, m.cfg.Now().Add(m.cfg.TTL)); err != nil {
 		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		if m.store.Atomic() {
 			return problemFailed("the answer could not be stored; nothing was done: retry"), "", false

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,4 +270,64 @@ func TestJSONBody(t *testing.T) {
 	assert.Equal(t, 0, runs, "invalid JSON is refused before a claim")
 	assert.Equal(t, 201, post(h, "k", `{"a":1}`).Code, "nothing was claimed by the refused request")
 	assert.Equal(t, 1, runs)
+}
+
+func TestConfigNowIsTheRecordsClock(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Unix(1000, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+
+	mw, err := idempotency.New(idempotency.NewMemoryStore(), idempotency.Config{TTL: time.Hour, Now: now})
+	require.NoError(t, err)
+	runs := 0
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		d, ok := r.Context().Deadline()
+		assert.True(t, ok)
+		assert.WithinDuration(t, time.Now().Add(idempotency.DefaultLease), d, 10*time.Second,
+			"the handler's deadline is on the real clock")
+		w.WriteHeader(201)
+	}))
+	assert.Equal(t, idempotency.StatusStored, post(h, "k", `{}`).Header().Get("Idempotency-Status"))
+	advance(59 * time.Minute)
+	assert.Equal(t, idempotency.StatusReplayed, post(h, "k", `{}`).Header().Get("Idempotency-Status"))
+	advance(time.Minute)
+	assert.Equal(t, idempotency.StatusStored, post(h, "k", `{}`).Header().Get("Idempotency-Status"),
+		"expired on the records' clock: run again")
+	assert.Equal(t, 2, runs)
+}
+
+func TestConfigNowLeaseTakeover(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Unix(1000, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	store := idempotency.NewMemoryStore()
+	mw, err := idempotency.New(store, idempotency.Config{Lease: time.Minute, Now: now})
+	require.NoError(t, err)
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Block") != "" {
+			close(entered)
+			<-release
+		}
+		w.WriteHeader(201)
+	}))
+	done := make(chan int)
+	go func() {
+		r := httptest.NewRequest(http.MethodPost, "/v1/things", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "k")
+		r.Header.Set("X-Block", "1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		done <- w.Code
+	}()
+	<-entered
+	assert.Equal(t, http.StatusConflict, post(h, "k", `{}`).Code, "within the lease on the records' clock")
+	mu.Lock()
+	clock = clock.Add(time.Minute)
+	mu.Unlock()
+	assert.Equal(t, http.StatusCreated, post(h, "k", `{}`).Code, "past the lease on the records' clock: taken over")
+	close(release)
+	assert.Equal(t, http.StatusInternalServerError, <-done, "the claim taken over cannot store its answer")
 }
