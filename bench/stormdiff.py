@@ -3,9 +3,10 @@
 markdown) row by row and prints, per strategy, the largest change of success
 (points) and load, and how many rows' harm went from 0 to more or back.
 
-A storm run is not bit-for-bit repeatable (goroutine scheduling), so read a
-strategy's change against the anchors' and none's, whose code a change of the
-root package does not touch."""
+A virtual run is repeatable byte for byte for a seed (resilient-pushback's
+rows and sockets runs excepted), so a change between two runs of one seed is
+the code's; read a strategy's change against the anchors' and none's, whose
+code a change of the root package does not touch."""
 import collections
 import sys
 

@@ -59,7 +59,7 @@ type anchorTransport struct {
 
 func newAnchor(base http.RoundTripper, p anchorPolicy) *http.Client {
 	return &http.Client{Transport: &anchorTransport{base: base, policy: p,
-		backoff: resilient.FullJitter(anchorBackoffBase, anchorBackoffMax)}}
+		backoff: jitter(base, resilient.FullJitter(anchorBackoffBase, anchorBackoffMax))}}
 }
 
 // RoundTrip sends req with up to anchorAttempts attempts.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
-	"github.com/resilienthttp/resilient/bench"
 )
 
 // RetryModelConfig is the model of Brooker's "Fixing retries with token
@@ -49,7 +48,7 @@ func DefaultRetryModelConfig() RetryModelConfig {
 func retryModelStrategies() []Strategy {
 	mk := func(name, desc string, opts ...resilient.Option) Strategy {
 		return Strategy{Name: name, Description: desc, Keyed: true, NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, opts...)
+			return resilientClient(base, opts...)
 		}}
 	}
 	only := resilient.WithRetryControl // the controls given, not the tokens

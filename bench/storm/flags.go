@@ -72,7 +72,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the arrival schedule and the server's draws")
 	fs.BoolVar(&c.Sequential, "sequential", c.Sequential, "run the strategies of a scenario one after the other, not side by side")
 	fs.BoolVar(&c.Virtual, "virtual", c.Virtual, "simulated time against the in-process server: -engine virtual")
-	fs.Func("engine", "virtual (simulated time, immune to machine load; the default) or sockets (loopback, real time)", func(s string) error {
+	fs.Func("engine", "virtual (simulated time, one event at a time: a function of -seed; the default) or sockets (loopback, real time, statistical)", func(s string) error {
 		switch s {
 		case EngineVirtual:
 			c.Virtual = true

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/resilienthttp/resilient"
-	"github.com/resilienthttp/resilient/bench"
 	"github.com/resilienthttp/resilient/redisbudget"
 )
 
@@ -56,7 +55,7 @@ func fleetRun(newFleet func() *redisbudget.Fleet) (func(http.RoundTripper) *http
 		mu.Lock()
 		fleets = append(fleets, f)
 		mu.Unlock()
-		return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(f.For)))
+		return resilientClient(base, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(f.For)))
 	}
 	done := func() {
 		mu.Lock()

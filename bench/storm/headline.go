@@ -3,6 +3,7 @@ package storm
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -55,16 +56,17 @@ type Summary struct {
 // engineText says what the engine runs and what it leaves out, in two
 // lines of at most ~115 characters.
 func (s Summary) engineText() []string {
+	seed := strconv.FormatUint(s.Config.Seed, 10)
 	switch s.Engine {
 	case EngineVirtual:
 		return []string{
-			"engine: virtual — simulated time (testing/synctest), immune to machine load; the real clients against the fakeserver",
-			"  in-process. It leaves out net/http's connection pool, its own re-sends and the network (-engine sockets: loopback).",
+			"engine: virtual, seed " + seed + " — simulated time, one event at a time: -seed " + seed + " gives these bytes again. The real",
+			"  clients against the fakeserver in-process, without net/http's pool, its re-sends or the network (-engine sockets).",
 		}
 	case EngineSockets:
 		return []string{
-			"engine: sockets — real time on loopback sockets, net/http's pool and re-sends included; on a busy machine the load",
-			"  generator can start operations late: such results are marked disturbed, or invalid beyond -max-disturbed.",
+			"engine: sockets, seed " + seed + " — real time on loopback sockets, net/http's pool and re-sends included; statistical:",
+			"  a rerun differs. On a busy machine operations start late: marked disturbed, or invalid beyond -max-disturbed.",
 		}
 	}
 	return []string{
@@ -91,7 +93,7 @@ func WriteHeadline(w io.Writer, s Summary) error {
 	lines = append(lines, "storm: what retries do to a struggling server — "+load)
 	lines = append(lines, s.engineText()...)
 	lines = append(lines, "success: ops that succeeded · load: server requests ÷ ops · harm: ops none completed and this one failed"+
-		" · p99: ms, retries incl.")
+		" (overload: lost, net) · p99: ms, retries incl.")
 	disturbed, invalid := 0, 0
 	for _, r := range s.Results {
 		disturbed += b2i(r.Disturbed)
@@ -223,7 +225,14 @@ func (s Summary) shownNames() []string {
 func (s Summary) block(results []Result) []string {
 	first := results[0]
 	title := scenarioTitle(first, s.Config)
-	lines := []string{fmt.Sprintf("%-44s %8s %6s %6s %7s", title, "success", "load", "harm", "p99 ms")}
+	harmHead, harmOf := "harm", harm
+	if overloadLost(first) {
+		// Which requests an overloaded server sheds moves with every extra
+		// request: operation by operation, "harm" would count swaps. The
+		// column says how many operations fewer than none's succeeded.
+		harmHead, harmOf = "lost", func(r Result) string { return lost(r, results) }
+	}
+	lines := []string{fmt.Sprintf("%-44s %8s %6s %6s %7s", title, "success", "load", harmHead, "p99 ms")}
 	var rows []Result
 	for _, name := range s.shownNames() {
 		if i := slices.IndexFunc(results, func(r Result) bool { return r.Strategy == name }); i >= 0 {
@@ -244,7 +253,7 @@ func (s Summary) block(results []Result) []string {
 			flags = append(flags, "disturbed")
 		}
 		lines = append(lines, strings.TrimRight(fmt.Sprintf("  %-42s %8s %6s %6s %7s  %s", label(r.Strategy),
-			pct(r, r.SuccessRate), num(r, headlineLoad(r), 2), harm(r), num(r, r.P99Ms, 0), strings.Join(flags, ", ")), " "))
+			pct(r, r.SuccessRate), num(r, headlineLoad(r), 2), harmOf(r), num(r, r.P99Ms, 0), strings.Join(flags, ", ")), " "))
 	}
 	return append(lines, "  → "+sentence(rows))
 }
@@ -292,10 +301,30 @@ func scenarioTitle(r Result, cfg Config) string {
 
 func time2(s float64) string { return strconv.FormatFloat(s, 'g', 3, 64) + "s" }
 
-// sentence says in one sentence what rows mean: the success resilient's
-// defaults add or lose against none and the load they cost, which strategy
-// loads the server most, and which do harm; when nothing can succeed, only
-// the load.
+// overloadLost reports whether r's scenario shows lost operations in place
+// of harm: an overload scenario against a server that counts its effects.
+func overloadLost(r Result) bool { return r.Scenario == ScenarioOverload && !r.NoLedger }
+
+// succeeded is the number of r's operations that succeeded.
+func succeeded(r Result) int { return int(math.Round(r.SuccessRate * float64(r.Ops))) }
+
+// lost is how many operations fewer than none's r completed, among
+// results of its scenario ("–" without none).
+func lost(r Result, results []Result) string {
+	i := slices.IndexFunc(results, func(o Result) bool { return o.Strategy == "none" })
+	if i < 0 || r.Invalid || results[i].Invalid {
+		return "–"
+	}
+	return strconv.Itoa(max(0, succeeded(results[i])-succeeded(r)))
+}
+
+// sentence says in one sentence what rows mean, from numbers it states:
+// the success resilient's defaults add or lose against none and the load
+// they cost, which strategy loads the server most, and which do harm and
+// by what measure — the operations none completed that they failed, or in
+// overload the goodput during the load against none's; when nothing can
+// succeed, only the load; a target that mostly fails, the statuses it
+// answered.
 func sentence(rows []Result) string {
 	var none, res *Result
 	var valid []Result
@@ -315,33 +344,22 @@ func sentence(rows []Result) string {
 		return "no valid comparison with none here (see the notes above)."
 	}
 	most := slices.MaxFunc(valid, func(a, b Result) int { return cmpF(headlineLoad(a), headlineLoad(b)) })
-	var harmful []string
-	for _, r := range valid {
-		if r.Harmful {
-			harmful = append(harmful, r.Strategy)
-		}
-	}
-	harmText := "none of these does harm."
-	if valid[0].NoLedger {
-		harmText = "harm is not countable here."
-	}
-	if len(harmful) > 0 {
-		harmText = strings.Join(harmful, ", ") + " did harm."
-		if valid[0].Scenario == ScenarioOverload {
-			harmText = strings.Join(harmful, ", ") + " did harm: less goodput than none during the load (here harm counts swaps)."
-		}
-	}
+	harmText := harmSentence(valid, *none)
 	best := slices.MaxFunc(valid, func(a, b Result) int { return cmpF(a.SuccessRate, b.SuccessRate) })
+	statuses := ""
+	if best.SuccessRate < 0.5 && valid[0].NoLedger {
+		statuses = " Answers: " + statusText(valid) + "."
+	}
 	if best.SuccessRate < 0.01 {
 		var loads []string
 		for _, r := range valid {
 			loads = append(loads, fmt.Sprintf("%s %.2f", r.Strategy, headlineLoad(r)))
 		}
-		return "nothing can succeed, so only load differs: " + strings.Join(loads, ", ") + "."
+		return "nothing succeeded, so only load differs: " + strings.Join(loads, ", ") + "." + statuses
 	}
 	if res == nil {
 		return fmt.Sprintf("best success %s (%s); most load %s (%.2f); %s", pct(best, best.SuccessRate), best.Strategy,
-			most.Strategy, headlineLoad(most), harmText)
+			most.Strategy, headlineLoad(most), harmText) + statuses
 	}
 	least := slices.MinFunc(valid, func(a, b Result) int { return cmpF(headlineLoad(a), headlineLoad(b)) })
 	mostText := fmt.Sprintf("most load: %s (%.2f)", most.Strategy, headlineLoad(most))
@@ -349,7 +367,63 @@ func sentence(rows []Result) string {
 		mostText = "every strategy the same load"
 	}
 	return fmt.Sprintf("resilient %s vs none's %s at %.2f× load; %s; %s",
-		pct(*res, res.SuccessRate), pct(*none, none.SuccessRate), headlineLoad(*res), mostText, harmText)
+		pct(*res, res.SuccessRate), pct(*none, none.SuccessRate), headlineLoad(*res), mostText, harmText) + statuses
+}
+
+// harmSentence names the strategies flagged HARM with the figure that
+// flags each: operations none completed that it failed, success below
+// none's, or, in overload, goodput during the load below none's.
+func harmSentence(valid []Result, none Result) string {
+	if valid[0].NoLedger {
+		return "harm is not countable here."
+	}
+	var parts []string
+	for _, r := range valid {
+		if !r.Harmful {
+			continue
+		}
+		var why []string
+		if r.VsNone != nil && *r.VsNone < -harmPoints {
+			why = append(why, fmt.Sprintf("success %s below none's %s", pct(r, r.SuccessRate), pct(none, none.SuccessRate)))
+		}
+		if r.Scenario == ScenarioOverload {
+			if r.GoodputPerS < (1-harmShare)*none.GoodputPerS {
+				why = append(why, fmt.Sprintf("goodput during the load %.0f/s below none's %.0f/s", r.GoodputPerS, none.GoodputPerS))
+			}
+		} else if r.Harm != nil && float64(*r.Harm) > harmShare*float64(r.Ops) {
+			why = append(why, fmt.Sprintf("failed %d operations none completed", *r.Harm))
+		}
+		parts = append(parts, r.Strategy+" ("+strings.Join(why, ", ")+")")
+	}
+	if len(parts) == 0 {
+		return "none of these does harm."
+	}
+	text := "harm: " + strings.Join(parts, "; ") + "."
+	if valid[0].Scenario == ScenarioOverload {
+		text += " Successes after the load ended do not count in goodput."
+	}
+	return text
+}
+
+// statusText lists the statuses the rows' operations got, most frequent
+// first, as "501 ×600, error ×3".
+func statusText(rows []Result) string {
+	n := map[string]int{}
+	for _, r := range rows {
+		for k, v := range r.Statuses {
+			n[k] += v
+		}
+	}
+	keys := slices.Sorted(maps.Keys(n))
+	slices.SortStableFunc(keys, func(a, b string) int { return n[b] - n[a] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, n[k]))
+	}
+	if len(parts) == 0 {
+		return "none recorded"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func cmpF(a, b float64) int {
@@ -394,8 +468,7 @@ func (s Summary) tailBlock(scale string) []string {
 	res, okR := byName["resilient"]
 	switch {
 	case okN && okH && okR && !none.Invalid && !hedge.Invalid && !res.Invalid:
-		lines = append(lines, fmt.Sprintf("  → hedging at the p95 takes p99 from %.0f to %.0f ms for %.2f× the requests; "+
-			"without hedging resilient's p99 is %.0f ms.", none.P99Ms, hedge.P99Ms, hedge.Load, res.P99Ms))
+		lines = append(lines, "  → "+hedgeSentence(none, res, hedge))
 	default:
 		var parts []string
 		for _, r := range shown {
@@ -413,4 +486,19 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// hedgeSentence says what hedging changed against its baseline, resilient
+// without hedging, at what cost in requests; none's p99 beside it.
+func hedgeSentence(none, res, hedge TailResult) string {
+	base, hedged := math.Round(res.P99Ms), math.Round(hedge.P99Ms)
+	change := fmt.Sprintf("leaves p99 at %.0f ms", hedged)
+	switch {
+	case hedged < base:
+		change = fmt.Sprintf("cuts p99 from %.0f to %.0f ms", base, hedged)
+	case hedged > base:
+		change = fmt.Sprintf("raises p99 from %.0f to %.0f ms", base, hedged)
+	}
+	return fmt.Sprintf("against resilient without hedging, hedging at the p95 %s for %.2f× the requests; none's p99 is %.0f ms.",
+		change, hedge.Load, math.Round(none.P99Ms))
 }

@@ -8,11 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/resilienthttp/resilient"
-	"github.com/resilienthttp/resilient/bench"
 )
 
 // PolicyFile is the JSON of a policy file (-policy FILE): a team's own
@@ -145,10 +145,17 @@ func ReadPolicies(r io.Reader) ([]Strategy, []TailStrategy, error) {
 		if attempts == 0 {
 			attempts = 4 // resilient's default
 		}
+		newClient := func(base http.RoundTripper) *http.Client {
+			if p.Backoff == nil {
+				return resilientClient(base, opts...)
+			}
+			bo, _ := p.Backoff.value() // checked by Options
+			return resilientClient(base, append(slices.Clone(opts), resilient.WithBackoff(jitter(base, bo)))...)
+		}
 		out = append(out, Strategy{Name: p.Name, Description: "your policy: " + desc, Keyed: true, MaxAttempts: attempts,
-			NewClient: func(base http.RoundTripper) *http.Client { return bench.Resilient(base, opts...) }})
+			NewClient: newClient})
 		tail = append(tail, TailStrategy{Name: p.Name, Description: "your policy: " + desc,
-			NewClient: func(base http.RoundTripper, _ TailConfig) *http.Client { return bench.Resilient(base, opts...) }})
+			NewClient: func(base http.RoundTripper, _ TailConfig) *http.Client { return newClient(base) }})
 	}
 	return out, tail, nil
 }
@@ -160,6 +167,25 @@ func ReadPolicyFile(path string) ([]Strategy, []TailStrategy, error) {
 		return nil, nil, fmt.Errorf("storm: policy file: %w", err)
 	}
 	return ReadPolicies(bytes.NewReader(b))
+}
+
+// value returns b as a resilient.Backoff.
+func (b *PolicyBackoff) value() (resilient.Backoff, error) {
+	base, mx := time.Duration(b.Base), time.Duration(b.Max)
+	if base <= 0 || mx < base {
+		return nil, errors.New("backoff: want 0 < base ≤ max")
+	}
+	switch b.Kind {
+	case "full-jitter":
+		return resilient.FullJitter(base, mx), nil
+	case "equal-jitter":
+		return resilient.EqualJitter(base, mx), nil
+	case "decorrelated-jitter":
+		return resilient.DecorrelatedJitter(base, mx), nil
+	case "exponential":
+		return resilient.Exponential(base, mx), nil
+	}
+	return nil, fmt.Errorf("backoff kind %q: want full-jitter, equal-jitter, decorrelated-jitter or exponential", b.Kind)
 }
 
 // Options returns p as resilient's options, and a description of them.
@@ -174,25 +200,12 @@ func (p Policy) Options() ([]resilient.Option, string, error) {
 		desc = append(desc, fmt.Sprintf("WithMaxAttempts(%d)", p.MaxAttempts))
 	}
 	if b := p.Backoff; b != nil {
-		base, mx := time.Duration(b.Base), time.Duration(b.Max)
-		if base <= 0 || mx < base {
-			return nil, "", errors.New("backoff: want 0 < base ≤ max")
-		}
-		var bo resilient.Backoff
-		switch b.Kind {
-		case "full-jitter":
-			bo = resilient.FullJitter(base, mx)
-		case "equal-jitter":
-			bo = resilient.EqualJitter(base, mx)
-		case "decorrelated-jitter":
-			bo = resilient.DecorrelatedJitter(base, mx)
-		case "exponential":
-			bo = resilient.Exponential(base, mx)
-		default:
-			return nil, "", fmt.Errorf("backoff kind %q: want full-jitter, equal-jitter, decorrelated-jitter or exponential", b.Kind)
+		bo, err := b.value()
+		if err != nil {
+			return nil, "", err
 		}
 		opts = append(opts, resilient.WithBackoff(bo))
-		desc = append(desc, fmt.Sprintf("%s(%v, %v)", b.Kind, base, mx))
+		desc = append(desc, fmt.Sprintf("%s(%v, %v)", b.Kind, time.Duration(b.Base), time.Duration(b.Max)))
 	}
 	// The retry controls: the default (the retry tokens) unless the policy
 	// names a kind or a breaker, which joins the chosen kind.

@@ -3,7 +3,6 @@ package storm
 import (
 	"net/http"
 
-	"github.com/resilienthttp/resilient/bench"
 	"github.com/resilienthttp/resilient/fakeserver"
 	"github.com/resilienthttp/resilient/pushback"
 )
@@ -20,7 +19,7 @@ func init() {
 		Description: "resilient defaults; the server mounts the pushback middleware (server-side retry budget, defaults)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base)
+			return resilientClient(base)
 		},
 		ServerOptions: []fakeserver.Option{fakeserver.WithPushback(pushback.Config{})},
 	})

@@ -59,7 +59,7 @@ func WriteMarkdown(w io.Writer, results []Result) error {
 						recoveryText(r), retryAfterText(r), inTime(r), flags(r, note(r)))
 				}
 			case ScenarioOverload:
-				b.WriteString("| offered | strategy | ops | amplification | load | success | vs none | harm | goodput ops/s | none's goodput | work/s | wasted | shed | p99 ms | flags |\n")
+				b.WriteString("| offered | strategy | ops | amplification | load | success | vs none | swaps | goodput ops/s | none's goodput | work/s | wasted | shed | p99 ms | flags |\n")
 				b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 				for _, r := range rows {
 					work, wasted := "invalid", "invalid"

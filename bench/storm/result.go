@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/resilienthttp/resilient/fakeserver"
@@ -83,6 +84,9 @@ type Result struct {
 	// WastedWork is the part of Work that did not end in a successful
 	// operation: Work minus one unit per operation that succeeded.
 	WastedWork float64 `json:"wasted_work"`
+	// Statuses counts the operations by the status of their final answer
+	// ("error": none came).
+	Statuses map[string]int `json:"statuses,omitempty"`
 	// Duplicates is the number of effects beyond the first per operation,
 	// from the server's ledger.
 	Duplicates int `json:"duplicates"`
@@ -158,6 +162,7 @@ type opResult struct {
 	ok      bool
 	start   time.Duration // since the start of the load
 	latency time.Duration
+	status  int // of the final answer; 0: none (an error)
 }
 
 // Harm thresholds: a strategy does harm when its success is more than
@@ -173,7 +178,9 @@ const (
 func (r *Result) summarize(rp runParams, ops []opResult, st fakeserver.Stats, pr *probe) {
 	cfg := rp.cfg
 	succeeded := 0
+	r.Statuses = map[string]int{}
 	for i, o := range ops {
+		r.Statuses[statusName(o.status)]++
 		r.ok[i] = o.ok
 		if o.ok {
 			succeeded++
@@ -225,6 +232,14 @@ func (r *Result) summarize(rp runParams, ops []opResult, st fakeserver.Stats, pr
 	r.Disturbed = r.LateOps > 0 || r.AcceptErrors > 0 || r.Overran
 	r.Invalid = r.AcceptErrors > 0 || r.Overran ||
 		(r.Ops > 0 && float64(r.LateOps) > cfg.MaxDisturbed*float64(r.Ops))
+}
+
+// statusName names an answer's status in Result.Statuses.
+func statusName(status int) string {
+	if status == 0 {
+		return "error"
+	}
+	return strconv.Itoa(status)
 }
 
 // windowLoad returns the requests that arrived in [from, to) ÷ the

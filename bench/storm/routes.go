@@ -157,7 +157,7 @@ func runRoutes(rc RoutesConfig, arr []arrival, scale, strategy, mix string) (Rou
 		if strategy == "none" {
 			return bench.NetHTTP(base)
 		}
-		return bench.Resilient(base)
+		return resilientClient(base)
 	}
 	clients := make([]*http.Client, rc.Clients)
 	for c := range clients {

@@ -179,7 +179,7 @@ func (rp runParams) serverScenario(p float64, outage bool) fakeserver.Scenario {
 		route.Mix = []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse, Probability: lost}}
 	}
 	s := fakeserver.Scenario{Seed: cfg.Seed, Routes: []fakeserver.Route{route}}
-	if c := cfg.Capacity; c.MaxConcurrent > 0 {
+	if c := cfg.Capacity; c.MaxConcurrent > 0 && !rp.driverCapacity() {
 		s.Capacity = &fakeserver.Capacity{
 			MaxConcurrent: c.MaxConcurrent,
 			ServiceTime:   fakeserver.Duration(c.ServiceTime),
@@ -209,6 +209,27 @@ func (rp runParams) outage(ctx context.Context, srv *fakeserver.Server, start ti
 	}
 }
 
+// driverCapacity reports whether the capacity model of a virtual run is
+// the driver's (vcapacity) rather than the fake server's: always, but
+// behind the pushback middleware, which comes before the capacity model
+// inside the fake server.
+func (rp runParams) driverCapacity() bool {
+	return rp.cfg.Virtual && rp.cfg.Capacity.MaxConcurrent > 0 && len(rp.strategy.ServerOptions) == 0 && !rp.cfg.Pushback
+}
+
+// outageSteps are the outage's switches, for a virtual run's driver; none
+// without an outage.
+func (rp runParams) outageSteps(srv *fakeserver.Server) []step {
+	if !rp.sc.outage {
+		return nil
+	}
+	set := func(on bool) func() {
+		// Cannot fail: the scenario is valid (it was validated at the start).
+		return func() { _ = srv.SetScenario(rp.serverScenario(rp.sc.p, on)) }
+	}
+	return []step{{rp.cfg.OutageStart, set(true)}, {rp.cfg.OutageEnd, set(false)}}
+}
+
 // span is how long a run can last: the load, then the longest operation,
 // with a margin.
 func (rp runParams) span() time.Duration {
@@ -229,6 +250,7 @@ type probe struct {
 	mu        sync.Mutex
 	lastRAAt  time.Duration // when the last Retry-After of the window was sent
 	lastRA    float64       // its value in seconds; -1: none
+	requests  atomic.Int64  // every request, counted as it arrives
 	accepts   atomic.Int64  // accept errors of the socket server
 	serverErr atomic.Int64  // other errors the socket server logged
 }
@@ -248,6 +270,7 @@ func (p *probe) begin(now time.Time) {
 
 // request counts one request arriving at now.
 func (p *probe) request(now time.Time, h http.Header) {
+	p.requests.Add(1)
 	p.load.add(now)
 	if i, err := strconv.Atoi(h.Get(OperationHeader)); err == nil && i >= 0 && i < len(p.seen) {
 		p.seen[i].Store(true)
@@ -302,8 +325,13 @@ func runOne(ctx context.Context, rp runParams) Result {
 
 	var base http.RoundTripper
 	url := "http://fakeserver.test"
+	var tn *turns
 	if cfg.Virtual {
-		base = countingTransport{rt: srv.Transport(), probe: pr}
+		tn = newTurns(cfg.Seed, len(rp.arrivals))
+		if rp.driverCapacity() {
+			tn.cap = newVCapacity(cfg, tn.notify)
+		}
+		base = turnTransport{rt: srv.Transport(), turns: tn, probe: pr}
 	} else {
 		ts := httptest.NewUnstartedServer(countingHandler(srv.Handler(), pr))
 		ts.Config.ErrorLog = log.New(pr, "", 0)
@@ -329,7 +357,7 @@ func runOne(ctx context.Context, rp runParams) Result {
 	defer release()
 	clients := make([]*http.Client, n)
 	for i := range clients {
-		clients[i] = newClient(base)
+		clients[i] = newClient(clientBase(base, cfg.Seed, i))
 	}
 
 	ops := make([]opResult, len(rp.arrivals))
@@ -345,10 +373,20 @@ func runOne(ctx context.Context, rp runParams) Result {
 		late    int
 		started int
 	)
-	if rp.sc.outage {
+	if cfg.Virtual {
+		started = len(rp.arrivals)
+		tn.drive(start, rp.arrivals, rp.outageSteps(srv), func(i int) {
+			a := rp.arrivals[i]
+			ops[i] = operation(ctx, clients[a.client%n], url, rp, i, a.at)
+			rp.progress.add(1)
+		})
+	} else if rp.sc.outage {
 		wg.Go(func() { rp.outage(ctx, srv, start) })
 	}
 	for i, a := range rp.arrivals {
+		if cfg.Virtual {
+			break // drive ran them
+		}
 		if d := time.Until(start.Add(a.at)); d > 0 {
 			if !sleep(ctx, d) {
 				break
@@ -373,6 +411,12 @@ func runOne(ctx context.Context, rp runParams) Result {
 	rp.progress.add(len(ops) - started)
 
 	st := srv.Stats()
+	if cfg.Virtual {
+		st.Requests = pr.requests.Load()
+		if tn.cap != nil {
+			st.CapacityRejections = tn.cap.shed
+		}
+	}
 	r := Result{
 		Strategy:       rp.strategy.Name,
 		Scenario:       rp.sc.name,
@@ -421,13 +465,13 @@ func operation(ctx context.Context, c *http.Client, url string, rp runParams, i 
 	}
 	t0 := time.Now()
 	resp, err := c.Do(req)
-	ok := false
+	ok, status := false, 0
 	if err == nil {
 		_, rerr := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		ok = rerr == nil && resp.StatusCode == http.StatusCreated
+		ok, status = rerr == nil && resp.StatusCode == http.StatusCreated, resp.StatusCode
 	}
-	return opResult{ok: ok, start: at, latency: time.Since(t0)}
+	return opResult{ok: ok, start: at, latency: time.Since(t0), status: status}
 }
 
 // sleep waits d or until ctx is done; it reports whether d elapsed.

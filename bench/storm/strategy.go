@@ -90,7 +90,7 @@ var strategies = []Strategy{
 		Description: "resilient, FullJitter(100ms, 2s), 4 attempts, no retry control",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl())
+			return resilientClient(base, resilient.WithRetryControl())
 		},
 	},
 	{
@@ -98,7 +98,7 @@ var strategies = []Strategy{
 		Description: "resilient, DecorrelatedJitter(100ms, 2s), 4 attempts, no retry control",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithBackoff(resilient.DecorrelatedJitter(100*time.Millisecond, 2*time.Second)),
+			return resilientClient(base, resilient.WithBackoff(jitter(base, resilient.DecorrelatedJitter(100*time.Millisecond, 2*time.Second))),
 				resilient.WithRetryControl())
 		},
 	},
@@ -107,7 +107,7 @@ var strategies = []Strategy{
 		Description: "resilient with the Finagle budget (20 % + 10/s over 10 s) instead of retry tokens",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryBudget{}))
+			return resilientClient(base, resilient.WithRetryControl(resilient.RetryBudget{}))
 		},
 	},
 	{
@@ -115,7 +115,7 @@ var strategies = []Strategy{
 		Description: "resilient's former defaults: Finagle budget + classic breaker (refuses first attempts while open)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryBudget{}, resilient.CircuitBreaker{}))
+			return resilientClient(base, resilient.WithRetryControl(resilient.RetryBudget{}, resilient.CircuitBreaker{}))
 		},
 	},
 	{
@@ -123,7 +123,7 @@ var strategies = []Strategy{
 		Description: "resilient, Finagle budget + breaker refusing retries only (CircuitBreaker.RetriesOnly)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryBudget{}, resilient.CircuitBreaker{RetriesOnly: true}))
+			return resilientClient(base, resilient.WithRetryControl(resilient.RetryBudget{}, resilient.CircuitBreaker{RetriesOnly: true}))
 		},
 	},
 	{
@@ -131,7 +131,7 @@ var strategies = []Strategy{
 		Description: "resilient, retry tokens earning 0.25 per healthy answer (default 0.5)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{Refill: 0.25}))
+			return resilientClient(base, resilient.WithRetryControl(resilient.RetryTokens{Refill: 0.25}))
 		},
 	},
 	{
@@ -139,7 +139,7 @@ var strategies = []Strategy{
 		Description: "resilient, retry tokens earning 1 per healthy answer (default 0.5)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{Refill: 1}))
+			return resilientClient(base, resilient.WithRetryControl(resilient.RetryTokens{Refill: 1}))
 		},
 	},
 	{
@@ -147,7 +147,7 @@ var strategies = []Strategy{
 		Description: "resilient, retry tokens with a bucket of 10 % of recent first attempts (default 2 %)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base, resilient.WithRetryControl(resilient.RetryTokens{CapRatio: 0.1}))
+			return resilientClient(base, resilient.WithRetryControl(resilient.RetryTokens{CapRatio: 0.1}))
 		},
 	},
 	{
@@ -155,7 +155,7 @@ var strategies = []Strategy{
 		Description: "resilient defaults: FullJitter + retry tokens (first attempts never refused)",
 		Keyed:       true,
 		NewClient: func(base http.RoundTripper) *http.Client {
-			return bench.Resilient(base)
+			return resilientClient(base)
 		},
 	},
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,15 +104,15 @@ var tailStrategies = []TailStrategy{
 		return bench.NetHTTP(base)
 	}},
 	{Name: "resilient", Description: "resilient defaults: no hedging", NewClient: func(base http.RoundTripper, _ TailConfig) *http.Client {
-		return bench.Resilient(base)
+		return resilientClient(base)
 	}},
 	{Name: "resilient-hedge-fixed", Description: "resilient, one hedge after a fixed delay (TailConfig.HedgeDelay)",
 		NewClient: func(base http.RoundTripper, tc TailConfig) *http.Client {
-			return bench.Resilient(base, resilient.WithHedging(resilient.HedgingConfig{Delay: tc.HedgeDelay}))
+			return resilientClient(base, resilient.WithHedging(resilient.HedgingConfig{Delay: tc.HedgeDelay}))
 		}},
 	{Name: "resilient-hedge-p95", Description: "resilient, one hedge after the host's recent p95 (TailConfig.Quantile); the fixed delay until the host has 100 latencies",
 		NewClient: func(base http.RoundTripper, tc TailConfig) *http.Client {
-			return bench.Resilient(base, resilient.WithHedging(resilient.HedgingConfig{Quantile: tc.Quantile, Delay: tc.HedgeDelay}))
+			return resilientClient(base, resilient.WithHedging(resilient.HedgingConfig{Quantile: tc.Quantile, Delay: tc.HedgeDelay}))
 		}},
 }
 
@@ -211,10 +212,10 @@ func RunTailVirtual(t *testing.T, cfg Config) []TailResult {
 	cfg.Virtual = true
 	runs := tailPlan(cfg)
 	out := make([]TailResult, len(runs))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	t.Run("tail", func(t *testing.T) {
 		for i, r := range runs {
 			t.Run(r.scale+"/"+r.st.Name, func(t *testing.T) {
-				t.Parallel()
 				synctest.Test(t, func(*testing.T) { out[i] = r.run(context.Background()) })
 			})
 		}
@@ -238,10 +239,13 @@ func (r tailRun) run(ctx context.Context) TailResult {
 	srv := fakeserver.NewUnstarted(fakeserver.WithScenario(r.tailScenario()))
 	defer srv.Close()
 	var gets atomic.Int64
-	var base http.RoundTripper
+	var base, setup http.RoundTripper
+	var tn *turns
 	url := "http://fakeserver.test"
 	if r.virtual {
-		base = countGets{srv.Transport(), &gets}
+		tn = newTurns(r.cfg.Seed, len(r.arrivals))
+		setup = srv.Transport()
+		base = turnTransport{rt: countGets{srv.Transport(), &gets}, turns: tn}
 	} else {
 		h := srv.Handler()
 		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -256,9 +260,9 @@ func (r tailRun) run(ctx context.Context) TailResult {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 1024
 		defer tr.CloseIdleConnections()
-		base = tr
+		base, setup = tr, tr
 	}
-	loc, err := createItem(ctx, base, url)
+	loc, err := createItem(ctx, setup, url)
 	res := TailResult{Strategy: r.st.Name, Scenario: ScenarioTail, Scale: r.scale, Ops: len(r.arrivals)}
 	if err != nil {
 		res.Overran, res.Disturbed, res.Invalid = true, true, true
@@ -271,7 +275,7 @@ func (r tailRun) run(ctx context.Context) TailResult {
 	}
 	clients := make([]*http.Client, n)
 	for i := range clients {
-		clients[i] = r.st.NewClient(base, r.tc)
+		clients[i] = r.st.NewClient(clientBase(base, r.cfg.Seed, i), r.tc)
 	}
 	span := r.arrivals[len(r.arrivals)-1].at + r.cfg.OpTimeout + time.Second
 	ctx, cancel := context.WithTimeout(ctx, span+runGrace)
@@ -281,7 +285,16 @@ func (r tailRun) run(ctx context.Context) TailResult {
 	var wg sync.WaitGroup
 	start := time.Now()
 	started := 0
+	if tn != nil {
+		started = len(r.arrivals)
+		tn.drive(start, r.arrivals, nil, func(i int) {
+			lat[i], ok[i] = r.get(ctx, clients[r.arrivals[i].client%n], url+loc, i)
+		})
+	}
 	for i, a := range r.arrivals {
+		if tn != nil {
+			break // drive ran them
+		}
 		if d := time.Until(start.Add(a.at)); d > 0 && !sleep(ctx, d) {
 			break
 		}

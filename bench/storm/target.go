@@ -434,7 +434,7 @@ func (p *TargetPlan) runOne(ctx context.Context, idx int, r targetRun, prog *pro
 	if p.admin {
 		target = p.origin + "/v1/charges"
 	}
-	op := func(ctx context.Context, i int) (bool, time.Duration) {
+	op := func(ctx context.Context, i int) (bool, time.Duration, int) {
 		method, body := p.tc.Method, p.tc.Body
 		if p.admin {
 			method, body = http.MethodPost, `{"op":`+strconv.Itoa(i)+`,"run":`+strconv.Itoa(idx)+`,"amount":1000,"currency":"usd"}`
@@ -445,7 +445,7 @@ func (p *TargetPlan) runOne(ctx context.Context, idx int, r targetRun, prog *pro
 		}
 		req, err := http.NewRequestWithContext(ctx, method, target, rd)
 		if err != nil {
-			return false, 0
+			return false, 0, 0
 		}
 		if rd != nil {
 			req.Header.Set("Content-Type", "application/json")
@@ -554,10 +554,10 @@ func (p *TargetPlan) runTail(ctx context.Context, st TailStrategy, prog *progres
 	gets.Store(0)
 	client := st.NewClient(base, tc)
 	arrivals := schedule(1, p.tc.Rate, p.tc.Duration, p.cfg.Seed)
-	op := func(ctx context.Context, i int) (bool, time.Duration) {
+	op := func(ctx context.Context, i int) (bool, time.Duration, int) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 		if err != nil {
-			return false, 0
+			return false, 0, 0
 		}
 		req.Header.Set(OperationHeader, strconv.Itoa(i))
 		return do(client, req)
@@ -569,16 +569,17 @@ func (p *TargetPlan) runTail(ctx context.Context, st TailStrategy, prog *progres
 	return tailResult(st.Name, ScaleShared, d, gets.Load(), p.cfg.MaxDisturbed), nil
 }
 
-// do sends req with c and reports whether it got a 2xx, and its latency.
-func do(c *http.Client, req *http.Request) (bool, time.Duration) {
+// do sends req with c and reports whether it got a 2xx, its latency, and
+// the status of its answer (0: none).
+func do(c *http.Client, req *http.Request) (bool, time.Duration, int) {
 	t0 := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
-		return false, time.Since(t0)
+		return false, time.Since(t0), 0
 	}
 	_, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	return rerr == nil && resp.StatusCode/100 == 2, time.Since(t0)
+	return rerr == nil && resp.StatusCode/100 == 2, time.Since(t0), resp.StatusCode
 }
 
 // driven is what drive did.
@@ -593,7 +594,7 @@ type driven struct {
 // Concurrency in flight — an operation waits for a slot, and counts as late
 // if it starts late — each bounded by OpTimeout, and waits for them. The
 // run is bounded by its load, OpTimeout and a second of grace; ctx stops it.
-func (p *TargetPlan) drive(ctx context.Context, arrivals []arrival, op func(context.Context, int) (bool, time.Duration),
+func (p *TargetPlan) drive(ctx context.Context, arrivals []arrival, op func(context.Context, int) (bool, time.Duration, int),
 	onStart func(time.Time), prog *progress) driven {
 	var last time.Duration
 	if len(arrivals) > 0 {
@@ -628,8 +629,8 @@ func (p *TargetPlan) drive(ctx context.Context, arrivals []arrival, op func(cont
 			defer func() { <-slots }()
 			octx, ocancel := context.WithTimeout(runCtx, p.tc.OpTimeout)
 			defer ocancel()
-			ok, lat := op(octx, i)
-			d.ops[i] = opResult{ok: ok, start: a.at, latency: lat}
+			ok, lat, status := op(octx, i)
+			d.ops[i] = opResult{ok: ok, start: a.at, latency: lat, status: status}
 			prog.add(1)
 		})
 	}

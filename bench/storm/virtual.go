@@ -2,6 +2,7 @@ package storm
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"testing/synctest"
 )
@@ -36,11 +37,11 @@ func runVirtualPlan(t *testing.T, plan *plan) []Result {
 	groups := plan.groups()
 	n := len(plan.strategies)
 	out := make([]Result, len(groups)*n)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	t.Run("virtual", func(t *testing.T) {
 		for gi, g := range groups {
 			for si, st := range plan.strategies {
 				t.Run(g.String()+"/"+st.Name, func(t *testing.T) {
-					t.Parallel()
 					prog.setLabel(g.String() + " " + st.Name + " (virtual)")
 					synctest.Test(t, func(*testing.T) {
 						// The context must belong to the bubble: a goroutine

@@ -199,3 +199,54 @@ func TestTargetCommand(t *testing.T) {
 		t.Errorf("interrupted storm: %d results, notes %q", len(partial.Results), partial.Notes)
 	}
 }
+
+// TestVirtualRunsAreByteIdentical runs the command twice, in virtual time,
+// for a reduced default run (every scenario and strategy of the headline,
+// the tail included) and a reduced sweep (three failure rates, both
+// overloads, both scales), and wants the same bytes from both runs: stdout
+// and every table and JSON file of -out (the plots and index.html are drawn
+// from them). Another seed must give other bytes.
+func TestVirtualRunsAreByteIdentical(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "storm")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	files := []string{"headline.txt", "storm.md", "storm.json", "tail.md", "tail.json"}
+	run := func(args ...string) map[string][]byte {
+		t.Helper()
+		dir := t.TempDir()
+		var o, e bytes.Buffer
+		cmd := exec.Command(bin, append(args, "-out", dir)...)
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("storm %v: %v\nstderr:\n%s", args, err, e.String())
+		}
+		if strings.Contains(e.String(), "PASS") {
+			t.Errorf("storm %v: a stray PASS on stderr:\n%s", args, e.String())
+		}
+		got := map[string][]byte{"stdout": o.Bytes()}
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[f] = b
+		}
+		return got
+	}
+	for _, args := range [][]string{
+		{"-ops", "1500", "-tail-duration", "1s"},
+		{"-format", "json", "-sweep", "-p", "0,0.5,1", "-scales", "both", "-ops", "1000", "-duration", "6s", "-outage", "2s-4s", "-tail-duration", "500ms"},
+	} {
+		a, b := run(args...), run(args...)
+		for name, want := range a {
+			if !bytes.Equal(want, b[name]) {
+				t.Errorf("storm %v: %s differs between two runs", args, name)
+			}
+		}
+		other := run(append(args, "-seed", "2")...)
+		if bytes.Equal(a["storm.json"], other["storm.json"]) {
+			t.Errorf("storm %v: -seed 2 gave the bytes of -seed 1", args)
+		}
+	}
+}

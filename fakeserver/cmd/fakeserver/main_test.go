@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -308,4 +309,61 @@ func TestRunPushback(t *testing.T) {
 	cancel()
 	require.True(t, lines.Scan())
 	require.NoError(t, <-done)
+}
+
+// TestReadmeCommandsRun runs every fakeserver command of the READMEs as
+// written, from the repository root (only the port is made free), and
+// checks that the files they name exist and that the scenario example is
+// the one fakeserver/README.md shows.
+func TestReadmeCommandsRun(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	require.NoError(t, err)
+	var cmds []string
+	for _, f := range []string{"README.md", "fakeserver/README.md"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			_, rest, ok := strings.Cut(line, "go run ./fakeserver/cmd/fakeserver")
+			if !ok {
+				continue
+			}
+			rest, _, _ = strings.Cut(rest, "`")
+			rest, _, _ = strings.Cut(rest, "#")
+			cmds = append(cmds, strings.TrimSpace(rest))
+		}
+		for _, m := range regexp.MustCompile(`--data @(\S+)`).FindAllStringSubmatch(string(b), -1) {
+			assert.FileExists(t, filepath.Join(root, m[1]), "%s: curl --data @%s", f, m[1])
+		}
+	}
+	require.NotEmpty(t, cmds)
+	for _, c := range cmds {
+		args := strings.Fields(c)
+		for i := range args {
+			if i > 0 && args[i-1] == "-addr" {
+				args[i] = "127.0.0.1:0"
+			}
+			if i > 0 && args[i-1] == "-scenario" {
+				args[i] = filepath.Join(root, args[i])
+			}
+		}
+		cmd, url, _ := startProcess(t, args...)
+		resp, err := http.Get(url + "/_fake/scenario")
+		require.NoError(t, err, c)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, c)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, cmd.Wait(), c)
+	}
+
+	readme, err := os.ReadFile(filepath.Join(root, "fakeserver/README.md"))
+	require.NoError(t, err)
+	_, after, _ := strings.Cut(string(readme), "## Scenario JSON")
+	_, block, _ := strings.Cut(after, "```json\n")
+	block, _, _ = strings.Cut(block, "```")
+	file, err := os.ReadFile(filepath.Join(root, "fakeserver/scenario.example.json"))
+	require.NoError(t, err)
+	var a, b any
+	require.NoError(t, json.Unmarshal([]byte(block), &a))
+	require.NoError(t, json.Unmarshal(file, &b))
+	assert.Equal(t, a, b, "fakeserver/scenario.example.json is not the README's example")
 }

@@ -1,0 +1,308 @@
+package storm
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing/synctest"
+	"time"
+
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/bench"
+	"github.com/resilienthttp/resilient/internal/backoff"
+)
+
+// turns makes a virtual run a function of its seed alone. synctest makes
+// time virtual, not scheduling: goroutines that wake at one instant run in
+// any order, and where they touch shared state (a server's capacity slots,
+// a Transport's retry tokens and jitter source) the order changes the
+// outcome. So in a virtual run every request a client sends to the server,
+// and every answer it gets back, waits for its turn, and one goroutine —
+// the driver (drive) — gives the turns: only when every other goroutine of
+// the bubble is blocked (synctest.Wait), one at a time, the smallest key
+// first, where the key is a hash of the seed, the operation and how many
+// turns it took before; and at most one per nanosecond, so that no two
+// answers, and no two waits that start from one, share an instant. The
+// driver also starts the operations and switches the outage on and off,
+// itself, at their instants.
+//
+// What a turn orders is the harness and the fake server; the clients run
+// between their turns as they would. Jitter is drawn from a source seeded
+// per client (seededBase); the command runs virtual runs with GOMAXPROCS=1,
+// so that goroutines the clients' own timers wake at one instant (which the
+// nanosecond rule makes rare) run in the runtime's order.
+type turns struct {
+	seed uint64
+	wake chan struct{} // the driver sleeps on it; buffered, 1
+	cap  *vcapacity    // the server's capacity, when the driver runs it
+
+	mu      sync.Mutex
+	pending []turn
+	taken   []uint32 // by operation: turns taken so far
+	other   uint32   // turns of requests that name no operation
+}
+
+// turn is a goroutine waiting for its turn.
+type turn struct {
+	key   uint64
+	op, n int
+	ch    chan struct{}
+}
+
+func newTurns(seed uint64, ops int) *turns {
+	return &turns{seed: seed, wake: make(chan struct{}, 1), taken: make([]uint32, ops)}
+}
+
+// wait blocks until the driver gives the caller, a goroutine of operation
+// op (-1: none), its turn.
+func (d *turns) wait(op int) uint64 {
+	ch := make(chan struct{})
+	d.mu.Lock()
+	var n uint32
+	if op >= 0 && op < len(d.taken) {
+		n = d.taken[op]
+		d.taken[op]++
+	} else {
+		op = -1
+		n = d.other
+		d.other++
+	}
+	key := mix(d.seed, uint64(op+1), uint64(n))
+	d.pending = append(d.pending, turn{key: key, op: op, n: int(n), ch: ch})
+	d.mu.Unlock()
+	d.notify()
+	<-ch
+	return key
+}
+
+// notify wakes the driver if it sleeps.
+func (d *turns) notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next removes and returns the pending turn with the smallest key, if any.
+func (d *turns) next() (turn, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.pending) == 0 {
+		return turn{}, false
+	}
+	i := 0
+	for j, t := range d.pending[1:] {
+		if cmp.Or(cmp.Compare(t.key, d.pending[i].key), cmp.Compare(t.op, d.pending[i].op), cmp.Compare(t.n, d.pending[i].n)) < 0 {
+			i = j + 1
+		}
+	}
+	t := d.pending[i]
+	d.pending = slices.Delete(d.pending, i, i+1)
+	return t, true
+}
+
+// step is something the driver does itself at an instant (since the start
+// of the load): switching the outage on or off.
+type step struct {
+	at time.Duration
+	do func()
+}
+
+// drive runs a virtual load from start, in the bubble: it calls spawn(i) at
+// arrivals[i].at (in a goroutine of its own), does each step at its
+// instant, runs the server's capacity (d.cap) and gives turns, until every
+// operation has ended. At an instant, the steps come first, then the
+// capacity's verdicts, then the operations that start, then the turns; one
+// release each time the bubble has settled.
+func (d *turns) drive(start time.Time, arrivals []arrival, steps []step, spawn func(i int)) {
+	var live atomic.Int64
+	next := 0
+	var last time.Time // the last release: one per nanosecond
+	for {
+		synctest.Wait()
+		now := time.Now()
+		for len(steps) > 0 && !start.Add(steps[0].at).After(now) {
+			steps[0].do()
+			steps = steps[1:]
+		}
+		if d.cap != nil {
+			d.cap.tick(now)
+			if d.cap.next() {
+				continue
+			}
+		}
+		arrive := next < len(arrivals) && !start.Add(arrivals[next].at).After(now)
+		d.mu.Lock()
+		waiting := len(d.pending) > 0
+		d.mu.Unlock()
+		if (arrive || waiting) && !now.After(last) {
+			time.Sleep(time.Nanosecond)
+			continue
+		}
+		switch {
+		case arrive:
+			last = now
+			live.Add(1)
+			i := next
+			next++
+			go func() {
+				defer func() {
+					live.Add(-1)
+					d.notify()
+				}()
+				spawn(i)
+			}()
+			continue
+		case waiting:
+			t, _ := d.next()
+			last = now
+			close(t.ch)
+			continue
+		case next == len(arrivals) && live.Load() == 0:
+			return
+		}
+		var at time.Time
+		if next < len(arrivals) {
+			at = start.Add(arrivals[next].at)
+		}
+		if len(steps) > 0 {
+			at = earliest(at, start.Add(steps[0].at))
+		}
+		if d.cap != nil {
+			at = earliest(at, d.cap.nextEvent())
+		}
+		d.sleep(at)
+	}
+}
+
+// earliest returns the earlier of a and b, where the zero time is never.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// sleep waits until at (never when at is zero) or until a goroutine wakes
+// the driver. Which comes first does not matter: the driver then waits for
+// the bubble to settle and looks at what is due.
+func (d *turns) sleep(at time.Time) {
+	if at.IsZero() {
+		<-d.wake
+		return
+	}
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-d.wake:
+	}
+}
+
+// mix hashes the seed with two values (splitmix64's finalizer over each).
+func mix(seed, a, b uint64) uint64 {
+	h := seed
+	for _, v := range []uint64{a, b} {
+		h ^= v + 0x9e3779b97f4a7c15 + h<<6 + h>>2
+		h ^= h >> 30
+		h *= 0xbf58476d1ce4e5b9
+		h ^= h >> 27
+		h *= 0x94d049bb133111eb
+		h ^= h >> 31
+	}
+	return h
+}
+
+// opOf returns the operation a request names in OperationHeader, or -1.
+func opOf(h http.Header) int {
+	i, err := strconv.Atoi(h.Get(OperationHeader))
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
+}
+
+// turnTransport sends each request through rt, the server, in its turn,
+// and hands the answer back in the next one. With the driver's capacity
+// model (turns.cap), the request first takes a slot, waits in the queue or
+// is shed, as the model says; probe, if not nil, sees every request as it
+// arrives and every answer.
+type turnTransport struct {
+	rt    http.RoundTripper
+	turns *turns
+	probe *probe
+}
+
+func (t turnTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := opOf(req.Header)
+	key := t.turns.wait(op)
+	if t.probe != nil {
+		t.probe.request(time.Now(), req.Header)
+	}
+	var resp *http.Response
+	var err error
+	if c := t.turns.cap; c != nil {
+		served, gone := c.admit(req.Context(), time.Now(), key)
+		switch {
+		case gone:
+			closeRequest(req)
+			return nil, req.Context().Err()
+		case !served:
+			closeRequest(req)
+			resp = c.shedAnswer(req)
+		}
+	}
+	if resp == nil {
+		resp, err = t.rt.RoundTrip(req)
+	}
+	if err == nil && t.probe != nil {
+		t.probe.response(time.Now(), resp.Header)
+	}
+	t.turns.wait(op)
+	return resp, err
+}
+
+func closeRequest(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// seededBase is the base RoundTripper of one client of a run, with the seed
+// of the client's jitter (see jitter).
+type seededBase struct {
+	http.RoundTripper
+	seed uint64
+}
+
+// clientBase returns the base of client i of a run seeded with seed.
+func clientBase(rt http.RoundTripper, seed uint64, i int) http.RoundTripper {
+	return seededBase{rt, mix(seed, 0x6a177e4, uint64(i))}
+}
+
+// jitter returns b drawing its randomness from a source seeded for the
+// client whose base is base, when b is one of resilient's Backoffs and base
+// a seededBase; b itself otherwise.
+func jitter(base http.RoundTripper, b resilient.Backoff) resilient.Backoff {
+	if s, ok := base.(seededBase); ok {
+		return backoff.Seeded(b, s.seed)
+	}
+	return b
+}
+
+// Resilient's default backoff (resilient.WithBackoff's documentation).
+const (
+	defaultBackoffBase = 100 * time.Millisecond
+	defaultBackoffMax  = 2 * time.Second
+)
+
+// resilientClient is bench.Resilient(base, opts...) with resilient's
+// default backoff drawn from the client's seeded source (opts may set
+// another; see jitter).
+func resilientClient(base http.RoundTripper, opts ...resilient.Option) *http.Client {
+	first := resilient.WithBackoff(jitter(base, resilient.FullJitter(defaultBackoffBase, defaultBackoffMax)))
+	return bench.Resilient(base, append([]resilient.Option{first}, opts...)...)
+}
