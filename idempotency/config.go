@@ -107,9 +107,6 @@ func (c Config) withDefaults() Config {
 		h[i] = http.CanonicalHeaderKey(name)
 	}
 	c.Headers = h
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	if c.MismatchStatus == 0 {
 		c.MismatchStatus = http.StatusUnprocessableEntity
 	}

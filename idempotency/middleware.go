@@ -112,8 +112,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 	if !ok {
 		deadline = wall.Add(m.cfg.Lease)
 	}
-	now := m.cfg.Now()
-	lease := now.Add(deadline.Sub(wall)) // the deadline on the records' clock
+	now, lease := wall, deadline
+	if m.cfg.Now != nil {
+		now = m.cfg.Now()
+		lease = now.Add(deadline.Sub(wall)) // the deadline on the records' clock
+	}
 	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, lease)
 	if err != nil {
 		m.event(r.Context(), slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
@@ -181,7 +184,7 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 		m.event(ctx, slog.LevelDebug, "released", s, slog.Int("status", resp.Status))
 		return resp, "", !failed
 	}
-	if err := c.Complete(ctx, resp, m.cfg.Now().Add(m.cfg.TTL)); err != nil {
+	if err := c.Complete(ctx, resp, m.now().Add(m.cfg.TTL)); err != nil {
 		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		if m.store.Atomic() {
 			return problemFailed("the answer could not be stored; nothing was done: retry"), "", false
@@ -190,6 +193,14 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	}
 	m.event(ctx, slog.LevelDebug, "stored", s, slog.Int("status", resp.Status))
 	return resp, StatusStored, !failed
+}
+
+// now reads the records' clock, Config.Now.
+func (m *Middleware) now() time.Time {
+	if m.cfg.Now != nil {
+		return m.cfg.Now()
+	}
+	return time.Now()
 }
 
 // invoke calls h, recovering a panic, its value and its stack.
