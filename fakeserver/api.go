@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/resilienthttp/resilient/idempotency"
 )
 
 const (
@@ -15,8 +17,8 @@ const (
 	// maxBodyBytes bounds a request body; a larger one is answered with 413.
 	maxBodyBytes = 1 << 20
 	// Values of the Idempotency-Status response header.
-	statusStored   = "stored"
-	statusReplayed = "replayed"
+	statusStored   = idempotency.StatusStored
+	statusReplayed = idempotency.StatusReplayed
 )
 
 // serveAPI serves /v1/: admission (outages, capacity), validation, the
@@ -87,9 +89,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 // servePost creates an object in collection, idempotently when the request
-// carries a key.
+// carries a key: then package idempotency decides (see serveKeyed).
 func (s *Server) servePost(w http.ResponseWriter, r *http.Request, cfg *config, rp *routePlan, collection string) {
-	key, hasKey, err := parseKey(r.Header)
+	key, hasKey, err := idempotency.ParseKey(r.Header, "Idempotency-Key")
 	if err != nil {
 		s.stats.badRequests.Add(1)
 		s.send(w, r, problemInvalidKey(err), "", Fault{})
@@ -119,66 +121,16 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, cfg *config, 
 	}
 
 	f := rp.next(rp.operationOf(r, key), &s.ops)
-	path := "/v1/" + collection
-	sc := scope{principal: principalOf(r), route: http.MethodPost + " " + path, key: key}
+	sc := scope{principal: principalOf(r), route: http.MethodPost + " /v1/" + collection, key: key}
 	if !hasKey {
-		if resp := s.pre(w, r, f, nil); resp != nil {
+		if resp := s.pre(w, r, f); resp != nil {
 			s.send(w, r, resp, "", f)
 			return
 		}
 		s.send(w, r, s.create(collection, obj, sc, false), "", f)
 		return
 	}
-	fp := fingerprint(http.MethodPost, path, canonicalJSON(nil, obj))
-	rec, outcome, stored := s.table.begin(sc, fp, s.now(), cfg.ttl, cfg.maxRecords)
-	if outcome == claimed {
-		s.execute(w, r, cfg, f, sc, rec, collection, obj)
-		return
-	}
-	if resp := s.pre(w, r, f, nil); resp != nil {
-		s.send(w, r, resp, "", f)
-		return
-	}
-	switch outcome {
-	case replay:
-		s.stats.replays.Add(1)
-		s.send(w, r, stored, statusReplayed, f)
-	case inProgress:
-		s.stats.conflicts.Add(1)
-		s.send(w, r, problemInProgress(cfg.inProgressRetryAfter), "", f)
-	default: // mismatch
-		s.stats.mismatches.Add(1)
-		s.send(w, r, problemMismatch(cfg.mismatchStatus), "", f)
-	}
-}
-
-// execute runs a request that claimed its key: the fault before the effect,
-// the effect, then the record is completed (or released) and the answer sent.
-// Whatever happens, the claim is settled: a dropped connection releases it.
-func (s *Server) execute(w http.ResponseWriter, r *http.Request, cfg *config, f Fault,
-	sc scope, rec *record, collection string, obj map[string]any) {
-	settled := false
-	defer func() {
-		if !settled {
-			s.table.release(sc, rec)
-		}
-	}()
-	if resp := s.pre(w, r, f, func() { s.table.release(sc, rec); settled = true }); resp != nil {
-		idem := ""
-		if cfg.storesInjected(resp.status) {
-			s.table.complete(sc, rec, resp)
-			idem = statusStored
-		} else {
-			s.table.release(sc, rec)
-		}
-		settled = true
-		s.send(w, r, resp, idem, f)
-		return
-	}
-	resp := s.create(collection, obj, sc, true)
-	s.table.complete(sc, rec, resp)
-	settled = true
-	s.send(w, r, resp, statusStored, f)
+	s.serveKeyed(w, r, cfg, f, &post{sc: sc, collection: collection, obj: obj, body: body})
 }
 
 // create is the effect: it appends a new object to the ledger and returns the
@@ -212,7 +164,7 @@ func (s *Server) create(collection string, obj map[string]any, sc scope, hasKey 
 // serveGet reads an object.
 func (s *Server) serveGet(w http.ResponseWriter, r *http.Request, rp *routePlan, collection, id string) {
 	f := rp.next(rp.operationOf(r, ""), &s.ops)
-	if resp := s.pre(w, r, f, nil); resp != nil {
+	if resp := s.pre(w, r, f); resp != nil {
 		s.send(w, r, resp, "", f)
 		return
 	}

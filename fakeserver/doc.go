@@ -28,7 +28,10 @@
 // The same key with another fingerprint gets 422 (or 409, see
 // Scenario.MismatchStatus), problem type .../payload-mismatch, code
 // idempotency.payload_mismatch. A route can require the key (400 without it).
-// Records expire after Scenario.TTL and are bounded by Scenario.MaxRecords.
+// Records expire after Scenario.TTL and are bounded by Scenario.MaxRecords
+// (read at New and Reset). The records and these decisions are package
+// idempotency's middleware and MemoryStore, configured by the scenario;
+// validation, faults, capacity, the ledger and the admin API stay here.
 //
 // What is stored is set by Scenario.Mode: by default (ModeIETF) a transient
 // failure injected after the claim releases the key, so the retry executes;

@@ -81,38 +81,42 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 
 // pre carries out the part of f before the effect: its latency, then a status
 // (returned, to be sent instead of executing), a reset or a hang (neither
-// returns). It returns nil when the request goes on. settle, if not nil, is
-// called before the connection is aborted, so that a client that sees the
-// reset finds the key released, not still in progress.
-func (s *Server) pre(w http.ResponseWriter, r *http.Request, f Fault, settle func()) *response {
+// returns). It returns nil when the request goes on.
+func (s *Server) pre(w http.ResponseWriter, r *http.Request, f Fault) *response {
+	resp, abort, ok := s.preFault(r.Context(), f)
+	if !ok {
+		abortConn(w, abort)
+	}
+	return resp
+}
+
+// preFault is pre without the abort: ok is false when the connection must be
+// dropped the way abort says, which the caller does once it has settled the
+// request's claim, so that a client that sees the reset finds the key
+// released, not still in progress.
+func (s *Server) preFault(ctx context.Context, f Fault) (resp *response, abort abortKind, ok bool) {
 	if f.Kind == FaultLatency {
 		s.stats.fault(string(FaultLatency))
 	}
-	abort := func(kind abortKind) {
-		if settle != nil {
-			settle()
-		}
-		abortConn(w, kind)
-	}
-	if !s.sleep(r.Context(), time.Duration(f.Latency)) {
-		abort(abortGone)
+	if !s.sleep(ctx, time.Duration(f.Latency)) {
+		return nil, abortGone, false
 	}
 	switch f.Kind {
 	case FaultStatus:
 		s.stats.fault(string(FaultStatus))
-		return s.statusResponse(f)
+		return s.statusResponse(f), 0, true
 	case FaultReset:
 		s.stats.fault(string(FaultReset))
-		abort(abortReset)
+		return nil, abortReset, false
 	case FaultHang:
 		s.stats.fault(string(FaultHang))
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 		case <-s.closing.Done():
 		}
-		abort(abortGone)
+		return nil, abortGone, false
 	}
-	return nil
+	return nil, 0, true
 }
 
 // statusResponse is the answer of a FaultStatus.

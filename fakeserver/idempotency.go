@@ -1,21 +1,29 @@
 package fakeserver
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
-	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/resilienthttp/resilient/idempotency"
 )
 
 // MaxKeyLength is the longest Idempotency-Key accepted, in bytes after
 // unquoting; a longer key is answered with 400.
-const MaxKeyLength = 255
+const MaxKeyLength = idempotency.MaxKeyLength
 
-// scope identifies an idempotency record: the principal (SHA-256 of the
-// Authorization header, never the header itself), the method and route, and
-// the key.
+// noLease is the lease of a claim: none. A claim lasts until its request
+// settles it (stored, or released when it fails or its client goes away).
+const noLease = 100 * 365 * 24 * time.Hour
+
+// scope identifies an idempotency record, for the ledger's count of effects
+// per record: the principal (SHA-256 of the Authorization header, never the
+// header itself), the method and route, and the key.
 type scope struct {
 	principal [sha256.Size]byte
 	route     string // e.g. "POST /v1/charges"
@@ -31,67 +39,6 @@ func principalOf(r *http.Request) [sha256.Size]byte {
 	return sha256.Sum256([]byte(auth))
 }
 
-// parseKey reads the Idempotency-Key header, bare (abc) or as a Structured Field
-// string ("abc", RFC 8941 §3.3.3, as the IETF draft sends it). present is false
-// when there is no header.
-func parseKey(h http.Header) (key string, present bool, err error) {
-	vals := h.Values("Idempotency-Key")
-	switch len(vals) {
-	case 0:
-		return "", false, nil
-	case 1:
-	default:
-		return "", true, errors.New("more than one Idempotency-Key header")
-	}
-	v := strings.Trim(vals[0], " \t")
-	if strings.HasPrefix(v, `"`) {
-		key, err = parseSFString(v)
-		if err != nil {
-			return "", true, err
-		}
-	} else {
-		for i := 0; i < len(v); i++ {
-			if v[i] < 0x20 || v[i] > 0x7e {
-				return "", true, errors.New("Idempotency-Key must be printable ASCII")
-			}
-		}
-		key = v
-	}
-	switch {
-	case key == "":
-		return "", true, errors.New("Idempotency-Key is empty")
-	case len(key) > MaxKeyLength:
-		return "", true, errors.New("Idempotency-Key is longer than 255 characters")
-	}
-	return key, true, nil
-}
-
-// parseSFString parses an sf-string that must be the whole value.
-func parseSFString(v string) (string, error) {
-	var b strings.Builder
-	for i := 1; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c == '\\':
-			i++
-			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
-				return "", errors.New("Idempotency-Key: invalid escape in quoted string")
-			}
-			b.WriteByte(v[i])
-		case c == '"':
-			if i != len(v)-1 {
-				return "", errors.New("Idempotency-Key: data after the quoted string")
-			}
-			return b.String(), nil
-		case c < 0x20 || c > 0x7e:
-			return "", errors.New("Idempotency-Key: quoted string must be printable ASCII")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", errors.New("Idempotency-Key: unterminated quoted string")
-}
-
 // response is a complete answer: what an idempotency record stores and replays.
 // It is never modified once built.
 type response struct {
@@ -100,145 +47,167 @@ type response struct {
 	body   []byte
 }
 
-// claim is the outcome of table.begin.
-type claim uint8
-
-const (
-	claimed    claim = iota // the caller owns the key: execute, then complete or release
-	replay                  // the key is completed: replay the stored response
-	inProgress              // another request holds the key
-	mismatch                // the key was used with another fingerprint
-)
-
-type recordState uint8
-
-const (
-	stateInProgress recordState = iota
-	stateCompleted
-)
-
-type record struct {
-	state       recordState
-	fingerprint [sha256.Size]byte
-	expires     time.Time
-	resp        *response // set when completed
+// newStore returns the store of the idempotency records: package
+// idempotency's MemoryStore, bounded, checking the payload before the run in
+// progress (a key reused with another payload is told so at once).
+func newStore(maxRecords int) *idempotency.MemoryStore {
+	return idempotency.NewMemoryStore(idempotency.MaxRecords(maxRecords), idempotency.MismatchFirst())
 }
 
-type fifoEntry struct {
-	scope scope
-	rec   *record
+// mount builds cfg's middleware over store: package idempotency in the
+// configuration of the scenario. The records keep every header an answer of
+// fakeserver's may carry: the package's defaults, Retry-After, and those of
+// the scenario's faults and of the faults enqueued.
+func (s *Server) mount(cfg *config, store *idempotency.MemoryStore, enqueued ...Fault) {
+	headers := append(slices.Clone(idempotency.DefaultHeaders), "Retry-After")
+	if cfg.idem != nil {
+		headers = cfg.headers
+	}
+	for _, r := range cfg.sc.Routes {
+		headers = faultHeaders(headers, r.Script)
+		headers = faultHeaders(headers, r.Mix)
+	}
+	cfg.headers = faultHeaders(headers, enqueued)
+	storage := idempotency.StorageIETF
+	if cfg.stripe {
+		storage = idempotency.StorageStripe
+	}
+	mw, err := idempotency.New(store, idempotency.Config{
+		Route:          func(r *http.Request) string { return r.URL.Path },
+		Fingerprint:    idempotency.JSONBody,
+		TTL:            cfg.ttl,
+		Lease:          noLease,
+		MaxBody:        maxBodyBytes,
+		MaxAnswer:      4 * maxBodyBytes,
+		Headers:        cfg.headers,
+		RetryAfter:     cfg.inProgressRetryAfter,
+		Storage:        storage,
+		MismatchStatus: cfg.mismatchStatus,
+		Now:            s.now,
+	})
+	if err != nil { // cannot happen: the scenario was validated
+		panic("fakeserver: " + err.Error())
+	}
+	cfg.store, cfg.idem = store, mw.Handler(http.HandlerFunc(s.serveClaimed))
 }
 
-// table is the idempotency store: records keyed by scope, bounded in number and
-// expiring after a TTL. One mutex guards it; it is never held while a request is
-// served.
-type table struct {
-	mu   sync.Mutex
-	recs map[scope]*record // guarded by mu
-	fifo []fifoEntry       // guarded by mu; records in claim order, some stale
-	head int               // guarded by mu; fifo[head] is the oldest entry
-}
-
-func newTable() *table { return &table{recs: make(map[scope]*record)} }
-
-// begin looks the key up and, when it is free, claims it atomically: of two
-// concurrent begins with one scope exactly one gets claimed. For a replay it
-// also returns the stored response.
-func (t *table) begin(s scope, fp [sha256.Size]byte, now time.Time, ttl time.Duration, maxRecords int) (*record, claim, *response) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.evict(now, maxRecords)
-	if r, ok := t.recs[s]; ok {
-		if r.state == stateCompleted && !now.Before(r.expires) {
-			delete(t.recs, s)
-		} else {
-			switch {
-			case r.fingerprint != fp:
-				return r, mismatch, nil
-			case r.state == stateInProgress:
-				return r, inProgress, nil
-			default:
-				return r, replay, r.resp
+// faultHeaders adds to headers the names of the headers of faults, once.
+func faultHeaders(headers []string, faults []Fault) []string {
+	for _, f := range faults {
+		for k := range f.Headers {
+			if k = http.CanonicalHeaderKey(k); !slices.Contains(headers, k) {
+				headers = append(slices.Clip(headers), k)
 			}
 		}
 	}
-	r := &record{state: stateInProgress, fingerprint: fp, expires: now.Add(ttl)}
-	t.recs[s] = r
-	t.fifo = append(t.fifo, fifoEntry{s, r})
-	return r, claimed, nil
+	return headers
 }
 
-// complete stores resp in a record claimed by begin.
-func (t *table) complete(s scope, r *record, resp *response) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.recs[s] == r { // not evicted or reset meanwhile
-		r.state, r.resp = stateCompleted, resp
+// post is a keyed POST on its way through the middleware: what the handler
+// needs, and what it did.
+type post struct {
+	ctx        context.Context // the request's own: the handler's context is detached from it
+	f          Fault
+	sc         scope
+	collection string
+	obj        map[string]any
+	body       []byte
+	ran        bool      // the handler ran: the key was claimed
+	abort      abortKind // how to drop the connection, when drop is set
+	drop       bool
+}
+
+type postKey struct{}
+
+// serveKeyed serves a keyed POST through package idempotency. Its faults stay
+// fakeserver's: the part before the effect runs in the handler when the key
+// is claimed, else before the replay, the 409 or the mismatch is sent; the
+// part on the transmission acts on whatever is sent.
+func (s *Server) serveKeyed(w http.ResponseWriter, r *http.Request, cfg *config, f Fault, p *post) {
+	p.ctx, p.f = r.Context(), f
+	mr := r.Clone(context.WithValue(context.WithoutCancel(r.Context()), postKey{}, p))
+	mr.URL.Path = "/v1/" + p.collection
+	mr.Body, mr.ContentLength = io.NopCloser(bytes.NewReader(p.body)), int64(len(p.body))
+	rec := &capture{header: http.Header{}}
+	cfg.idem.ServeHTTP(rec, mr)
+	if p.drop {
+		abortConn(w, p.abort) // the claim is released
+	}
+	resp, mark := rec.response()
+	if p.ran {
+		s.send(w, r, resp, mark, f)
+		return
+	}
+	if fr := s.pre(w, r, f); fr != nil {
+		s.send(w, r, fr, "", f)
+		return
+	}
+	switch {
+	case mark == statusReplayed:
+		s.stats.replays.Add(1)
+		s.send(w, r, resp, statusReplayed, f)
+	case resp.status == http.StatusConflict && bytes.Contains(resp.body, []byte(ProblemTypeBase+"in-progress")):
+		s.stats.conflicts.Add(1)
+		s.send(w, r, problemInProgress(cfg.inProgressRetryAfter), "", f)
+	default: // mismatch
+		s.stats.mismatches.Add(1)
+		s.send(w, r, problemMismatch(cfg.mismatchStatus), "", f)
 	}
 }
 
-// release forgets a record claimed by begin, so that a retry executes again.
-func (t *table) release(s scope, r *record) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.recs[s] == r {
-		delete(t.recs, s)
+// serveClaimed is the handler behind the middleware, run once the key is
+// claimed: the fault before the effect, then the effect. A dropped connection
+// answers 429, which every storage policy releases, and is dropped once the
+// middleware has released the claim.
+func (s *Server) serveClaimed(w http.ResponseWriter, r *http.Request) {
+	p := r.Context().Value(postKey{}).(*post)
+	p.ran = true
+	resp, abort, ok := s.preFault(p.ctx, p.f)
+	if !ok {
+		p.drop, p.abort = true, abort
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	if resp == nil {
+		resp = s.create(p.collection, p.obj, p.sc, true)
+	}
+	for k, v := range resp.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.status)
+	_, _ = w.Write(resp.body)
+}
+
+// capture records the middleware's answer, for fakeserver to send it with
+// its faults.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
 	}
 }
 
-func (t *table) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.recs)
+func (c *capture) Write(b []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return c.body.Write(b)
 }
 
-func (t *table) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.recs = make(map[scope]*record)
-	t.fifo, t.head = nil, 0
-}
-
-// evict drops expired records from the old end of the fifo, then the oldest
-// completed records while the table is full. In-progress records are never
-// evicted: that would let a duplicate execute. evict requires t.mu held.
-func (t *table) evict(now time.Time, maxRecords int) {
-	for t.head < len(t.fifo) {
-		e := t.fifo[t.head]
-		if t.recs[e.scope] == e.rec {
-			if e.rec.state != stateCompleted || now.Before(e.rec.expires) {
-				break
-			}
-			delete(t.recs, e.scope)
+// response returns the captured answer without the headers send sets, and
+// its Idempotency-Status.
+func (c *capture) response() (*response, string) {
+	mark := c.header.Get("Idempotency-Status")
+	h := c.header.Clone()
+	for k := range h {
+		if strings.EqualFold(k, "Content-Length") || strings.EqualFold(k, "Idempotency-Status") {
+			delete(h, k)
 		}
-		t.pop()
 	}
-	for budget := len(t.fifo) - t.head; len(t.recs) >= maxRecords && budget > 0; budget-- {
-		e := t.fifo[t.head]
-		t.pop()
-		if t.recs[e.scope] != e.rec {
-			continue // stale: released or replaced
-		}
-		if e.rec.state == stateInProgress {
-			t.fifo = append(t.fifo, e) // keep it; look at the next one
-			continue
-		}
-		delete(t.recs, e.scope)
-	}
-	// Compact when the consumed prefix or the stale entries dominate.
-	if live := len(t.fifo) - t.head; t.head > 1024 && t.head > live || live > 2*len(t.recs)+1024 {
-		kept := make([]fifoEntry, 0, len(t.recs)+1)
-		for _, e := range t.fifo[t.head:] {
-			if t.recs[e.scope] == e.rec {
-				kept = append(kept, e)
-			}
-		}
-		t.fifo, t.head = kept, 0
-	}
-}
-
-// pop drops the oldest fifo entry; it requires t.mu held.
-func (t *table) pop() {
-	t.fifo[t.head] = fifoEntry{}
-	t.head++
+	return &response{status: c.status, header: h, body: c.body.Bytes()}, mark
 }

@@ -333,3 +333,31 @@ func TestEveryAnswerEchoesTheKey(t *testing.T) {
 		assert.Equal(t, "k-1", resp.Header.Get("Idempotency-Key"))
 	}
 }
+
+// A stored injected fault is replayed with every header it was answered
+// with, Retry-After and the fault's own included (the records are package
+// idempotency's, which store only the headers fakeserver names).
+func TestStoredFaultReplaysItsHeaders(t *testing.T) {
+	for _, enqueue := range []bool{false, true} {
+		fault := fakeserver.Fault{Kind: fakeserver.FaultStatus, Status: 500,
+			RetryAfter: fakeserver.Duration(2 * time.Second), Headers: map[string]string{"X-Should-Retry": "false"}}
+		opts := []fakeserver.Option{fakeserver.WithMode(fakeserver.ModeStripe)}
+		if !enqueue {
+			opts = append(opts, fakeserver.WithRoute(fakeserver.Route{Match: "POST /v1/charges", Script: []fakeserver.Fault{fault}}))
+		}
+		s, c, base := conns()[1].start(t, opts...)
+		if enqueue {
+			require.NoError(t, s.Enqueue("POST /v1/charges", fault))
+		}
+		first := mustDo(t, c, base, req{key: "k"})
+		retry := mustDo(t, c, base, req{key: "k"})
+		require.Equal(t, 500, first.status)
+		assert.Equal(t, "stored", first.header.Get("Idempotency-Status"))
+		assert.Equal(t, "replayed", retry.header.Get("Idempotency-Status"))
+		for _, h := range []string{"X-Should-Retry", "Retry-After", "Content-Type"} {
+			assert.Equal(t, first.header.Get(h), retry.header.Get(h), "%s, enqueued %v", h, enqueue)
+			assert.NotEmpty(t, retry.header.Get(h), h)
+		}
+		assert.Equal(t, first.body, retry.body)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/resilienthttp/resilient/idempotency"
 )
 
 // Defaults resolved by compile.
@@ -33,6 +35,9 @@ type config struct {
 	outages              []Outage
 	capacity             *capacity
 	routes               []*routePlan
+	store                *idempotency.MemoryStore // the records, shared by the configs until Reset
+	idem                 http.Handler             // package idempotency over store, configured as the scenario says
+	headers              []string                 // the response headers idem stores (see mount)
 }
 
 func compile(sc Scenario) (*config, error) {
@@ -86,19 +91,6 @@ func (c *config) route(method, path string) *routePlan {
 		}
 	}
 	return nil
-}
-
-// storesInjected reports whether an injected status, answered after the key was
-// claimed, is stored in the idempotency record (see Mode).
-func (c *config) storesInjected(status int) bool {
-	if c.stripe {
-		return status != http.StatusTooManyRequests
-	}
-	switch status {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
-		return false
-	}
-	return status >= 400 && status < 500
 }
 
 // routePlan is the run-time state of one Route: what remains of its script and

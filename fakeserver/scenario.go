@@ -27,11 +27,12 @@ type Scenario struct {
 	// MismatchStatus answers a key reused with a different payload: 422 (default)
 	// or 409.
 	MismatchStatus int `json:"mismatch_status,omitempty"`
-	// TTL is how long an idempotency record lives after its key was first
-	// claimed. Default 24h.
+	// TTL is how long an idempotency record lives after its answer was
+	// stored. Default 24h.
 	TTL Duration `json:"ttl,omitempty"`
-	// MaxRecords bounds the idempotency store; when it is full, expired records
-	// and then the oldest completed records are evicted. Default 1,000,000.
+	// MaxRecords bounds the idempotency store; a new claim that finds it full
+	// evicts the oldest completed records. It is read by New and Reset, not by
+	// SetScenario. Default 1,000,000.
 	MaxRecords int `json:"max_records,omitempty"`
 	// RequireKey makes Idempotency-Key mandatory on every POST (400 without it).
 	// Default false; Route.RequireKey sets it per route.

@@ -36,7 +36,6 @@ type Server struct {
 	cfg   atomic.Pointer[config] // the scenario in force
 	epoch atomic.Int64           // when the scenario started, in Unix nanoseconds (outages count from it)
 	seq   atomic.Int64           // the last object id number handed out
-	table *table                 // idempotency records
 	led   *ledger                // effects
 	stats stats                  // counters
 	ops   opCounts               // attempts per operation, for DrawOperation
@@ -65,7 +64,8 @@ func NewUnstarted(opts ...Option) *Server {
 	if err != nil {
 		panic(err.Error())
 	}
-	s := &Server{now: o.now, table: newTable(), led: newLedger(), pushbackCfg: o.pushback}
+	s := &Server{now: o.now, led: newLedger(), pushbackCfg: o.pushback}
+	s.mount(cfg, newStore(cfg.maxRecords))
 	s.closing, s.closeNow = context.WithCancel(context.Background())
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	s.rt = &transport{s: s}
@@ -153,6 +153,7 @@ func (s *Server) SetScenario(sc Scenario) error {
 	}
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
+	s.mount(cfg, s.cfg.Load().store) // the records are kept
 	s.cfg.Store(cfg)
 	s.epoch.Store(s.now().UnixNano())
 	return nil
@@ -175,6 +176,9 @@ func (s *Server) Enqueue(match string, faults ...Fault) error {
 	for _, p := range cfg.routes {
 		if p.source == match {
 			p.enqueue(faults)
+			next := *cfg
+			s.mount(&next, cfg.store, faults...) // the records keep the faults' headers
+			s.cfg.Store(&next)
 			return nil
 		}
 	}
@@ -185,6 +189,7 @@ func (s *Server) Enqueue(match string, faults ...Fault) error {
 	p.enqueue(faults)
 	next := *cfg
 	next.routes = append([]*routePlan{p}, cfg.routes...)
+	s.mount(&next, cfg.store, faults...)
 	s.cfg.Store(&next)
 	return nil
 }
@@ -200,8 +205,8 @@ func (s *Server) Reset() {
 	if err != nil { // cannot happen: it compiled before
 		panic(err.Error())
 	}
+	s.mount(cfg, newStore(cfg.maxRecords))
 	s.cfg.Store(cfg)
-	s.table.reset()
 	s.led.reset()
 	s.ops.reset()
 	s.seq.Store(0)
@@ -219,7 +224,7 @@ func (s *Server) restart(now time.Time) {
 func (s *Server) Stats() Stats {
 	st := s.stats.snapshot()
 	st.Effects, st.DuplicateEffects = s.led.counts()
-	st.Records = s.table.len()
+	st.Records = s.cfg.Load().store.Len()
 	if pb, ok := s.PushbackStats(); ok {
 		st.PushbackRefused = int64(pb.RetriesShed + pb.FirstAttemptsShed)
 		st.PushbackHinted = int64(pb.Hinted)

@@ -166,7 +166,7 @@ func (st *stats) reset(now time.Time) {
 	st.started, st.series = now, nil
 }
 
-// snapshot reads the counters; the caller fills in the ledger and table fields.
+// snapshot reads the counters; the caller fills in the ledger and records fields.
 func (st *stats) snapshot() Stats {
 	s := Stats{
 		Requests:            st.requests.Load(),

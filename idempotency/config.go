@@ -47,6 +47,16 @@ type Config struct {
 	// RetryAfter is the Retry-After of the 409 answered while a request
 	// with the key runs. Default 1 s.
 	RetryAfter time.Duration
+	// Storage says which answers of the handler are stored and which are
+	// released for a retry to run again. Default StorageByStore.
+	Storage Storage
+	// MismatchStatus is the status answered for a key reused with another
+	// payload: 422 (default) or 409.
+	MismatchStatus int
+	// Now is the records' clock: when a request claims its key, and when
+	// an answer expires. The handler's deadline stays on the real clock.
+	// Default time.Now; tests set it to expire records without waiting.
+	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
 	// in_progress, mismatch, expired, released, store_error, panic).
 	// Default: no logging.
@@ -97,6 +107,9 @@ func (c Config) withDefaults() Config {
 		h[i] = http.CanonicalHeaderKey(name)
 	}
 	c.Headers = h
+	if c.MismatchStatus == 0 {
+		c.MismatchStatus = http.StatusUnprocessableEntity
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

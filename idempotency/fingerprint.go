@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"errors"
 	"mime"
 	"net/http"
@@ -53,6 +54,26 @@ func JSONFields(fields ...string) FingerprintFunc {
 		}
 		return b, nil
 	}
+}
+
+// JSONBody identifies a request by its method, its path and the
+// canonical form of its body, which must be one JSON object whatever its
+// Content-Type; an empty body counts as {}. Any other body is an error, so
+// it is answered 400 before a claim is made or anything runs.
+func JSONBody(r *http.Request, body []byte) ([]byte, error) {
+	b := append(append([]byte(r.Method), 0), r.URL.Path...)
+	b = append(b, 0)
+	if len(bytes.TrimSpace(body)) == 0 {
+		return append(b, "{}"...), nil
+	}
+	v, err := decodeJSON(body)
+	if err != nil {
+		return nil, errors.New("the body is not JSON: " + err.Error())
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, errors.New("the body is not a JSON object")
+	}
+	return canonicalJSON(b, v), nil
 }
 
 // isJSON reports whether a Content-Type is application/json or +json.

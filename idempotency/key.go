@@ -83,3 +83,12 @@ func parseSFString(v string) (string, error) {
 	}
 	return "", errKeyOpen
 }
+
+// ParseKey reads the key header name of h as the middleware does: bare or
+// a Structured Field string, printable ASCII, 1 to MaxKeyLength bytes.
+// present is false when there is no header; err says why a key is
+// refused. A server reads it to act on the key before the middleware, as
+// fakeserver draws its faults by key.
+func ParseKey(h http.Header, name string) (key string, present bool, err error) {
+	return parseKey(h, http.CanonicalHeaderKey(name))
+}

@@ -19,9 +19,37 @@ import (
 // are ignored; Sweep deletes them. The zero value is not usable: call
 // NewMemoryStore. Safe for concurrent use by multiple goroutines.
 type MemoryStore struct {
-	mu   sync.Mutex
-	recs map[[sha256.Size]byte]*memRecord // guarded by mu
-	gen  uint64                           // guarded by mu; numbers claims
+	mu            sync.Mutex
+	recs          map[[sha256.Size]byte]*memRecord // guarded by mu
+	gen           uint64                           // guarded by mu; numbers claims
+	fifo          []memEntry                       // guarded by mu; claims in order, some stale (MaxRecords only)
+	head          int                              // guarded by mu; fifo[head] is the oldest entry
+	maxRecords    int                              // 0: unbounded
+	mismatchFirst bool
+}
+
+// memEntry names the record of h claimed as gen, in MemoryStore.fifo.
+type memEntry struct {
+	h   [sha256.Size]byte
+	gen uint64
+}
+
+// MemoryOption configures NewMemoryStore.
+type MemoryOption func(*MemoryStore)
+
+// MaxRecords bounds a MemoryStore to n records. Begin drops the oldest
+// records once expired; a new claim that finds the store full drops the
+// oldest completed records. A record in progress is never dropped: that would let its
+// operation run twice. Default: unbounded (n ≤ 0).
+func MaxRecords(n int) MemoryOption {
+	return func(m *MemoryStore) { m.maxRecords = max(n, 0) }
+}
+
+// MismatchFirst makes Begin answer Mismatch, not Busy, for a scope in
+// progress with another fingerprint: the client learns at once that its
+// payload is wrong, instead of after the run. Default: Busy first.
+func MismatchFirst() MemoryOption {
+	return func(m *MemoryStore) { m.mismatchFirst = true }
 }
 
 type memRecord struct {
@@ -32,9 +60,13 @@ type memRecord struct {
 	expires time.Time // once completed
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{recs: make(map[[sha256.Size]byte]*memRecord)}
+// NewMemoryStore returns an empty MemoryStore configured by opts.
+func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
+	m := &MemoryStore{recs: make(map[[sha256.Size]byte]*memRecord)}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // Atomic returns false: the store cannot undo an operation's effects.
@@ -49,8 +81,13 @@ func (m *MemoryStore) Begin(ctx context.Context, s Scope, fp Fingerprint, now, l
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	expired := false
+	if m.maxRecords > 0 {
+		m.dropExpired(now)
+	}
 	if r, ok := m.recs[h]; ok {
 		switch {
+		case m.mismatchFirst && r.fp != fp && (r.resp != nil && now.Before(r.expires) || r.resp == nil && now.Before(r.lease)):
+			return Begun{State: Mismatch}, nil
 		case r.resp == nil && now.Before(r.lease):
 			return Begun{State: Busy}, nil
 		case r.resp == nil:
@@ -63,8 +100,15 @@ func (m *MemoryStore) Begin(ctx context.Context, s Scope, fp Fingerprint, now, l
 			return Begun{State: Replay, Response: r.resp}, nil
 		}
 	}
+	if m.maxRecords > 0 {
+		delete(m.recs, h) // the record replaced (expired, or its lease ran out) makes room first
+		m.makeRoom()
+	}
 	m.gen++
 	m.recs[h] = &memRecord{fp: fp, gen: m.gen, lease: lease}
+	if m.maxRecords > 0 {
+		m.fifo = append(m.fifo, memEntry{h, m.gen})
+	}
 	return Begun{State: Claimed, Claim: &memClaim{m: m, h: h, gen: m.gen}, Expired: expired}, nil
 }
 
@@ -122,4 +166,53 @@ func (c *memClaim) Release(context.Context) error {
 	}
 	delete(c.m.recs, c.h)
 	return nil
+}
+
+// dropExpired drops the expired records at the old end of the fifo
+// (MaxRecords only). It requires m.mu held.
+func (m *MemoryStore) dropExpired(now time.Time) {
+	for m.head < len(m.fifo) {
+		e := m.fifo[m.head]
+		if r, ok := m.recs[e.h]; ok && r.gen == e.gen {
+			if r.resp == nil || now.Before(r.expires) {
+				break
+			}
+			delete(m.recs, e.h)
+		}
+		m.pop()
+	}
+}
+
+// makeRoom drops the oldest completed records while the store is full,
+// before a new record is added. It requires m.mu held.
+func (m *MemoryStore) makeRoom() {
+	for budget := len(m.fifo) - m.head; len(m.recs) >= m.maxRecords && budget > 0; budget-- {
+		e := m.fifo[m.head]
+		m.pop()
+		r, ok := m.recs[e.h]
+		switch {
+		case !ok || r.gen != e.gen:
+			// stale: released, taken over or swept
+		case r.resp == nil:
+			m.fifo = append(m.fifo, e) // in progress: keep it, look at the next
+		default:
+			delete(m.recs, e.h)
+		}
+	}
+	// Compact when the consumed prefix or the stale entries dominate.
+	if live := len(m.fifo) - m.head; m.head > 1024 && m.head > live || live > 2*len(m.recs)+1024 {
+		kept := make([]memEntry, 0, len(m.recs)+1)
+		for _, e := range m.fifo[m.head:] {
+			if r, ok := m.recs[e.h]; ok && r.gen == e.gen {
+				kept = append(kept, e)
+			}
+		}
+		m.fifo, m.head = kept, 0
+	}
+}
+
+// pop drops the oldest fifo entry. It requires m.mu held.
+func (m *MemoryStore) pop() {
+	m.fifo[m.head] = memEntry{}
+	m.head++
 }

@@ -38,7 +38,7 @@ type Middleware struct {
 // the handler once, buffered, and stores its answer (status, the headers
 // of Config.Headers, body) with Idempotency-Status: stored. A later
 // request with the scope gets that answer byte for byte with
-// Idempotency-Status: replayed; one with another fingerprint gets 422;
+// Idempotency-Status: replayed; one with another fingerprint gets 422 (Config.MismatchStatus);
 // one that arrives while the first runs gets 409 with Retry-After. Every
 // answer of the middleware's own is an RFC 9457 problem, unstored and
 // without Idempotency-Status.
@@ -60,6 +60,12 @@ type Middleware struct {
 func New(store Store, cfg Config) (*Middleware, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: New: nil Store")
+	}
+	if !cfg.Storage.valid() {
+		return nil, fmt.Errorf("idempotency: New: unknown Storage %d", cfg.Storage)
+	}
+	if s := cfg.MismatchStatus; s != 0 && s != http.StatusConflict && s != http.StatusUnprocessableEntity {
+		return nil, fmt.Errorf("idempotency: New: MismatchStatus %d: want 409 or 422", s)
 	}
 	return &Middleware{store: store, cfg: cfg.withDefaults()}, nil
 }
@@ -101,10 +107,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	s := Scope{Principal: hashPrincipal(m.cfg.Principal(r)), Route: r.Method + " " + m.cfg.Route(r), Key: key}
-	now := time.Now()
-	lease, ok := r.Context().Deadline()
+	wall := time.Now()
+	deadline, ok := r.Context().Deadline()
 	if !ok {
-		lease = now.Add(m.cfg.Lease)
+		deadline = wall.Add(m.cfg.Lease)
+	}
+	now, lease := wall, deadline
+	if m.cfg.Now != nil {
+		now = m.cfg.Now()
+		lease = now.Add(deadline.Sub(wall)) // the deadline on the records' clock
 	}
 	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, lease)
 	if err != nil {
@@ -124,15 +135,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		writeResponse(w, problemInProgress(m.cfg.KeyHeader, m.cfg.RetryAfter), "")
 	case Mismatch:
 		m.event(r.Context(), slog.LevelInfo, "mismatch", s)
-		writeResponse(w, problemMismatch(m.cfg.KeyHeader), "")
+		writeResponse(w, problemMismatch(m.cfg.KeyHeader, m.cfg.MismatchStatus), "")
 	default:
-		m.run(w, r, h, s, b.Claim, body, lease)
+		m.run(w, r, h, s, b.Claim, body, deadline)
 	}
 }
 
 // run runs h under claim c and settles the claim: stored or released.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, lease time.Time) {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), lease)
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
 	defer cancel()
 	ctx = c.Context(ctx)
 	hr := r.WithContext(ctx)
@@ -162,16 +173,9 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	if failed {
 		resp = problemFailed(failureDetail(panicked, m.cfg.MaxAnswer))
 	}
-	var store bool
-	switch {
-	case failed:
+	store := m.cfg.Storage.stores(resp.Status, m.store.Atomic())
+	if failed {
 		store = !m.store.Atomic() // the handler may have acted and nothing can undo it
-	case nothingDone(resp.Status):
-		store = false // the handler says it did not act: the retry must run
-	case resp.Status >= 500:
-		store = !m.store.Atomic()
-	default:
-		store = true
 	}
 	if !store {
 		if err := c.Release(ctx); err != nil {
@@ -180,7 +184,7 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 		m.event(ctx, slog.LevelDebug, "released", s, slog.Int("status", resp.Status))
 		return resp, "", !failed
 	}
-	if err := c.Complete(ctx, resp, time.Now().Add(m.cfg.TTL)); err != nil {
+	if err := c.Complete(ctx, resp, m.now().Add(m.cfg.TTL)); err != nil {
 		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		if m.store.Atomic() {
 			return problemFailed("the answer could not be stored; nothing was done: retry"), "", false
@@ -189,6 +193,14 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	}
 	m.event(ctx, slog.LevelDebug, "stored", s, slog.Int("status", resp.Status))
 	return resp, StatusStored, !failed
+}
+
+// now reads the records' clock, Config.Now.
+func (m *Middleware) now() time.Time {
+	if m.cfg.Now != nil {
+		return m.cfg.Now()
+	}
+	return time.Now()
 }
 
 // invoke calls h, recovering a panic, its value and its stack.

@@ -65,8 +65,8 @@ func problemInProgress(header string, retryAfter time.Duration) *Response {
 	return p
 }
 
-func problemMismatch(header string) *Response {
-	return problemResponse(http.StatusUnprocessableEntity, "payload-mismatch", header+" is already used",
+func problemMismatch(header string, status int) *Response {
+	return problemResponse(status, "payload-mismatch", header+" is already used",
 		"This "+header+" was already used with a different payload for this operation; a new operation needs a new key.",
 		"idempotency.payload_mismatch")
 }

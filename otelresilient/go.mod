@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/resilienthttp/resilient v0.1.0
-	github.com/resilienthttp/resilient/idempotency v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/resilienthttp/resilient v0.1.0
-	github.com/resilienthttp/resilient/idempotency v0.1.0
 	github.com/resilienthttp/resilient/idempotency/postgres v0.1.0
 	github.com/resilienthttp/resilient/persist/postgres v0.1.0
 	github.com/stretchr/testify v1.12.1
@@ -24,8 +23,6 @@ require (
 )
 
 replace github.com/resilienthttp/resilient => ../../
-
-replace github.com/resilienthttp/resilient/idempotency => ../../idempotency
 
 replace github.com/resilienthttp/resilient/idempotency/postgres => ../../idempotency/postgres
 
