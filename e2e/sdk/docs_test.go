@@ -16,9 +16,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
-	stripe "github.com/stripe/stripe-go/v85"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	stripe "github.com/stripe/stripe-go/v85"
 )
 
 // hostsRT records the host of every request it passes on (to wire, which
