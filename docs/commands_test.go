@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,4 +111,61 @@ func mainFile(t *testing.T, dir string) string {
 		}
 	}
 	return dir
+}
+
+// slug is GitHub's anchor for a heading.
+func slug(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors returns the anchors of a Markdown file's headings.
+func anchors(md string) map[string]bool {
+	a := map[string]bool{}
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "#") {
+			a[slug(strings.TrimLeft(l, "#"))] = true
+		}
+	}
+	return a
+}
+
+// TestLinksResolve: every relative link of README.md and docs/*.md names a
+// file or directory of the repository and, with #anchor, a heading of it.
+func TestLinksResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	n := 0
+	for _, page := range pages(t) {
+		md, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for _, m := range link.FindAllStringSubmatch(string(md), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") {
+				continue
+			}
+			n++
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			if _, err := os.Stat(path); !assert.NoError(t, err, "%s: %s", page, target) {
+				continue
+			}
+			if anchor != "" {
+				b, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.True(t, anchors(string(b))[anchor], "%s: %s: no such heading", page, target)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, n, 30, "relative links checked")
 }
