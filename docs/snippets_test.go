@@ -254,24 +254,23 @@ func TestPushbackSnippet(t *testing.T) {
 }
 
 // TestHedgingSnippet is docs/hedging.md's snippet: the first copy of a GET
-// answers only once a second copy has arrived, so the call completes only
+// never answers (until the call cancels it), so the call completes only
 // because the Transport hedged, and the hedge wins.
 func TestHedgingSnippet(t *testing.T) {
-	second := make(chan struct{})
+	done := make(chan struct{})
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
 			select {
-			case <-second:
 			case <-r.Context().Done():
+			case <-done:
 			}
-			_, _ = io.WriteString(w, "slow")
 			return
 		}
-		close(second)
 		_, _ = io.WriteString(w, "fast")
 	}))
 	defer srv.Close()
+	defer close(done)
 
 	client := resilient.NewClient(resilient.WithHedging(resilient.HedgingConfig{
 		Quantile: 0.95,                  // hedge after the host's recent p95 (the default)…
