@@ -296,9 +296,9 @@ func TestHedgingSnippet(t *testing.T) {
 // key is claimed from a bolt file before the attempt, sent, and marked done
 // by the definitive answer, so nothing is left pending.
 func TestPersistenceSnippet(t *testing.T) {
-	var keys []string
+	keys := make(chan string, 8)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		keys <- r.Header.Get("Idempotency-Key")
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer srv.Close()
@@ -320,8 +320,8 @@ func TestPersistenceSnippet(t *testing.T) {
 	defer store.Close()
 	resp.Body.Close()
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	require.Len(t, keys, 1)
-	assert.NotEmpty(t, keys[0])
+	require.Len(t, keys, 1, "one attempt")
+	assert.NotEmpty(t, <-keys, "the operation's key, sent")
 	pending, err := store.Pending(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, pending, "a definitive answer marks the operation done")
