@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// createCharge is the snippet of README.md's "Quickstart", as written there:
+// createCharge is the snippet of README.md's "The outcome of a call", as written there:
 // keep the two the same.
 func createCharge(ctx context.Context, client *http.Client, api string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/charges", bytes.NewReader(body))
@@ -75,22 +75,48 @@ func TestCreateChargeFromReadme(t *testing.T) {
 	}
 }
 
-// TestReadmeSnippets: README.md shows its Go snippets as they are in the
-// test files that compile and run them.
+// TestReadmeSnippets: README.md and docs/testing.md show these Go snippets
+// as they are in the test files that compile and run them (docs'
+// TestGoBlocksRun checks every block; this names the two whole functions).
 func TestReadmeSnippets(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	for _, snippet := range []struct{ file, fn string }{
-		{"readme_test.go", "createCharge"},
-		{filepath.Join("..", "testing-with-fakeserver", "readme_test.go"), "TestChargeIsAppliedOnce"},
+	for _, snippet := range []struct{ page, file, fn string }{
+		{"README.md", "readme_test.go", "createCharge"},
+		{filepath.Join("docs", "testing.md"), filepath.Join("..", "testing-with-fakeserver", "readme_test.go"), "TestChargeIsAppliedOnce"},
 	} {
+		page, err := os.ReadFile(filepath.Join("..", "..", snippet.page))
+		require.NoError(t, err)
 		src, err := os.ReadFile(snippet.file)
 		require.NoError(t, err)
 		_, body, ok := strings.Cut(string(src), "\nfunc "+snippet.fn+"(")
 		require.True(t, ok, "%s has no func %s", snippet.file, snippet.fn)
 		body, _, ok = strings.Cut(body, "\n}\n")
 		require.True(t, ok)
-		require.True(t, strings.Contains(string(readme), "func "+snippet.fn+"("+body+"\n}\n"),
-			"README.md must show func %s as it is in %s", snippet.fn, snippet.file)
+		require.True(t, strings.Contains(string(page), "func "+snippet.fn+"("+body+"\n}\n"),
+			"%s must show func %s as it is in %s", snippet.page, snippet.fn, snippet.file)
 	}
+}
+
+// TestQuickstartAsWritten runs README.md's Quickstart lines as written. Their
+// host, api.example.com, is served in-process by a fakeserver that loses the
+// first response after committing the charge: http.DefaultTransport, which
+// NewClient sends through, is the fakeserver's for this test. Declared as a
+// server that dedupes, the charge is re-sent under its key: one effect.
+func TestQuickstartAsWritten(t *testing.T) {
+	srv := fakeserver.New(fakeserver.WithRoute(fakeserver.Route{
+		Match:  "POST /v1/charges",
+		Script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}},
+	}))
+	defer srv.Close()
+	saved := http.DefaultTransport
+	http.DefaultTransport = srv.Transport()
+	t.Cleanup(func() { http.DefaultTransport = saved })
+	ctx := context.Background()
+
+	client := resilient.NewClient(resilient.WithDedupingServer("api.example.com")) // the API dedupes by Idempotency-Key; or resilient.Wrap(existingClient, …)
+	err := createCharge(ctx, client, "https://api.example.com", []byte(`{"amount":1000,"currency":"eur"}`))
+
+	require.NoError(t, err)
+	require.Equal(t, int64(2), srv.Stats().Requests, "the lost response's charge, re-sent")
+	require.Equal(t, 1, srv.TotalEffects())
+	require.Zero(t, srv.Stats().DuplicateEffects)
 }

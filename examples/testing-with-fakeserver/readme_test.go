@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestChargeIsAppliedOnce is the snippet of README.md's "Testing with
-// fakeserver", as written there: keep the two the same
-// (examples/quickstart's TestReadmeSnippets checks it).
+// TestChargeIsAppliedOnce is the snippet of docs/testing.md, as written
+// there: keep the two the same (examples/quickstart's TestReadmeSnippets
+// and docs' TestGoBlocksRun check it).
 func TestChargeIsAppliedOnce(t *testing.T) {
 	srv := fakeserver.New(fakeserver.WithRoute(fakeserver.Route{
 		Match:  "POST /v1/charges",

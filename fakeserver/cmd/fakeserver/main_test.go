@@ -311,15 +311,21 @@ func TestRunPushback(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-// TestReadmeCommandsRun runs every fakeserver command of the READMEs as
-// written, from the repository root (only the port is made free), and
+// TestReadmeCommandsRun runs every fakeserver command of the READMEs and of
+// docs/*.md as written, from the repository root (only the port is made free), and
 // checks that the files they name exist and that the scenario example is
 // the one fakeserver/README.md shows.
 func TestReadmeCommandsRun(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	require.NoError(t, err)
 	var cmds []string
-	for _, f := range []string{"README.md", "fakeserver/README.md"} {
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	pages := []string{"README.md", "fakeserver/README.md"}
+	for _, d := range docs {
+		pages = append(pages, filepath.Join("docs", filepath.Base(d)))
+	}
+	for _, f := range pages {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		require.NoError(t, err)
 		for _, line := range strings.Split(string(b), "\n") {
