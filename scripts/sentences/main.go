@@ -34,7 +34,7 @@ import (
 	"strings"
 )
 
-// sentence is one measured sentence and where its comment starts.
+// sentence is one measured sentence and the file:line where it starts.
 type sentence struct {
 	pos   string
 	words int
@@ -67,7 +67,7 @@ func main() {
 		}
 		for _, cg := range docs(f) {
 			p := fset.Position(cg.Pos())
-			all = append(all, split(cg.Text(), fmt.Sprintf("%s:%d", name, p.Line))...)
+			all = append(all, split(cg.Text(), name, p.Line)...)
 		}
 	}
 	if len(all) == 0 {
@@ -149,18 +149,20 @@ func docs(f *ast.File) []*ast.CommentGroup {
 }
 
 // split cuts a comment's text into sentences, skipping code blocks, list
-// items, table rows and headings.
-func split(text, pos string) []sentence {
+// items, table rows and headings. The comment starts at line first of file;
+// a line number is off when the comment opens with blank lines.
+func split(text, file string, first int) []sentence {
 	var out []sentence
 	var words []string
+	start := first
 	flush := func() {
 		if len(words) > 0 {
-			out = append(out, sentence{pos: pos, words: len(words), text: strings.Join(words, " ")})
+			out = append(out, sentence{pos: fmt.Sprintf("%s:%d", file, start), words: len(words), text: strings.Join(words, " ")})
 			words = nil
 		}
 	}
 	inList := false
-	for _, line := range strings.Split(text, "\n") {
+	for i, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimSpace(line)
 		switch {
 		case trimmed == "":
@@ -179,6 +181,9 @@ func split(text, pos string) []sentence {
 			continue
 		}
 		for _, w := range strings.Fields(line) {
+			if len(words) == 0 {
+				start = first + i
+			}
 			words = append(words, w)
 			if strings.HasSuffix(w, ".") || strings.HasSuffix(w, "?") || strings.HasSuffix(w, "!") {
 				flush()
