@@ -9,86 +9,22 @@ import (
 
 // Transport is an http.RoundTripper that makes requests safe to retry.
 //
-// For each request (one logical operation) it chooses an idempotency key
-// once, before the first attempt — the caller's header or ContextWithKey,
-// the key a Store holds for a named operation, or a new UUIDv7 for POST and
-// PATCH — and sends that same key on every attempt. It classifies each
-// attempt's outcome (DefaultClassifier), waits with jittered backoff
-// (FullJitter by default) but never less than a server-directed Retry-After
-// and never past the context's deadline, and stops when attempts run out or
-// the host's gate refuses the retry.
+// It treats each request as one operation with one idempotency key, chosen
+// before the first attempt and sent on every attempt. It classifies each
+// attempt's outcome and waits with jittered backoff between attempts. It
+// stops when attempts run out, the deadline nears or the host's gate refuses
+// a retry. A request from a loop that retries on its own gets one attempt
+// per RoundTrip: the loop drives, and the gate may refuse its retries. The
+// package documentation says what each step does: unsafe requests, retry
+// control, calls of one key, outer retry loops, keys on the wire and the
+// RoundTripper contract.
 //
-// Each destination host has a gate that admits every attempt. By default it
-// never refuses or delays a first attempt — what a bare client would send is
-// sent, so wrapping a client cannot make an operation fail that a single
-// attempt would have completed — and it admits retries from the host's
-// RetryTokens: a retry takes a token, a healthy answer earns half a token
-// back, so retries fade as the failure rate grows and stop when everything
-// fails. The host's routes (a method and the first two path segments) share
-// its tokens fairly: a route takes at most the bucket's size beyond what its
-// own healthy answers earn back, so a dead route does not starve the others.
-// A 503 with Retry-After holds back the host's retries for that long, a 429
-// with Retry-After its first attempts too (when the wait fits their
-// deadline); while the host renews such a pause (an answer asks for one
-// while one is on: it is shedding), retries are refused before any wait, and
-// the caller has the last answer at once; a pause set or renewed while a
-// retry waits does not drop it (the server's pushback, an opened breaker or
-// a rate limit past the deadline still do). A RetryBudget or SharedBudget,
-// a CircuitBreaker and a RateLimit are opt-in, in place of the tokens or
-// beside them (WithRetryControl). Only outcomes that say the host is
-// unhealthy (5xx, timeouts, resets) count against it.
+// The zero Transport is not usable. A Transport is safe for concurrent use
+// by multiple goroutines. It should be reused: its per-host state only works
+// if the requests to a host share it.
 //
-// A retry that could not finish before the context's deadline (its wait
-// and the host's usual attempt latency) is not started.
-//
-// Calls of one operation at the same time — one key of the application's:
-// its header, ContextWithKey, a named operation in a Store — take turns: a
-// call whose key is in flight on the Transport waits for that call to end,
-// within its own context, then sends its own attempts, which a server that
-// dedupes answers with the committed answer. The server never sees two
-// attempts of one key at once from the Transport, and no call of it spends a
-// retry token waiting out a 409 "in progress". A call whose context ends
-// while it waits returns an *Error with the key and Unknown set, having sent
-// nothing. A minted key is unique and never waits. A 409 "in progress" (the
-// key's call in another process) is retried after the server's Retry-After,
-// without a retry token.
-//
-// A request from an SDK that retries on its own (its marks say so, or
-// WithOuterRetries) gets one attempt per RoundTrip: the SDK drives, the
-// Transport keys its calls (one key per SDK call), numbers their attempts as
-// the SDK does, and admits the SDK's retries through the gate, which may
-// refuse them. See WithOuterRetries.
-//
-// The zero Transport is not usable; build one with NewTransport, or an
-// *http.Client with NewClient or Wrap. A Transport is safe for concurrent
-// use by multiple goroutines and should be reused: its per-host state only
-// works if it is shared by the requests to a host. Per-host state is created
-// on a host's first request and forgotten once the host has been idle for a
-// window (10 s by default) with no pause pending and no breaker open, so
-// memory follows the set of active hosts.
-//
-// A key the Transport adds is sent under the header's lower-case spelling
-// ("idempotency-key") when the header is Idempotency-Key or
-// X-Idempotency-Key: net/http re-sends by itself, after a reused connection
-// dies, any request that carries one of them canonically spelled, and a POST
-// re-sent after it was applied is a second effect on a server that ignores
-// keys. The field is the same on the wire (names are case-insensitive;
-// HTTP/2 lower-cases them); a base RoundTripper that reads it should look it
-// up without regard to case. net/http's other re-sends (nothing written on a
-// reused connection, an HTTP/2 stream the server refused or never processed)
-// go ahead, as for a bare client, and are counted (Report.Resends).
-//
-// RoundTrip keeps the RoundTripper contract: it never modifies the caller's
-// request (an attempt that adds to it — the key and attempt headers, a
-// buffered body, an attempt timeout — is sent on a copy; an unkeyed first
-// attempt with nothing to add is the request itself, as a bare client sends
-// it); it takes its context from req.Context(); it closes the request body
-// on every path; it returns a response or an error, never both. When the
-// last attempt produced a response — a final 503 included — that response is
-// returned with a nil error, so the caller sees the real status. Otherwise
-// the error is an *Error whose Reason says why retries stopped and whose
-// Unknown field says whether the effect may exist. Bodies of discarded
-// responses are drained (at most 64 KiB, for at most 100 ms) and closed.
+// Most callers should use NewClient or Wrap, which build an *http.Client
+// around a Transport; NewTransport builds one alone.
 type Transport struct {
 	base   http.RoundTripper
 	cfg    config
