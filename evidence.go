@@ -9,26 +9,9 @@ import (
 	"time"
 )
 
-// Retrying an unsafe request (POST, PATCH, or any method RFC 9110 does not
-// call idempotent) after it may have been applied is safe only if the server
-// dedupes it by its key. A key alone proves nothing: an API that ignores
-// Idempotency-Key applies a re-sent POST twice. So the Transport re-sends an
-// unsafe request that may have been applied only with evidence that the
-// server dedupes on that route:
-//
-//   - the application said so: WithDedupingServer names the host (and
-//     optionally a path prefix), or the key is the application's own (its
-//     header, ContextWithKey, or a named operation in a Store);
-//   - the server showed it: a response on the same host, method and route
-//     (the first two path segments) echoed the request's key header or
-//     carried Idempotency-Status or Idempotent-Replayed, or answered 409
-//     "in progress" for the key, within the last dedupeEvidenceTTL — the
-//     response being classified included.
-//
-// Without evidence the request is re-sent only when the failure proves it
-// was not applied: the dial failed, nothing was written, or a 429. Anything
-// else is returned as a bare client would return it, with Report.Stopped
-// (or Error.Reason) set to ErrUnsafeRetry and Unknown where it applies.
+// The policy this file carries out (when an unsafe request may be re-sent,
+// and what counts as evidence that a server dedupes) is in doc.go, under
+// "Unsafe requests".
 
 // dedupeEvidenceTTL is how long a server's showing that it dedupes a route
 // is trusted: long enough to cover every retry of an operation, short

@@ -15,50 +15,9 @@ import (
 	"unsafe"
 )
 
-// A retry loop that sends no mark the Transport knows (go-retryablehttp
-// and the clients built on it, a cloud SDK's pipeline, a search client,
-// a hand-written loop) is recognised by what it does: after one of its
-// calls ended with a retryable failure, it sends the call again. The
-// Transport then defers to it, as to a marked SDK (outerloop.go): one
-// attempt per RoundTrip, no wait of its own. Nothing on a call's first
-// arrival tells a loop's call from a plain one, so each rule below acts
-// only on evidence, and each is as strong as what it may decide:
-//
-//   - request: the same *http.Request arrives again, within loopWindow of
-//     its earlier call's end, that call ended with a retryable failure and
-//     is no longer in flight, the body's fingerprint is equal and the body
-//     is not the one that call consumed. The call continues that call: it
-//     takes its key and its attempt count, and the gate admits it as a
-//     retry (reserveOuterRetry). This rule alone shares a key, and alone
-//     may have the gate refuse the re-send.
-//   - header: the same Header map (net/http's shallow copy of a request
-//     under Client.Timeout keeps it) or the same request without the
-//     conditions above. The call defers, under a key of its own.
-//   - identical: the same method, URL, header fields (but those a loop
-//     sets anew on each try: a signature, its date, trace context) and
-//     body (for a streamed body, which has no fingerprint before it is
-//     sent, the same length) within the window. The call defers, under a
-//     key of its own.
-//   - site: the call site — the caller's frames above net/http — has
-//     shown its loop: a re-send from it was recognised by a rule above.
-//     A call from it that fails retryably sends no retry of the
-//     Transport's: the loop retries. Read only once a call has failed, so
-//     that a success costs nothing.
-//
-// Every rule requires the re-send to come from the call site and the
-// goroutine of the failure it continues: a loop runs in one goroutine. The header and identical rules only defer: code
-// that gives one Header map to many requests, or two goroutines that send
-// one request, would otherwise merge two calls under one key; and the
-// call they defer is admitted as a first attempt (never refused, as a
-// bare client's call is not), since it may be another call. A rule that
-// is unsure defers: a wrong guess that way costs only help (one attempt,
-// as a bare client sends), the other way multiplies attempts.
-//
-// A site is unlearned when a call's first failure from it, deferred to the
-// loop, is not sent again within the window: a plain call that was taken
-// for a loop gets the Transport's retries back. (A loop that ran out of
-// attempts stops repeating too, but its last failure is a re-send, not a
-// call's first.)
+// The rules this file carries out (request, header, identical, site) and
+// why each is as strong as what it may decide are in doc.go, under "Loops
+// without marks". The request rule's admission is reserveOuterRetry's.
 
 // loopWindow is how long after a call's retryable failure a re-send of it
 // is recognised: loops come back within seconds (go-retryablehttp waits

@@ -10,39 +10,11 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// An outer retry loop — an SDK that retries on its own (openai-go,
-// aws-sdk-go-v2, stripe-go), or the application's own loop — calls
-// RoundTrip again for each of its attempts. If the Transport retried inside
-// each call as well, the attempts would multiply (an SDK's 3 over the
-// Transport's 4 make up to 12) and each call would carry a new key. So the
-// Transport and such a loop act as one retry loop:
-//
-//   - The loop drives. A call from a loop that will retry (see
-//     WithOuterRetries and the marks in sdkmarks.go) sends one attempt;
-//     the loop decides whether and when to send the next, as it would
-//     over a bare client. The attempts on the wire are the loop's, never
-//     more.
-//   - The gate governs. A call that is the loop's retry (its mark counts
-//     attempts before it) is admitted as a retry: it is refused — nothing
-//     is sent — when the server pushed back, the breaker is open, the
-//     host's retry tokens are spent, or the deadline leaves no room for
-//     the host's usual latency (reserveOuterRetry). The refusal is an
-//     answer the loop does not retry (see the marks' table). The loop
-//     chooses when to send: the Transport adds no wait of its own, not
-//     even a server's pause (a Stainless SDK waits Retry-After itself; an
-//     AWS SDK waits its backoff and X-Amz-Retry-After, and ignores
-//     Retry-After, alone as over the Transport).
-//   - One key per logical call. The SDK's own call id, when it sends one
-//     (AWS, Google), is the key. Otherwise a retry takes the key of the one
-//     pending call it continues: same method, URL and body, whose last
-//     mark is one less (pendingCalls). When none or several match (two
-//     goroutines sending the same request are two calls), the retry gets a
-//     new key: a key is never shared by two calls.
-//   - One count. Retry-Attempt, the Report and the Events number the
-//     attempt as the loop does.
-//
-// A loop without marks is recognised by what it does (loopsite.go); none
-// of that is on the path of a request without marks until a call fails.
+// The policy this file carries out is in doc.go, under "Outer retry
+// loops". The marks are read in sdkmarks.go, a loop's retry is admitted by
+// reserveOuterRetry, and a retry finds the call it continues in
+// pendingCalls. A loop without marks is recognised in loopsite.go; none of
+// that is on the path of a request without marks until a call fails.
 
 // outerMode is WithOuterRetries' setting.
 type outerMode int8
@@ -53,53 +25,30 @@ const (
 	outerNever                   // WithOuterRetries(false)
 )
 
-// WithOuterRetries declares whether the requests sent through the Transport
-// come from a loop that retries them on its own — an SDK with its retries
-// on, or the application's loop — and should not be retried by the
-// Transport as well. With hosts, it declares it for requests to those
-// hosts only (a URL's host, with or without its port): one Transport often
-// serves an SDK and plain calls. ContextWithOuterRetries declares it for
-// one call, and wins over this option.
+// WithOuterRetries declares whether requests come from a loop that retries
+// them on its own. Such a loop may be an SDK with its retries on, or the
+// application's loop. The Transport then does not retry them as well.
 //
-// With true, every RoundTrip sends one attempt: the loop decides whether
-// and when to retry, and a call that repeats a key of the application's
-// seen within a minute is a retry, admitted by the host's gate as one
-// (it may be refused: see WithRefusalResponses). Use it with an SDK that
-// sends its own idempotency key but no retry count (stripe-go with
-// MaxNetworkRetries above 0: its first attempt says nothing of its
-// retries) and with a hand-written loop.
+// With hosts, it declares it only for requests to those hosts. A host is a
+// URL's host, with or without its port. One Transport often serves an SDK
+// and plain calls. ContextWithOuterRetries declares it for one call, and
+// wins over this option.
 //
-// With false, the Transport retries within each call as it does for any
-// request, and looks for no loop; an SDK's marks still give each call one
-// key and the attempt count. Use it with an SDK whose retries are turned
-// off.
+// With true, every RoundTrip sends one attempt, and the loop decides whether
+// and when to retry. A call that repeats a key of the application's seen
+// within a minute is a retry. The host's gate admits it as one, and may
+// refuse it (see WithRefusalResponses). Use true with a hand-written loop.
+// Use it with an SDK that sends its own idempotency key but no retry count:
+// stripe-go with MaxNetworkRetries above 0, whose first attempt says nothing
+// of its retries.
 //
-// Without this option the Transport looks for a loop, and defers to the
-// loop it finds: the call sends one attempt, adds no wait of its own, and
-// the gate admits the loop's retries (a Retry-After pause the loop
-// ignored never refuses them). A request from an SDK that marks its
-// attempts (X-Stainless-Retry-Count, amz-sdk-request with max above 1,
-// Google's gccl-attempt-count, stripe-go's key repeated) is a loop's. A
-// request without marks is a loop's when the Transport sees the loop
-// re-send a call that failed retryably (loopsite.go):
+// With false, the Transport retries within each call, as for any request,
+// and looks for no loop. An SDK's marks still give each call one key and the
+// attempt count. Use false with an SDK whose retries are turned off.
 //
-//   - the same *http.Request again, after its call ended, its body
-//     unchanged: the call continues that call, under its key;
-//   - the same Header map, or the same method, URL and body, shortly
-//     after: the call defers, under a key of its own (two calls are never
-//     given one key on such evidence);
-//   - a call from a place in the code (its call site) whose loop was
-//     seen: once its attempt fails, the Transport sends no retry. The
-//     site is forgotten when a call's first failure from it is not sent
-//     again within a minute.
-//
-// The first call of a loop not yet seen is retried by the Transport until
-// its re-send is recognised: it costs at most the Transport's retries of
-// one call more than the loop alone. Any other request is retried by the
-// Transport. The direction of safety: a rule that is unsure defers to the
-// loop, since a wrong guess that way costs only help (one attempt, as a
-// bare client sends), the other way multiplies attempts. Report.Deferred
-// and the outcome Event's Summary say which rule deferred a call.
+// Without this option the Transport looks for a loop and defers to the loop
+// it finds. The package documentation, under "Outer retry loops" and "Loops
+// without marks", says how it finds one.
 func WithOuterRetries(will bool, hosts ...string) Option {
 	return func(c *config) {
 		m := outerNever
