@@ -44,10 +44,9 @@ type keySource struct {
 // keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
 const keyRandBuffer = 512
 
-// Read fills p from the buffer (at most what is left in it: uuid reads
-// with io.ReadFull), refilling it from crypto/rand when it is used up.
-// Copying from the buffer directly costs half the instructions of the
-// bufio.Reader it replaces, read through io.ReadFull.
+// Read fills p from the buffer, at most what is left in it: uuid reads
+// with io.ReadFull. It refills the buffer from crypto/rand when it is used
+// up.
 func (s *keySource) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,10 +102,9 @@ func (s *keySource) mint() (string, error) {
 const keySlabKeys = 16
 
 // formatKey writes u's canonical form (u.String(): 8-4-4-4-12 lowercase
-// hex) into b, a byte of u at a time from a table of the 256 digit pairs,
-// at constant offsets: uuid's encodeHex makes five hex.Encode calls, whose
-// loops and bounds checks cost more than the 36 bytes. (Computing 8 digits
-// at a time in a uint64 took 76 instructions more per key than the table.)
+// hex) into b. It writes a byte of u at a time, at constant offsets, from a
+// table of the 256 digit pairs (bench/README.md, "Why the hot path is
+// written this way").
 func formatKey(b *[36]byte, u *uuid.UUID) {
 	pair := func(i int, x byte) { binary.LittleEndian.PutUint16(b[i:i+2], hexPairs[x]) }
 	pair(0, u[0])
@@ -166,9 +164,8 @@ type methodSet struct {
 }
 
 // methodBit returns m's bit in methodSet.bits, and false for a method that
-// has none. A switch, which the compiler turns into a search on length and
-// content: a loop over the nine names compared each in turn (81
-// instructions for a POST, callgrind).
+// has none. It is a switch, which the compiler turns into a search on length
+// and content (bench/README.md, "Why the hot path is written this way").
 func methodBit(m string) (uint16, bool) {
 	switch m {
 	case http.MethodGet:
