@@ -222,7 +222,7 @@ func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Tim
 
 // pendingWindow is how long a pending call is remembered after its last
 // attempt. It is longer than the longest wait of the SDKs that send no call
-// id: a Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min.
+// id. A Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min.
 const pendingWindow = 3 * time.Minute
 
 // maxPendingCalls bounds the calls remembered.
