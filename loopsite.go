@@ -20,8 +20,8 @@ import (
 // without marks". The request rule's admission is reserveOuterRetry's.
 
 // loopWindow is how long after a call's retryable failure a re-send of it
-// is recognised: loops come back within seconds (go-retryablehttp waits
-// at most 30 s by default, Azure's pipeline 60 s).
+// is recognised. Loops come back within seconds: go-retryablehttp waits at
+// most 30 s by default, Azure's pipeline 60 s.
 const loopWindow = time.Minute
 
 // maxLoopFailures and maxLoopSites bound what loops remembers.
@@ -107,11 +107,11 @@ type loopCall struct {
 	asked bool
 }
 
-// recognise looks for the failure that c, whose operation op has its key
-// and body ready, sends again, when failures are remembered. When it
-// finds one, c defers to its loop: it returns c's part of an outer loop
-// (one attempt, no wait of the Transport's: applicant.single) and the
-// operation's key (the failed call's, by the request rule).
+// recognise looks for the failure that c sends again, when failures are
+// remembered. c's operation op has its key and body ready. When recognise
+// finds one, c defers to its loop. It returns c's part of an outer loop:
+// one attempt, no wait of the Transport's (applicant.single). It returns
+// the operation's key: the failed call's, by the request rule.
 func (c *call) recognise(op *operation) (*outerCall, string) {
 	lp := &c.t.loops
 	lp.mu.Lock()
@@ -150,9 +150,9 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	return o, key
 }
 
-// match returns, under lp.mu, the failure at ns that a request req from
-// at, whose body is bp, sends again, the rule that found it, and whether
-// the request rule holds (the key may be shared).
+// match returns, under lp.mu, the failure at ns that req sends again. req
+// comes from at, and its body is bp. match also returns the rule that found
+// it, and whether the request rule holds (the key may be shared).
 func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*failure, string, bool) {
 	fresh := func(f *failure) bool { return f != nil && f.from == at && ns-f.at <= int64(loopWindow) }
 	if f := lp.byReq[req]; fresh(f) {
@@ -171,10 +171,10 @@ func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*f
 	return nil, "", false
 }
 
-// deferToSite reports whether c, a call without marks whose attempt
-// failed retryably, comes from a call site that has shown its loop: the
-// Transport then sends no retry, the loop does. Read once per call, on
-// the failure path only.
+// deferToSite reports whether c comes from a call site that has shown its
+// loop. c is a call without marks whose attempt failed retryably. The
+// Transport then sends no retry; the loop does. It is read once per call,
+// on the failure path only.
 func (c *call) deferToSite() bool {
 	if c.outer != nil || c.outerMode() != outerAuto {
 		return false
@@ -403,8 +403,8 @@ func goid() uint64 {
 }
 
 // print returns the fingerprint of the body rb sends, of length length
-// (the request's ContentLength): only the length for a streamed body,
-// which is read only as it is sent, or a longer one than maxPrinted.
+// (the request's ContentLength). It is only the length for a body longer
+// than maxPrinted, or a streamed one, which is read only as it is sent.
 func (rb *replayBody) print(length int64) bodyPrint {
 	p := bodyPrint{length: length}
 	switch {
@@ -461,9 +461,9 @@ func sigOf(req *http.Request) string {
 }
 
 // perTry are the header fields (lower case) that a loop may set anew on
-// each try of one call: a signature and its time (AWS SigV4, Azure Shared
-// Key), trace context, a request id, and the attempt field. (The key field
-// stays: a loop sends one key again, two operations two keys.)
+// each try of one call. They are a signature and its time (AWS SigV4, Azure
+// Shared Key), trace context, a request id, and the attempt field. The key
+// field stays: a loop sends one key again, two operations two keys.
 var perTry = map[string]bool{
 	"authorization": true, "date": true, "x-amz-date": true, "x-ms-date": true,
 	"x-amz-content-sha256": true, "x-amz-security-token": true,
@@ -472,8 +472,8 @@ var perTry = map[string]bool{
 }
 
 // sameBody reports whether a and b are the same body, a request's body
-// read by an earlier call; a body that cannot be compared is taken to be
-// the same (the request rule then does not hold).
+// read by an earlier call. A body that cannot be compared is taken to be
+// the same; the request rule then does not hold.
 func sameBody(a, b io.ReadCloser) (same bool) {
 	if a == nil || a == http.NoBody {
 		return false
