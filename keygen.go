@@ -15,11 +15,11 @@ import (
 // caller (and the longest most servers store).
 const maxKeyLength = 255
 
-// NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string: 48 bits of
-// Unix milliseconds, then random bits from crypto/rand, so keys minted in
-// sequence sort in time order and their age can be read back (keyTime). It is
-// what a Transport mints by default (from a buffer of crypto/rand bytes of
-// its own; see WithKeyFunc).
+// NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string. It holds
+// 48 bits of Unix milliseconds, then random bits from crypto/rand. So keys
+// minted in sequence sort in time order, and their age can be read back
+// (keyTime). A Transport mints such keys by default, from a buffer of
+// crypto/rand bytes of its own (see WithKeyFunc).
 func NewKey() (string, error) {
 	u, err := uuid.NewV7()
 	if err != nil {
@@ -29,11 +29,11 @@ func NewKey() (string, error) {
 }
 
 // keySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
-// of NewKey, whose random bits come from crypto/rand through a buffer, so
-// that a request does not pay a crypto/rand read of its own (uuid.NewV7
-// reads 16 bytes per key). The buffer is the Transport's, not the process's
-// (uuid.EnableRandPool is global state that belongs to the application).
-// The zero keySource is ready to use; it is safe for concurrent use.
+// of NewKey. Their random bits come from crypto/rand through a buffer. So a
+// request does not pay a crypto/rand read of its own; uuid.NewV7 reads 16
+// bytes per key. The buffer is the Transport's, not the process's:
+// uuid.EnableRandPool is global state that belongs to the application. The
+// zero keySource is ready to use; it is safe for concurrent use.
 type keySource struct {
 	mu   sync.Mutex
 	left int                 // unread bytes at the end of rand; 0: fill it
@@ -74,11 +74,11 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 // mint returns a new key, as NewKey does. Its keys pass ValidateKey by
 // construction (36 bytes of hex digits and hyphens).
 //
-// The key's bytes are written into a slab shared by keySlabKeys keys (a
-// strings.Builder: what it has written is never written again, so each
-// key is a substring of its String), which saves the allocation of each
-// key's string but that of every keySlabKeys-th. A key kept alive keeps
-// its slab alive: at most keySlabKeys*36 bytes.
+// The key's bytes are written into a slab shared by keySlabKeys keys. The
+// slab is a strings.Builder: what it has written is never written again,
+// so each key is a substring of its String. That saves the allocation of
+// each key's string but that of every keySlabKeys-th. A key kept alive
+// keeps its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
 	s.mu.Lock() // uuid's own mutex is taken inside: always after this one
 	u, err := uuid.NewV7FromReader((*heldKeySource)(s))
