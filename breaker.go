@@ -32,10 +32,10 @@ func (s BreakerState) String() string {
 // CircuitBreaker is a retry control (see WithRetryControl): a classic
 // circuit breaker per destination host, built on
 // github.com/sony/gobreaker/v2's TwoStepCircuitBreaker. A Transport has none
-// by default. Every zero field means its documented default, so
-// CircuitBreaker{} is the default breaker: trip at a failure ratio of 0.5
-// over at least 20 requests in a 10 s window, stay open 5 s, then let 1
-// probe through.
+// by default. The zero value is the default breaker: every zero field means
+// its documented default. It trips at a failure ratio of 0.5 over at least
+// 20 requests in a 10 s window. It stays open 5 s, then lets 1 probe
+// through.
 //
 // Only outcomes that say the host is unhealthy count as failures: 5xx other
 // than 501 and 505, timeouts, resets, refused connections, and a 429 without
@@ -67,11 +67,11 @@ type CircuitBreaker struct {
 	// HalfOpenProbes is how many requests may be in flight while half-open,
 	// and how many successes close the breaker (default 1).
 	HalfOpenProbes uint32
-	// RetriesOnly makes an open breaker refuse retries only: first attempts
-	// are always sent (and, while the breaker admits them, counted). With it
-	// the breaker can no longer shed the host's first-attempt load, but it
+	// RetriesOnly makes an open breaker refuse retries only. First attempts
+	// are always sent, and counted while the breaker admits them. The
+	// breaker can then no longer shed the host's first-attempt load. But it
 	// never makes a request fail that a single attempt would have got
-	// through — the trade-off Brooker describes in "Fixing retries with
+	// through. Brooker describes the trade-off in "Fixing retries with
 	// token buckets and circuit breakers" (2022). Default false: an open
 	// breaker refuses every request, without sending it.
 	RetriesOnly bool
