@@ -64,11 +64,11 @@ func EqualJitter(base, max time.Duration) Backoff {
 	return backoff.New(backoff.EqualJitter, base, max)
 }
 
-// DecorrelatedJitter returns a Backoff that waits min(max, rand[base, 3·prev)),
-// where prev is the previous delay and a prev below base (such as 0 before the
-// first retry) counts as base; a prev above max counts as max. It ignores
-// attempt: each delay grows from the last one. base ≤ 0 means no wait;
-// max < base is raised to base.
+// DecorrelatedJitter returns a Backoff that waits min(max, rand[base, 3·prev)).
+// prev is the previous delay. A prev below base (such as 0 before the first
+// retry) counts as base; a prev above max counts as max. It ignores attempt:
+// each delay grows from the last one. base ≤ 0 means no wait; max < base is
+// raised to base.
 func DecorrelatedJitter(base, max time.Duration) Backoff {
 	return backoff.New(backoff.Decorrelated, base, max)
 }
