@@ -27,7 +27,7 @@ import (
 // concurrent use by multiple goroutines. Most callers should keep the
 // default.
 type Backoff interface {
-	// Delay returns the wait before retry attempt. The Transport waits
+	// Delay returns the wait before the retry numbered attempt. The Transport waits
 	// max(Delay, server delay); a server-directed delay is Retry-After or
 	// the RateLimit fields.
 	//

@@ -133,7 +133,8 @@
 //     nothing is sent, when the server pushed back, the breaker is open,
 //     the host's retry tokens are spent, or the deadline leaves no room
 //     for the host's usual latency. The refusal is an answer the loop does
-//     not retry (see WithRefusalResponses).
+//     not retry: sdkmarks.go's table of marks says which SDKs honour it
+//     (see WithRefusalResponses).
 //   - The loop chooses when to send. The Transport adds no wait of its
 //     own, not even a server's pause. A Stainless SDK waits Retry-After
 //     itself. An AWS SDK waits its backoff and X-Amz-Retry-After and
