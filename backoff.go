@@ -27,9 +27,9 @@ import (
 // concurrent use by multiple goroutines. Most callers should keep the
 // default.
 type Backoff interface {
-	// Delay returns the wait before the retry numbered attempt. The Transport waits
-	// max(Delay, server delay); a server-directed delay is Retry-After or
-	// the RateLimit fields.
+	// Delay returns the wait before the retry numbered attempt. The
+	// Transport waits max(Delay, server delay); a server-directed delay is
+	// Retry-After or the RateLimit fields.
 	//
 	// The package's four kinds compute it without overflow for any attempt:
 	// base·2^(attempt-1) saturates at max. They never return a negative
