@@ -22,21 +22,22 @@ import (
 //	range    0–100  0–200  0–400  0–800  0–1600  0–2000 ms
 //
 // With the default of 4 attempts (3 retries) a failing operation waits at
-// most 700 ms in total, 350 ms on average.
-//
-// A server-directed delay (Retry-After, or the RateLimit fields) is never
-// shortened by jitter: the Transport waits max(Delay, server delay).
-//
-// All four are computed without overflow for any attempt (base·2^(attempt-1)
-// saturates at max) and never return a negative duration. Inputs are
-// normalised once by the constructor: base ≤ 0 gives a zero delay on every
-// attempt, max < base is raised to base, and attempt < 1 counts as 1.
-//
-// Randomness comes from the top-level functions of math/rand/v2, which are
-// safe for concurrent use, take no lock and do not allocate; Delay never
-// allocates. Every Backoff returned by this package is safe for concurrent
-// use by multiple goroutines.
+// most 700 ms in total, 350 ms on average. A server-directed delay is never
+// shortened by jitter. Every Backoff returned by this package is safe for
+// concurrent use by multiple goroutines. Most callers should keep the
+// default.
 type Backoff interface {
+	// Delay returns the wait before the retry numbered attempt. The
+	// Transport waits max(Delay, server delay); a server-directed delay is
+	// Retry-After or the RateLimit fields.
+	//
+	// The package's four kinds compute it without overflow for any attempt:
+	// base·2^(attempt-1) saturates at max. They never return a negative
+	// duration. Their constructors normalise inputs once. base ≤ 0 gives a
+	// zero delay on every attempt, max < base is raised to base, and
+	// attempt < 1 counts as 1. Their randomness comes from the top-level
+	// functions of math/rand/v2. Those are safe for concurrent use, take no
+	// lock and do not allocate. Their Delay never allocates.
 	Delay(attempt int, prev time.Duration) time.Duration
 }
 
@@ -64,11 +65,11 @@ func EqualJitter(base, max time.Duration) Backoff {
 	return backoff.New(backoff.EqualJitter, base, max)
 }
 
-// DecorrelatedJitter returns a Backoff that waits min(max, rand[base, 3·prev)),
-// where prev is the previous delay and a prev below base (such as 0 before the
-// first retry) counts as base; a prev above max counts as max. It ignores
-// attempt: each delay grows from the last one. base ≤ 0 means no wait;
-// max < base is raised to base.
+// DecorrelatedJitter returns a Backoff that waits min(max, rand[base, 3·prev)).
+// prev is the previous delay. A prev below base (such as 0 before the first
+// retry) counts as base; a prev above max counts as max. It ignores attempt:
+// each delay grows from the last one. base ≤ 0 means no wait; max < base is
+// raised to base.
 func DecorrelatedJitter(base, max time.Duration) Backoff {
 	return backoff.New(backoff.Decorrelated, base, max)
 }

@@ -14,13 +14,16 @@ import (
 
 // replayBody produces the request body of each attempt.
 //
-// Four shapes: no body; a body the caller can rewind (GetBody); a body
-// without GetBody, streamed to the first attempt as the caller produces it
-// and kept, up to the limit, for the attempts after (stream); and, when the
-// operation is claimed in a Store (which needs the body's fingerprint
-// before anything is sent), a body without GetBody read before the first
-// attempt, within the caller's context (buf, with first streaming the rest
-// of a body over the limit, once).
+// It has four shapes:
+//
+//   - no body;
+//   - a body the caller can rewind (GetBody);
+//   - stream: a body without GetBody, streamed to the first attempt as the
+//     caller produces it, and kept, up to the limit, for the attempts after;
+//   - buf: a body without GetBody read before the first attempt, within
+//     the caller's context. That is when the operation is claimed in a
+//     Store, which needs the body's fingerprint before anything is sent.
+//     first streams the rest of a body over the limit, once.
 type replayBody struct {
 	buf     []byte                        // a body read before the first attempt
 	getBody func() (io.ReadCloser, error) // the caller's GetBody
@@ -33,10 +36,10 @@ type replayBody struct {
 
 // init prepares req's body for several attempts. A body without GetBody is
 // streamed (see streamBody), unless whole says the body is needed before
-// the first attempt: then it reads at most limit+1 bytes of it, and gives
-// up with ctx (closing the body, which ends a read blocked on a pipe). A
-// read error is returned wrapped in ErrBodyNotReplayable and the body is
-// closed: nothing is sent.
+// the first attempt. Then init reads at most limit+1 bytes of it, and gives
+// up with ctx. Giving up closes the body, which ends a read blocked on a
+// pipe. A read error is returned wrapped in ErrBodyNotReplayable, and the
+// body is closed: nothing is sent.
 func (rb *replayBody) init(ctx context.Context, req *http.Request, limit int64, whole bool) error {
 	*rb = replayBody{}
 	switch {
@@ -137,9 +140,9 @@ func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 }
 
-// close releases the caller's body once the call has ended: at once if no
-// attempt holds it, else when the attempt that does closes it (a response
-// can come before its request's body is sent: full duplex).
+// close releases the caller's body once the call has ended. It does so at
+// once if no attempt holds it. Else the attempt that holds it closes it: a
+// response can come before its request's body is sent (full duplex).
 func (rb *replayBody) close() {
 	if rb.stream != nil {
 		rb.stream.end()
@@ -184,15 +187,15 @@ func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// streamBody is a request body without GetBody (an io.Pipe, a streamed
-// upload), read from the caller only as an attempt sends it: the first
-// attempt gets each byte as soon as the caller produces it, as a bare
-// client's request would (nothing is read ahead, so a body the caller
-// writes in answer to the response, full duplex, works). What is read is
-// kept, up to the limit, so that a later attempt (a retry, a hedge,
-// net/http's own re-send) replays it and then reads on from the caller. A
-// body longer than the limit is sent whole once; after that no attempt can
-// be sent with it (replayable is false).
+// streamBody is a request body without GetBody, such as an io.Pipe or a
+// streamed upload. It is read from the caller only as an attempt sends it.
+// The first attempt gets each byte as soon as the caller produces it, as a
+// bare client's request would. Nothing is read ahead. So a body the caller
+// writes in answer to the response (full duplex) works. What is read is
+// kept, up to the limit. A later attempt replays it and then reads on from
+// the caller: a retry, a hedge, net/http's own re-send. A body longer than
+// the limit is sent whole once. After that no attempt can be sent with it
+// (replayable is false).
 //
 // Each attempt reads through its own streamReader. One of them at a time
 // reads from the caller's body; the others wait for what it gets. The
@@ -279,9 +282,9 @@ type streamReader struct {
 }
 
 // errBodySuperseded is what an attempt's reader returns when a newer
-// attempt reads the body: net/http may still be writing an attempt it has
-// had an answer to, and it must not take from the caller what the newer
-// attempt needs.
+// attempt reads the body. net/http may still be writing an attempt it has
+// had an answer to. That write must not take from the caller what the
+// newer attempt needs.
 var errBodySuperseded = errors.New("resilient: request body taken over by a newer attempt")
 
 func (r *streamReader) Read(p []byte) (int, error) {

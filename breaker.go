@@ -32,25 +32,22 @@ func (s BreakerState) String() string {
 // CircuitBreaker is a retry control (see WithRetryControl): a classic
 // circuit breaker per destination host, built on
 // github.com/sony/gobreaker/v2's TwoStepCircuitBreaker. A Transport has none
-// by default. Every zero field means its documented default, so
-// CircuitBreaker{} is the default breaker: trip at a failure ratio of 0.5
-// over at least 20 requests in a 10 s window, stay open 5 s, then let 1
-// probe through.
+// by default. The zero value is the default breaker: every zero field means
+// its documented default. It trips at a failure ratio of 0.5 over at least
+// 20 requests in a 10 s window. It stays open 5 s, then lets 1 probe
+// through.
 //
-// Only outcomes that say the host is unhealthy count as failures: 5xx other
-// than 501 and 505, timeouts, resets, refused connections, and a 429 without
-// Retry-After. Successes and answers that are the request's fault (4xx)
-// count as successes. A 409 "in progress" (the operation is busy, not the
-// host), a 429 with Retry-After (the host pause handles it), a request
-// refused locally and a cancelled caller count as neither. While open, a
-// request fails at once with ErrCircuitOpen and is not sent; after
-// OpenTimeout the breaker is half-open and lets HalfOpenProbes requests
-// through; that many successes close it, one failure opens it again.
+// Failures are 5xx other than 501 and 505, timeouts, resets, refused
+// connections, and a 429 without Retry-After. Successes and 4xx answers
+// count as successes. Neither counts: a 409 "in progress" (the operation is
+// busy, not the host), a 429 with Retry-After (the host pause handles it), a
+// local refusal, a cancelled caller. While open, a request fails at once
+// with ErrCircuitOpen, unsent. After OpenTimeout it lets HalfOpenProbes
+// requests through; that many successes close it, one failure opens it.
 //
-// A classic breaker sheds load from an overloaded dependency, which is what
-// it is good for; but while open it also fails requests that a single
-// attempt might have got through. RetriesOnly keeps the shedding of retries
-// and never refuses a first attempt.
+// A classic breaker sheds load from an overloaded dependency. But while
+// open it also fails requests that a single attempt might have got
+// through. RetriesOnly sheds retries and never refuses a first attempt.
 type CircuitBreaker struct {
 	// FailureRatio trips the breaker when failures ÷ requests in the window
 	// reach it (default 0.5; a value ≤ 0 or > 1 means the default).
@@ -67,11 +64,11 @@ type CircuitBreaker struct {
 	// HalfOpenProbes is how many requests may be in flight while half-open,
 	// and how many successes close the breaker (default 1).
 	HalfOpenProbes uint32
-	// RetriesOnly makes an open breaker refuse retries only: first attempts
-	// are always sent (and, while the breaker admits them, counted). With it
-	// the breaker can no longer shed the host's first-attempt load, but it
+	// RetriesOnly makes an open breaker refuse retries only. First attempts
+	// are always sent, and counted while the breaker admits them. The
+	// breaker can then no longer shed the host's first-attempt load. But it
 	// never makes a request fail that a single attempt would have got
-	// through — the trade-off Brooker describes in "Fixing retries with
+	// through. Brooker describes the trade-off in "Fixing retries with
 	// token buckets and circuit breakers" (2022). Default false: an open
 	// breaker refuses every request, without sending it.
 	RetriesOnly bool

@@ -16,12 +16,16 @@ import (
 	"github.com/resilienthttp/resilient/internal/retryafter"
 )
 
-// Category is the error taxonomy of an outcome: a dotted name whose first
-// part says who must act (VALIDATION and AUTH: the caller's request;
-// CONFLICT: the resource or the operation's key; RATE_LIMIT and DEPENDENCY:
-// the server, for a while; TRANSIENT: nobody, try again) and whose further
-// parts narrow it (CONFLICT.idempotency.payload_mismatch). It is a string so
-// that logs and metrics can carry it as is.
+// Category is the error taxonomy of an outcome, as a dotted name. Its first
+// part says who must act:
+//
+//   - VALIDATION and AUTH: the caller's request;
+//   - CONFLICT: the resource or the operation's key;
+//   - RATE_LIMIT and DEPENDENCY: the server, for a while;
+//   - TRANSIENT: nobody, try again.
+//
+// Further parts narrow it (CONFLICT.idempotency.payload_mismatch). It is a
+// string so that logs and metrics can carry it as is.
 type Category string
 
 // Categories assigned by DefaultClassifier.
@@ -72,10 +76,10 @@ func (a Action) String() string {
 
 // Outcome is one attempt's result, as seen by a Classifier.
 type Outcome struct {
-	// Request is the attempt's request: the Transport's copy, carrying the
-	// key header when Keyed, or the caller's request itself for the first
-	// attempt of an unkeyed request that needed nothing added. It must not
-	// be modified.
+	// Request is the attempt's request. It is the Transport's copy,
+	// carrying the key header when Keyed. For the first attempt of an
+	// unkeyed request that needed nothing added, it is the caller's
+	// request itself. It must not be modified.
 	Request *http.Request
 	// Response is the attempt's response; nil when Err is set.
 	Response *http.Response
@@ -100,23 +104,24 @@ type Decision struct {
 	// (Idempotency-Status: replayed or Idempotent-Replayed: true).
 	Replayed bool
 	// Unknown reports that the attempt may have reached the server without
-	// a definitive answer (a reset or timeout after sending, a 5xx, a 409 "in
-	// progress"): its effect may exist.
+	// a definitive answer: its effect may exist. A reset or timeout after
+	// sending, a 5xx and a 409 "in progress" are such answers.
 	Unknown bool
-	// Pushback reports that the server asked its clients to stop retrying:
-	// a 429 or 5xx answer with a do-not-retry hint (X-Should-Retry or
-	// Stripe-Should-Retry "false") and a server-directed Delay, the answer
-	// of the pushback middleware (package pushback). The Transport then
-	// sends no retry to the host for Delay (at most the Retry-After
-	// maximum), whatever the operation; first attempts still go out.
+	// Pushback reports that the server asked its clients to stop retrying.
+	// Such an answer is a 429 or 5xx with a do-not-retry hint and a
+	// server-directed Delay. The hint is X-Should-Retry or
+	// Stripe-Should-Retry "false". The pushback middleware (package
+	// pushback) answers so. The Transport then sends no retry to the host
+	// for Delay (at most the Retry-After maximum), whatever the operation.
+	// First attempts still go out.
 	Pushback bool
 }
 
 // Classifier decides what to do with an attempt's outcome. It must not
-// consume the response body; it may replace it with an equivalent reader
-// (DefaultClassifier peeks at the JSON bodies of 400, 409 and 422 answers to
-// keyed requests).
-// Classifiers compose: wrap DefaultClassifier and override the cases you know.
+// consume the response body. It may replace it with an equivalent reader:
+// DefaultClassifier peeks at the JSON bodies of 400, 409 and 422 answers to
+// keyed requests. Classifiers compose: wrap DefaultClassifier and override
+// the cases you know.
 type Classifier func(o Outcome) Decision
 
 var _ Classifier = DefaultClassifier
@@ -157,11 +162,12 @@ const (
 //	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
 //
 // The idempotency answers are recognised by status, by whether the request
-// carried a key, and by the structured members of a JSON body, never by words
-// in free text; an unkeyed request never gets one of the two CONFLICT.
-// subcategories. The body is read only when the Content-Type says JSON, at
-// most its first 4 KiB (see PeekBody), and must be one complete JSON object
-// within them. An "in progress" answer is one of:
+// carried a key, and by the structured members of a JSON body. They are
+// never recognised by words in free text. An unkeyed request never gets
+// CONFLICT.in_progress or CONFLICT.idempotency.payload_mismatch. The body is read only when the
+// Content-Type says JSON, at most its first 4 KiB (see PeekBody). It must
+// be one complete JSON object within them. An "in progress" answer is one
+// of:
 //
 //   - application/problem+json with type
 //     https://github.com/resilienthttp/resilient/problems/in-progress, or with the
@@ -178,28 +184,30 @@ const (
 //   - a JSON error object of Stripe's type idempotency_error (with another
 //     code than idempotency_key_in_use): {"error": {"type": "idempotency_error", ...}}.
 //
-// Titles are compared whole (ignoring case and surrounding spaces), types
-// and codes exactly. A keyed 409 with no recognisable answer but a valid
-// Retry-After is taken for "in progress": the server says when to come back,
-// the draft allows a 409 without a problem body, and re-sending under the same
-// key cannot apply the operation twice where the server dedupes by key.
-// Without Retry-After it is a terminal CONFLICT, as it is for a bare client.
+// Titles are compared whole, ignoring case and surrounding spaces. Types and
+// codes are compared exactly. A keyed 409 with no recognisable answer but a
+// valid Retry-After is taken for "in progress". The server says when to come
+// back, and the draft allows a 409 without a problem body. Re-sending under
+// the same key cannot apply the operation twice where the server dedupes by
+// key. Without Retry-After it is a terminal CONFLICT, as it is for a bare
+// client.
 //
 // A hint header X-Should-Retry or Stripe-Should-Retry of "false" makes a 4xx
-// or 5xx terminal; "true" makes it retryable; a success stays a success.
+// or 5xx terminal. "true" makes it retryable. A success stays a success.
 // "false" on a 429 or 5xx that also says when to come back (Retry-After,
-// RateLimit) is pushback (Decision.Pushback): the server asks for no retry
-// to the host until then.
-// Malformed hints are ignored. Network errors are recognised by their types
-// and values (errors.Is, errors.AsType), never by matching their text. The
-// errors of the client's own limits and configuration (a response header
-// over Transport.MaxResponseHeaderBytes, a scheme no RoundTripper serves,
-// http.ErrSchemeMismatch, TLS verification, a body shorter than its
-// ContentLength) are terminal: the same request fails the same way again.
-// net/http does not type most of them; they are recognised by their text in
-// one place (clientLimitErrors). Any other error after the request may have
-// been sent, malformed responses included, is retried if the request is
-// idempotent or keyed.
+// RateLimit) is pushback (Decision.Pushback). The server asks for no retry
+// to the host until then. Malformed hints are ignored.
+//
+// Network errors are recognised by their types and values (errors.Is,
+// errors.AsType), never by matching their text. The errors of the client's
+// own limits and configuration are terminal: the same request fails the
+// same way again. They are a response header over
+// Transport.MaxResponseHeaderBytes, a scheme no RoundTripper serves,
+// http.ErrSchemeMismatch, TLS verification, and a body shorter than its
+// ContentLength. net/http does not type most of them. They are recognised by
+// their text in one place (clientLimitErrors). Any other error after the
+// request may have been sent is retried if the request is idempotent or
+// keyed. Malformed responses are such errors.
 //
 // DefaultClassifier does not allocate, except when it reads a JSON body of a
 // 400, 409 or 422 answer to a keyed request.
@@ -379,9 +387,9 @@ func permanent(err error) bool {
 }
 
 // clientLimitErrors are the texts of the errors net/http raises for the
-// client's own limits and configuration, which it does not type: the same
-// request fails the same way every time, so they are terminal. This is the
-// one place where an error is recognised by its text.
+// client's own limits and configuration. net/http does not type them. The
+// same request fails the same way every time, so they are terminal. This is
+// the one place where an error is recognised by its text.
 var clientLimitErrors = [...]string{
 	"server response headers exceeded",                        // Transport.MaxResponseHeaderBytes (HTTP/1)
 	"response header list larger than advertised limit",       // the same, HTTP/2
@@ -475,10 +483,10 @@ const (
 )
 
 // idempotencyAnswer recognises the idempotency answers listed in
-// DefaultClassifier's documentation from the structured members of a JSON
-// body: a problem's type or title (RFC 9457), or Stripe's error type and code.
-// It reads the body only when the Content-Type is JSON, at most peekLimit
-// bytes, and leaves it intact.
+// DefaultClassifier's documentation. It reads the structured members of a
+// JSON body: a problem's type or title (RFC 9457), or Stripe's error type
+// and code. It reads the body only when the Content-Type is JSON, at most
+// peekLimit bytes, and leaves it intact.
 func idempotencyAnswer(resp *http.Response) answer {
 	problem, ok := jsonMediaType(resp.Header.Get("Content-Type"))
 	if !ok || resp.ContentLength == 0 {
@@ -553,17 +561,17 @@ type verdict struct {
 	shown bool
 }
 
-// subject is what classify judges the attempts of a call against, and
-// where their evidence that the server dedupes goes (evidence.go): the loop
+// subject is what classify judges the attempts of a call against. Their
+// evidence that the server dedupes goes there too (evidence.go). The loop
 // (transport.go) builds it once per call.
 type subject struct {
 	// ctx is the caller's: an attempt that failed once it ended is the
 	// caller giving up.
 	ctx context.Context
 	key string // the operation's key, "" if none
-	// unsafe: the request is keyed and its method is not idempotent: its
-	// answers may show that the server dedupes, and a retry after it may
-	// have been applied needs evidence that it does.
+	// unsafe: the request is keyed and its method is not idempotent. Its
+	// answers may show that the server dedupes. A retry after it may have
+	// been applied needs evidence that it does.
 	unsafe bool
 	own    bool          // the key is the application's (operation.own)
 	cfg    *config       // for the declared servers (WithDedupingServer)
@@ -571,12 +579,16 @@ type subject struct {
 	ev     *evidence     // the host's
 }
 
-// classify returns the decision of cfg's Classifier on a, an attempt of
-// s, with what the Transport knows better than any classifier: a cancelled
-// caller is terminal, no response is no success, a write that got no answer
-// of its own may have been applied, and an unsafe request that may have
-// been applied is not retried without evidence that the server dedupes it
-// (subject.refusesRetry). It changes nothing: the verdict says it all.
+// classify returns the decision of cfg's Classifier on a, an attempt of s.
+// It adds what the Transport knows better than any classifier:
+//
+//   - a cancelled caller is terminal;
+//   - no response is no success;
+//   - a write that got no answer of its own may have been applied;
+//   - an unsafe request that may have been applied is not retried without
+//     evidence that the server dedupes it (subject.refusesRetry).
+//
+// It changes nothing: the verdict says it all.
 func classify(cfg *config, a *attempt, s *subject) verdict {
 	if !a.sent {
 		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}
@@ -628,9 +640,9 @@ func terminal(d Decision, ambiguous bool) Decision {
 	return d
 }
 
-// withCause returns err, the error of an attempt cut short by the
-// caller's context, so that errors.Is finds ctxErr in it too; its text is
-// err's alone (the context's error is the Reason beside it).
+// withCause returns err, the error of an attempt cut short by the caller's
+// context, so that errors.Is finds ctxErr in it too. Its text is err's
+// alone: the context's error is the Reason beside it.
 func withCause(ctxErr, err error) error {
 	if errors.Is(err, ctxErr) {
 		return err

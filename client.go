@@ -12,10 +12,11 @@ func NewClient(opts ...Option) *http.Client {
 
 // Wrap returns a copy of c whose Transport is a Transport over c's Transport
 // (http.DefaultTransport if nil), configured by opts. c is not modified.
-// Redirect policy, cookie jar and Timeout are kept; note that c.Timeout bounds
-// the whole request, retries and waits included, and that when it fires
-// http.Client replaces the error with its own timeout error, so errors.As no
-// longer finds the *Error (its Key and Unknown). Prefer a context deadline.
+// Redirect policy, cookie jar and Timeout are kept. Note that c.Timeout
+// bounds the whole request, retries and waits included. When it fires,
+// http.Client replaces the error with its own timeout error. errors.As then
+// no longer finds the *Error (its Key and Unknown). Prefer a context
+// deadline.
 func Wrap(c *http.Client, opts ...Option) *http.Client {
 	if c == nil {
 		return NewClient(opts...)

@@ -8,15 +8,16 @@ import (
 // clockRebase is how often a clock reads the wall clock again.
 const clockRebase = time.Second
 
-// clock is a Transport's source of the current time: one monotonic clock
-// read per call, where time.Now makes two (the wall clock and the
-// monotonic clock; two vDSO reads, about 25 ns each on a 2-core VM:
-// BenchmarkClock).
+// clock is a Transport's source of the current time. It makes one
+// monotonic clock read per call, where time.Now makes two: the wall clock
+// and the monotonic clock. Those are two vDSO reads, about 25 ns each on a
+// 2-core VM (BenchmarkClock).
+//
 // The wall time it returns is that of the last time.Now, at most
-// clockRebase ago, plus the monotonic time elapsed since; so it follows a
-// step of the wall clock within clockRebase, and the monotonic readings of
-// its times, which the Transport compares (deadlines, pauses, durations),
-// are the monotonic clock's. Safe for concurrent use.
+// clockRebase ago, plus the monotonic time elapsed since. So it follows a
+// step of the wall clock within clockRebase. The monotonic readings of its
+// times are the monotonic clock's. The Transport compares those: deadlines,
+// pauses, durations. A clock is safe for concurrent use.
 type clock struct {
 	base atomic.Pointer[time.Time] // a time.Now result, with its monotonic reading
 }

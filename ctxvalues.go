@@ -6,9 +6,9 @@ import (
 )
 
 // ctxKey keys what a context carries for the Transport. The key, the
-// operation's name and the report are three values, each found on its own:
-// a context type that merges two contexts' values (trying one, then the
-// other) still yields each of them, wherever it was set.
+// operation's name and the report are three values, each found on its own.
+// A context type may merge two contexts' values, trying one, then the
+// other. It still yields each of them, wherever it was set.
 type ctxKey int
 
 const (
@@ -35,10 +35,10 @@ func keyFromContext(ctx context.Context) (string, bool) {
 
 // ContextWithOperation returns a copy of ctx naming a logical operation, such
 // as "refund:ch_123". With a Store (WithStore), the Transport claims the
-// operation's key from the Store before the first attempt — minting and
-// persisting it on first sight — so a process that restarts after a crash and
-// repeats the operation sends the same key. Without a Store the name is only
-// reported.
+// operation's key from the Store before the first attempt. On first sight
+// it mints and persists the key. So a process that restarts after a crash
+// and repeats the operation sends the same key. Without a Store the name is
+// only reported.
 func ContextWithOperation(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opCtxKey, op)
 }
@@ -61,10 +61,10 @@ func reportFromContext(ctx context.Context) *Report {
 }
 
 // ContextWithOuterRetries returns a copy of ctx that declares whether a
-// request made with it comes from a loop that retries it on its own (see
-// WithOuterRetries, whose setting it overrides for the request): true,
-// one attempt, the loop drives; false, the Transport retries and looks for
-// no loop.
+// request made with it comes from a loop that retries it on its own. It
+// overrides WithOuterRetries' setting for the request. With true, the call
+// sends one attempt and the loop drives. With false, the Transport retries
+// and looks for no loop.
 func ContextWithOuterRetries(ctx context.Context, will bool) context.Context {
 	if !outerContexts.Load() {
 		outerContexts.Store(true)

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Sentinel errors. They are never returned bare by RoundTrip: RoundTrip returns
-// an *Error whose Unwrap yields one of them (the reason retries stopped) and the
-// last cause, so errors.Is works on the result of http.Client.Do, through the
+// Sentinel errors. RoundTrip never returns them bare. It returns an *Error
+// whose Unwrap yields one of them (the reason retries stopped) and the last
+// cause. So errors.Is works on the result of http.Client.Do, through the
 // *url.Error that net/http wraps around it.
 var (
 	// ErrRetriesExhausted: every allowed attempt was made and the last one
@@ -42,12 +42,12 @@ var (
 	// ErrInvalidKey: a caller-supplied idempotency key is empty, longer than
 	// 255 bytes or not printable ASCII. Nothing was sent.
 	ErrInvalidKey = errors.New("resilient: invalid idempotency key")
-	// ErrDelayTooLong: the server asked to wait (Retry-After) longer than the
-	// configured maximum, or longer than the time left before the context's
-	// deadline, or other answers from the host asked for the same pause
-	// within that delay (the host is shedding: a retry would wait out a
-	// pause it keeps renewing), so the Transport returned instead of
-	// sleeping, with the last answer when it had one. A pause is judged
+	// ErrDelayTooLong: the Transport returned instead of sleeping, with the
+	// last answer when it had one. The server asked to wait (Retry-After)
+	// longer than the configured maximum, or longer than the time left
+	// before the context's deadline. Or other answers from the host asked
+	// for the same pause within that delay: the host is shedding, and a
+	// retry would wait out a pause it keeps renewing. A pause is judged
 	// before any wait: a retry that waited out a pause is sent.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
 	// ErrRateLimited: the host's RateLimit could not admit the attempt
@@ -86,8 +86,8 @@ type Error struct {
 	// Attempts is the number of attempts sent (0 when nothing was sent).
 	Attempts int
 	// Resends is the number of times the base transport sent an attempt
-	// again on its own (net/http on a keep-alive connection that died
-	// before anything was written): every request put on the wire is
+	// again on its own. net/http does so on a keep-alive connection that
+	// died before anything was written. Every request put on the wire is
 	// Attempts + Resends.
 	Resends int
 	// Category classifies the last outcome (or the refusal).
@@ -105,9 +105,10 @@ type Error struct {
 	// ErrCircuitOpen, or when the server's pushback ends, set with
 	// ErrPushback; zero otherwise.
 	RetryAt time.Time
-	// Reason is why the Transport stopped: one of the sentinel errors of this
-	// package, the caller's context error, or — when the last attempt failed
-	// with an error the Classifier called terminal — that error itself.
+	// Reason is why the Transport stopped. It is one of the sentinel errors
+	// of this package, or the caller's context error. When the last attempt
+	// failed with an error the Classifier called terminal, it is that error
+	// itself.
 	Reason error
 	// Err is the last cause (a network error, a context error, a store error);
 	// nil when the last attempt had a response.

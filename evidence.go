@@ -9,26 +9,9 @@ import (
 	"time"
 )
 
-// Retrying an unsafe request (POST, PATCH, or any method RFC 9110 does not
-// call idempotent) after it may have been applied is safe only if the server
-// dedupes it by its key. A key alone proves nothing: an API that ignores
-// Idempotency-Key applies a re-sent POST twice. So the Transport re-sends an
-// unsafe request that may have been applied only with evidence that the
-// server dedupes on that route:
-//
-//   - the application said so: WithDedupingServer names the host (and
-//     optionally a path prefix), or the key is the application's own (its
-//     header, ContextWithKey, or a named operation in a Store);
-//   - the server showed it: a response on the same host, method and route
-//     (the first two path segments) echoed the request's key header or
-//     carried Idempotency-Status or Idempotent-Replayed, or answered 409
-//     "in progress" for the key, within the last dedupeEvidenceTTL — the
-//     response being classified included.
-//
-// Without evidence the request is re-sent only when the failure proves it
-// was not applied: the dial failed, nothing was written, or a 429. Anything
-// else is returned as a bare client would return it, with Report.Stopped
-// (or Error.Reason) set to ErrUnsafeRetry and Unknown where it applies.
+// The policy this file carries out (when an unsafe request may be re-sent,
+// and what counts as evidence that a server dedupes) is in doc.go, under
+// "Unsafe requests".
 
 // dedupeEvidenceTTL is how long a server's showing that it dedupes a route
 // is trusted: long enough to cover every retry of an operation, short
@@ -38,10 +21,10 @@ const dedupeEvidenceTTL = time.Hour
 // maxEvidenceRoutes bounds the routes remembered per host.
 const maxEvidenceRoutes = 256
 
-// ErrUnsafeRetry: the request is not idempotent, it may have been applied,
-// and nothing shows that the server dedupes it by its key, so it was not
-// re-sent (a bare client would not have re-sent it either). Use
-// WithDedupingServer for a server known to honour keys.
+// ErrUnsafeRetry: the request was not re-sent. It is not idempotent and may
+// have been applied. Nothing shows that the server dedupes it by its key. A
+// bare client would not have re-sent it either. Use WithDedupingServer for
+// a server known to honour keys.
 var ErrUnsafeRetry = errors.New("resilient: not retried: unsafe request may have been applied and the server is not known to dedupe by key")
 
 // evidence remembers the routes of a host whose server showed it dedupes
@@ -120,9 +103,9 @@ func routeOf(req *http.Request) route {
 	return route{req.Method, p[:end]}
 }
 
-// showsDedupe reports whether a response with header h (and replay
-// headers rh) shows that the server dedupes by its key: it echoes the key,
-// says how its idempotency store answered, or says the key is in use.
+// showsDedupe reports whether a response with header h (and replay headers
+// rh) shows that the server dedupes by its key. It does if it echoes the
+// key, says how its idempotency store answered, or says the key is in use.
 func showsDedupe(h http.Header, rh replayHeaders, keyHeader, key string, d Decision) bool {
 	if rh.present() {
 		return true
@@ -142,14 +125,14 @@ type dedupingServer struct {
 }
 
 // WithDedupingServer declares servers known to dedupe unsafe requests by
-// their idempotency key, so that the Transport may re-send a POST or PATCH
+// their idempotency key. The Transport may then re-send a POST or PATCH
 // that may have been applied. Each entry is a host ("api.example.com",
-// with its port if the URL has one), optionally followed by a path prefix
-// ("api.example.com/v1/payments"); a leading "https://" or "http://" is
+// with its port if the URL has one). A path prefix may follow it
+// ("api.example.com/v1/payments"). A leading "https://" or "http://" is
 // ignored, and an empty entry declares nothing. Without it, an unsafe
-// request that may have been applied is re-sent only once the server has
-// shown, on that route, that it dedupes (see ErrUnsafeRetry), or when the
-// key is the application's own.
+// request that may have been applied is re-sent only in two cases. The
+// server has shown, on that route, that it dedupes (see ErrUnsafeRetry).
+// Or the key is the application's own.
 func WithDedupingServer(entries ...string) Option {
 	return func(c *config) {
 		for _, e := range entries {
@@ -207,11 +190,12 @@ func (s *subject) guarded() bool {
 	return s.unsafe
 }
 
-// refusesRetry reports whether the guard turns d, a retry of s, an unsafe
-// request, after attempt a, which may have been applied, into what a bare
-// client would have returned: nothing shows the server dedupes it (a's
-// answer, shown; the application vouching for it; an earlier answer on
-// a's route, the evidence, looked up only for a retry).
+// refusesRetry reports whether the guard turns d into what a bare client
+// would have returned. d is a retry of s, an unsafe request, after attempt
+// a, which may have been applied. The guard turns it when nothing shows the
+// server dedupes it. Three things may show it: a's answer (shown), the
+// application vouching for it, or an earlier answer on a's route. The
+// evidence of earlier answers is looked up only for a retry.
 func (s *subject) refusesRetry(a *attempt, d Decision, shown bool) bool {
 	return !shown && d.Action == Retry && !a.notApplied() && !s.vouched() && !s.ev.has(routeOf(s.req), a.end)
 }

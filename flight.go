@@ -37,8 +37,8 @@ type flights struct {
 	m  map[string]*flight
 }
 
-// flight is the turn of one key that other calls wait for: turn holds a
-// value while a call of the key is in flight; the calls waiting for it are
+// flight is the turn of one key that other calls wait for. turn holds a
+// value while a call of the key is in flight. The calls waiting for it are
 // blocked sending on it, and take it in the order they came. refs counts
 // the calls holding or waiting for it (guarded by flights.mu).
 type flight struct {

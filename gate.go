@@ -105,11 +105,11 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 
 // reserve decides at now, into r, whether attempt n of g may be sent after
 // at least backoff, without blocking. For a retry it checks that the wait
-// and the host's usual latency fit before the deadline and that the breaker
-// is not open, then takes a retry token and the budget's share (a retry
-// polling for the end of an operation in progress elsewhere, polling,
-// takes no token). An error is the reason the retry is refused (nothing
-// was taken).
+// and the host's usual latency fit before the deadline. It checks that the
+// breaker is not open. Then it takes a retry token and the budget's share.
+// A retry polling for the end of an operation in progress elsewhere
+// (polling) takes no token. An error is the reason the retry is refused;
+// nothing was taken.
 func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time.Duration, polling bool, now time.Time) error {
 	// A call that waited for its key's call in flight (applicant.joined)
 	// sends its first attempt as a first attempt: it retries nothing.
@@ -164,11 +164,12 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 	return r.spend(g, now)
 }
 
-// reset makes r a new reservation at now to h: of a retry (attempt n > 0
-// of the operation) if retry, of the first attempt of this RoundTrip call
-// if first, of a redirect hop if hop; reserve sets its delay. Field by
-// field: a composite literal is built on the stack and copied, twice the
-// stores.
+// reset makes r a new reservation at now to h. It is of a retry (attempt
+// n > 0 of the operation) if retry. It is of the first attempt of this
+// RoundTrip call if first, of a redirect hop if hop. reserve sets its
+// delay. It sets
+// the fields one by one (bench/README.md, "Why the hot path is written
+// this way").
 func (r *reservation) reset(h *hostState, now time.Time, retry, first, hop bool) {
 	r.h, r.done, r.at = h, nil, now
 	r.retry, r.first, r.hop, r.token, r.released = retry, first, hop, false, false
@@ -423,11 +424,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
-// sent at once, except that it never waits: the server's pushback, a host
-// paused by a Retry-After, an open breaker, an empty token bucket or budget,
-// a rate limiter without a token at hand or a deadline too close refuse it
-// (the error says why; nothing is held). The reservation is released like a
-// retry's.
+// sent at once, except that it never waits. These refuse it: the server's
+// pushback, a host paused by a Retry-After, an open breaker, an empty token
+// bucket or budget, a rate limiter without a token at hand, or a deadline
+// too close. The error says why, and nothing is held. The reservation is
+// released like a retry's.
 func (h *hostState) reserveHedge(g *applicant, now time.Time) (reservation, error) {
 	r := reservation{h: h, retry: true, at: now}
 	switch {

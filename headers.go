@@ -8,9 +8,10 @@ import (
 )
 
 // keyField finds the caller's key header the way net/http writes header
-// fields: the canonical name, else any spelling of it (net/http writes a
-// non-canonical map key as is, so req.Header["idempotency-key"] is a key on
-// the wire), which checkRequest found as alt. It returns the map key found.
+// fields. It looks for the canonical name, else for alt, any spelling of it
+// that checkRequest found. net/http writes a non-canonical map key as is,
+// so req.Header["idempotency-key"] is a key on the wire. keyField returns
+// the map key found.
 func keyField(h http.Header, canonical, alt string) (string, []string) {
 	if vs, ok := h[canonical]; ok {
 		return canonical, vs
@@ -51,9 +52,10 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 }
 
 // checkHeader refuses, before anything is sent, the header fields net/http
-// would refuse with an untyped error that no classifier can tell from a
-// transient one: names that are not RFC 9110 tokens, values with control
-// characters other than HTAB. The error names the field, never its value.
+// would refuse with an untyped error. No classifier can tell that error
+// from a transient one. Such fields have names that are not RFC 9110
+// tokens, or values with control characters other than HTAB. The error
+// names the field, never its value.
 func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
 	hs := headerScan{clipped: true}
 	if len(h) == 0 {

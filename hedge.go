@@ -17,11 +17,11 @@ type HedgingConfig struct {
 	Delay time.Duration
 
 	// Quantile, in (0, 1), hedges after that quantile of the host's recent
-	// attempt latencies (0.95: after the p95), tracked per host in a small
-	// histogram that follows the last thousand or so answers. Default 0.95
-	// when Delay is 0 too; 0 with a Delay hedges after the fixed Delay.
-	// Outside [0, 1) it is the default. The quantile is used once the host
-	// has 5/(1−Quantile) samples (100 for the p95).
+	// attempt latencies (0.95: after the p95). They are tracked per host in
+	// a small histogram that follows the last thousand or so answers.
+	// Default 0.95 when Delay is 0 too; 0 with a Delay hedges after the
+	// fixed Delay. Outside [0, 1) it is the default. The quantile is used
+	// once the host has 5/(1−Quantile) samples (100 for the p95).
 	Quantile float64
 
 	// MaxHedges is the number of extra copies a request may send in all,
@@ -50,27 +50,32 @@ func (hc HedgingConfig) resolve() hedging {
 // the request and returns whichever copy answers first. Hedging is off by
 // default.
 //
-// Only requests with an idempotent method (GET, HEAD, OPTIONS, PUT,
-// DELETE), no idempotency key and a body that can be replayed are hedged:
-// two copies of a keyed request in flight at once would meet the server's
-// "in progress" conflict, and an unsafe request without a key could take
-// effect twice.
+// Only some requests are hedged. Their method is idempotent (GET, HEAD,
+// OPTIONS, PUT, DELETE). They carry no idempotency key, and their body can
+// be replayed. Two copies of a keyed request in flight at once would meet
+// the server's "in progress" conflict. An unsafe request without a key
+// could take effect twice.
 //
-// A hedge is admitted by the host's gate like a retry: it takes a retry
-// token and the budget's share, and is not sent while the server pushes
-// back or the host is paused by a Retry-After, while its breaker is open, when the rate limiter has
-// no token at hand, when attempts (WithMaxAttempts) are used up or when it
-// could not finish before the deadline. A refused hedge is simply not sent:
-// the copies in flight go on. Each hedge is a new attempt, numbered in the
-// attempt header (Retry-Attempt: n) and in the Report.
+// A hedge is admitted by the host's gate like a retry. It takes a retry
+// token and the budget's share. It is not sent:
 //
-// The first definitive answer (a success or an answer not worth retrying)
-// wins: the other copies are cancelled, their bodies closed, and RoundTrip
-// returns only once their goroutines have ended. A retryable answer while
-// another copy is in flight does not trigger a retry: the Transport waits
-// for that copy, which is the retry already under way, and retries (with
-// backoff, through the gate) only when every copy has failed. The caller's
-// context bounds every copy.
+//   - while the server pushes back or the host is paused by a Retry-After;
+//   - while the host's breaker is open;
+//   - when the rate limiter has no token at hand;
+//   - when attempts (WithMaxAttempts) are used up;
+//   - when it could not finish before the deadline.
+//
+// A refused hedge is simply not sent: the copies in flight go on. Each
+// hedge is a new attempt, numbered in the attempt header (Retry-Attempt: n)
+// and in the Report.
+//
+// The first definitive answer wins: a success or an answer not worth
+// retrying. The other copies are cancelled and their bodies closed.
+// RoundTrip returns only once their goroutines have ended. A retryable
+// answer while another copy is in flight does not trigger a retry. The
+// Transport waits for that copy, which is the retry already under way. It
+// retries (with backoff, through the gate) only when every copy has failed.
+// The caller's context bounds every copy.
 func WithHedging(hc HedgingConfig) Option {
 	return func(c *config) {
 		h := hc.resolve()

@@ -10,11 +10,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// hostState is what a Transport keeps per destination host (URL.Host): the
-// policies of its gate (pause, rate limiter, breaker, retry tokens, budget)
-// and what they need to know about the host, each part with its owner.
-// Created on a host's first request; evicted once the host has been idle
-// for a window (see hosts).
+// hostState is what a Transport keeps per destination host (URL.Host). It
+// holds the policies of its gate: pause, rate limiter, breaker, retry
+// tokens, budget. It holds what they need to know about the host, each part
+// with its owner. It is created on a host's first request. It is evicted
+// once the host has been idle for a window (see hosts).
 type hostState struct {
 	name    string
 	tokens  *retryTokens // nil when retry tokens are off
@@ -75,16 +75,17 @@ const cacheLine = 64
 
 type transition struct{ from, to BreakerState }
 
-// hosts is a Transport's table of per-host state. Entries idle for longer
-// than idleAfter, with no breaker open and no pause pending, are removed by
-// a sweep that runs on the request path at most once per idleAfter, so
-// memory follows the set of active hosts, without a background goroutine.
+// hosts is a Transport's table of per-host state. A sweep removes entries
+// idle for longer than idleAfter, with no breaker open and no pause
+// pending. The sweep runs on the request path at most once per idleAfter.
+// So memory follows the set of active hosts, without a background
+// goroutine.
 //
-// last caches one entry of the table, so that a Transport that calls one
-// host (the common case) finds its state without hashing the name. It is
-// replaced only when it has not been used for lastReplace, so that
-// requests to several hosts at once do not take turns rewriting it; it
-// only ever holds an entry of the table (see remember and sweep).
+// last caches one entry of the table. A Transport that calls one host (the
+// common case) then finds its state without hashing the name. last is
+// replaced only when it has not been used for lastReplace. So requests to
+// several hosts at once do not take turns rewriting it. It only ever holds
+// an entry of the table (see remember and sweep).
 type hosts struct {
 	m         sync.Map // URL.Host → *hostState
 	last      atomic.Pointer[hostState]
@@ -93,9 +94,9 @@ type hosts struct {
 	sweeping  atomic.Bool
 }
 
-// lastUsedStep is the resolution of hostState.lastUsed: a request updates
-// it only when it is older than that, so that requests sharing a host do
-// not all write its cache line. Idle hosts are evicted up to this early.
+// lastUsedStep is the resolution of hostState.lastUsed. A request updates
+// it only when it is older than that. So requests sharing a host do not all
+// write its cache line. Idle hosts are evicted up to this early.
 const lastUsedStep = int64(time.Millisecond)
 
 // lastReplace is how long the cached host must have been unused before
@@ -143,11 +144,11 @@ func (hs *hosts) sweepIfDue(ns int64) {
 	}
 }
 
-// remember caches h, found in the table at ns, as the last host, unless
-// the cached one was used within lastReplace. A sweep that evicts an entry
-// removes it from the cache after removing it from the table; remember
-// stores first and checks the table after, so that whichever runs first,
-// the cache never keeps an entry the table no longer has.
+// remember caches h, found in the table at ns, as the last host. It does
+// not if the cached one was used within lastReplace. A sweep that evicts an
+// entry removes it from the cache after removing it from the table.
+// remember stores first and checks the table after. So whichever runs
+// first, the cache never keeps an entry the table no longer has.
 func (hs *hosts) remember(h *hostState, ns int64) {
 	if cur := hs.last.Load(); cur != nil {
 		if ns-cur.lastUsed.Load() < lastReplace {
@@ -207,9 +208,10 @@ func (hs *hosts) sweep(now int64) {
 	})
 }
 
-// idle reports whether h can be forgotten at now: unused for idleAfter, no
-// pause pending, no breaker open, no request waiting in its rate limiter
-// (which would otherwise start afresh, with a full burst, for the next).
+// idle reports whether h can be forgotten at now. It can when unused for
+// idleAfter, with no pause pending and no breaker open. No request may be
+// waiting in its rate limiter, which would otherwise start afresh, with a
+// full burst, for the next.
 func (h *hostState) idle(now, idleAfter int64) bool {
 	return now-h.lastUsed.Load() > idleAfter &&
 		h.pauses.over(now) &&

@@ -17,13 +17,13 @@ const (
 	drainTimeout = 100 * time.Millisecond
 )
 
-// keep holds the response of an attempt that a retry may replace: its
-// body is drained in the background (at most drainLimit bytes), so that a
-// short error page frees its connection during the backoff, and nothing of
-// it is lost: if the retry is then not sent, the caller reads the whole
-// body, what was drained and then the rest, each byte as soon as it has
-// come. If the retry is sent, drop closes it, before the retry goes out
-// (call.held): its connection may be the one the retry needs.
+// keep holds the response of an attempt that a retry may replace. Its body
+// is drained in the background, at most drainLimit bytes. So a short error
+// page frees its connection during the backoff. Nothing of it is lost. If
+// the retry is then not sent, the caller reads the whole body: what was
+// drained and then the rest, each byte as soon as it has come. If the retry
+// is sent, drop closes it before the retry goes out (call.held). Its
+// connection may be the one the retry needs.
 func keep(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return
@@ -42,9 +42,9 @@ func drop(resp *http.Response) {
 	}
 }
 
-// heldBody is the body of a kept response: drained in the background up to
-// drainLimit bytes while nobody reads it; once the caller reads, the drain
-// stops after the read it is in, and the caller reads what was drained,
+// heldBody is the body of a kept response. It is drained in the background
+// up to drainLimit bytes while nobody reads it. Once the caller reads, the
+// drain stops after the read it is in. The caller reads what was drained,
 // then the rest.
 type heldBody struct {
 	rc   io.ReadCloser

@@ -15,11 +15,11 @@ import (
 // caller (and the longest most servers store).
 const maxKeyLength = 255
 
-// NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string: 48 bits of
-// Unix milliseconds, then random bits from crypto/rand, so keys minted in
-// sequence sort in time order and their age can be read back (keyTime). It is
-// what a Transport mints by default (from a buffer of crypto/rand bytes of
-// its own; see WithKeyFunc).
+// NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string. It holds
+// 48 bits of Unix milliseconds, then random bits from crypto/rand. So keys
+// minted in sequence sort in time order, and their age can be read back
+// (keyTime). A Transport mints such keys by default, from a buffer of
+// crypto/rand bytes of its own (see WithKeyFunc).
 func NewKey() (string, error) {
 	u, err := uuid.NewV7()
 	if err != nil {
@@ -29,11 +29,11 @@ func NewKey() (string, error) {
 }
 
 // keySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
-// of NewKey, whose random bits come from crypto/rand through a buffer, so
-// that a request does not pay a crypto/rand read of its own (uuid.NewV7
-// reads 16 bytes per key). The buffer is the Transport's, not the process's
-// (uuid.EnableRandPool is global state that belongs to the application).
-// The zero keySource is ready to use; it is safe for concurrent use.
+// of NewKey. Their random bits come from crypto/rand through a buffer. So a
+// request does not pay a crypto/rand read of its own; uuid.NewV7 reads 16
+// bytes per key. The buffer is the Transport's, not the process's:
+// uuid.EnableRandPool is global state that belongs to the application. The
+// zero keySource is ready to use; it is safe for concurrent use.
 type keySource struct {
 	mu   sync.Mutex
 	left int                 // unread bytes at the end of rand; 0: fill it
@@ -44,10 +44,9 @@ type keySource struct {
 // keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
 const keyRandBuffer = 512
 
-// Read fills p from the buffer (at most what is left in it: uuid reads
-// with io.ReadFull), refilling it from crypto/rand when it is used up.
-// Copying from the buffer directly costs half the instructions of the
-// bufio.Reader it replaces, read through io.ReadFull.
+// Read fills p from the buffer, at most what is left in it: uuid reads
+// with io.ReadFull. It refills the buffer from crypto/rand when it is used
+// up.
 func (s *keySource) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -75,11 +74,11 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 // mint returns a new key, as NewKey does. Its keys pass ValidateKey by
 // construction (36 bytes of hex digits and hyphens).
 //
-// The key's bytes are written into a slab shared by keySlabKeys keys (a
-// strings.Builder: what it has written is never written again, so each
-// key is a substring of its String), which saves the allocation of each
-// key's string but that of every keySlabKeys-th. A key kept alive keeps
-// its slab alive: at most keySlabKeys*36 bytes.
+// The key's bytes are written into a slab shared by keySlabKeys keys. The
+// slab is a strings.Builder: what it has written is never written again,
+// so each key is a substring of its String. That saves the allocation of
+// each key's string but that of every keySlabKeys-th. A key kept alive
+// keeps its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
 	s.mu.Lock() // uuid's own mutex is taken inside: always after this one
 	u, err := uuid.NewV7FromReader((*heldKeySource)(s))
@@ -103,10 +102,9 @@ func (s *keySource) mint() (string, error) {
 const keySlabKeys = 16
 
 // formatKey writes u's canonical form (u.String(): 8-4-4-4-12 lowercase
-// hex) into b, a byte of u at a time from a table of the 256 digit pairs,
-// at constant offsets: uuid's encodeHex makes five hex.Encode calls, whose
-// loops and bounds checks cost more than the 36 bytes. (Computing 8 digits
-// at a time in a uint64 took 76 instructions more per key than the table.)
+// hex) into b. It writes a byte of u at a time, at constant offsets, from a
+// table of the 256 digit pairs (bench/README.md, "Why the hot path is
+// written this way").
 func formatKey(b *[36]byte, u *uuid.UUID) {
 	pair := func(i int, x byte) { binary.LittleEndian.PutUint16(b[i:i+2], hexPairs[x]) }
 	pair(0, u[0])
@@ -166,9 +164,8 @@ type methodSet struct {
 }
 
 // methodBit returns m's bit in methodSet.bits, and false for a method that
-// has none. A switch, which the compiler turns into a search on length and
-// content: a loop over the nine names compared each in turn (81
-// instructions for a POST, callgrind).
+// has none. It is a switch, which the compiler turns into a search on length
+// and content (bench/README.md, "Why the hot path is written this way").
 func methodBit(m string) (uint16, bool) {
 	switch m {
 	case http.MethodGet:

@@ -8,14 +8,15 @@ import (
 )
 
 // latencies is a host's recent attempt latencies in bounded memory, for a
-// hedge delay at a quantile (HedgingConfig.Quantile): a histogram of
-// latencyBuckets counters, four per power of two from 1 µs to about 137 s
-// (each bucket at most 19 % wide), whose counts are halved every window
-// samples so that it follows the host's recent past rather than its
-// history. It takes no lock and allocates nothing after construction: a
-// sample is two atomic adds; the sample that completes a window halves the
-// counts (concurrent samples may then be halved or not: it is an estimate).
-// Allocated only for a Transport that hedges at a quantile.
+// hedge delay at a quantile (HedgingConfig.Quantile). It is a histogram of
+// latencyBuckets counters, four per power of two from 1 µs to about 137 s.
+// Each bucket is at most 19 % wide. Its counts are halved every window
+// samples, so it follows the host's recent past rather than its history.
+//
+// It takes no lock and allocates nothing after construction. A sample is
+// two atomic adds. The sample that completes a window halves the counts.
+// Concurrent samples may then be halved or not: it is an estimate. It is
+// allocated only for a Transport that hedges at a quantile.
 type latencies struct {
 	counts [latencyBuckets]atomic.Uint32
 	n      atomic.Int64 // samples since the counts were last halved
@@ -101,12 +102,12 @@ func (l *latencies) quantile(q float64) (time.Duration, bool) {
 	return latencyUpper(latencyBuckets - 1), true
 }
 
-// latency is what a host's attempts took: a moving average of their
-// durations (ns), so that a retry that cannot finish before the deadline
-// is not started, and, for a hedge delay at a quantile, a histogram of the
-// recent ones. Every attempt writes the average: it has a cache line of
-// its own, so that its writes on one core do not evict the fields every
-// request reads on the others.
+// latency is what a host's attempts took. A moving average of their
+// durations (ns) keeps a retry that cannot finish before the deadline from
+// starting. For a hedge delay at a quantile, a histogram holds the recent
+// ones. Every attempt writes the average. So it has a cache line of its
+// own: its writes on one core do not evict the fields every request reads
+// on the others.
 type latency struct {
 	hist *latencies // nil unless the Transport hedges at a quantile
 	_    [cacheLine]byte

@@ -30,9 +30,9 @@ type ledger struct {
 	hedgeNums []int // the attempt numbers that were hedges (WithHedging)
 }
 
-// ident is what names an operation: its key ("" if none) and its name
-// ("" if none), and the rule by which it deferred to an outer retry loop
-// ("" if it did not: see Report.Deferred).
+// ident is what names an operation: its key and its name, "" if none. It
+// holds the rule by which it deferred to an outer retry loop, "" if it did
+// not (see Report.Deferred).
 type ident struct{ key, name, deferred string }
 
 // start starts the ledger of a call of req, in ctx, carrying out the

@@ -7,10 +7,11 @@ import (
 
 // logObserver turns Events into slog records: retries and hedges at Debug,
 // successful outcomes at Info, other outcomes and pushback answers at Warn.
-// Attributes: idempotency_key, attempt, delay, status, category, outcome
-// (plus host, method, operation and error where set; hedge=true on a hedge;
-// hedges, winner — the attempt whose answer was returned — and hedge_won on
-// the outcome of a request that sent hedges). No headers, no bodies.
+// Its attributes are idempotency_key, attempt, delay, status, category and
+// outcome. Host, method, operation and error are added where set. A hedge
+// has hedge=true. The outcome of a request that sent hedges has hedges,
+// winner (the attempt whose answer was returned) and hedge_won. No headers,
+// no bodies.
 func logObserver(l *slog.Logger) Observer {
 	return func(ctx context.Context, e Event) {
 		switch e.Kind {

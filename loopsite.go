@@ -15,54 +15,13 @@ import (
 	"unsafe"
 )
 
-// A retry loop that sends no mark the Transport knows (go-retryablehttp
-// and the clients built on it, a cloud SDK's pipeline, a search client,
-// a hand-written loop) is recognised by what it does: after one of its
-// calls ended with a retryable failure, it sends the call again. The
-// Transport then defers to it, as to a marked SDK (outerloop.go): one
-// attempt per RoundTrip, no wait of its own. Nothing on a call's first
-// arrival tells a loop's call from a plain one, so each rule below acts
-// only on evidence, and each is as strong as what it may decide:
-//
-//   - request: the same *http.Request arrives again, within loopWindow of
-//     its earlier call's end, that call ended with a retryable failure and
-//     is no longer in flight, the body's fingerprint is equal and the body
-//     is not the one that call consumed. The call continues that call: it
-//     takes its key and its attempt count, and the gate admits it as a
-//     retry (reserveOuterRetry). This rule alone shares a key, and alone
-//     may have the gate refuse the re-send.
-//   - header: the same Header map (net/http's shallow copy of a request
-//     under Client.Timeout keeps it) or the same request without the
-//     conditions above. The call defers, under a key of its own.
-//   - identical: the same method, URL, header fields (but those a loop
-//     sets anew on each try: a signature, its date, trace context) and
-//     body (for a streamed body, which has no fingerprint before it is
-//     sent, the same length) within the window. The call defers, under a
-//     key of its own.
-//   - site: the call site — the caller's frames above net/http — has
-//     shown its loop: a re-send from it was recognised by a rule above.
-//     A call from it that fails retryably sends no retry of the
-//     Transport's: the loop retries. Read only once a call has failed, so
-//     that a success costs nothing.
-//
-// Every rule requires the re-send to come from the call site and the
-// goroutine of the failure it continues: a loop runs in one goroutine. The header and identical rules only defer: code
-// that gives one Header map to many requests, or two goroutines that send
-// one request, would otherwise merge two calls under one key; and the
-// call they defer is admitted as a first attempt (never refused, as a
-// bare client's call is not), since it may be another call. A rule that
-// is unsure defers: a wrong guess that way costs only help (one attempt,
-// as a bare client sends), the other way multiplies attempts.
-//
-// A site is unlearned when a call's first failure from it, deferred to the
-// loop, is not sent again within the window: a plain call that was taken
-// for a loop gets the Transport's retries back. (A loop that ran out of
-// attempts stops repeating too, but its last failure is a re-send, not a
-// call's first.)
+// The rules this file carries out (request, header, identical, site) and
+// why each is as strong as what it may decide are in doc.go, under "Loops
+// without marks". The request rule's admission is reserveOuterRetry's.
 
 // loopWindow is how long after a call's retryable failure a re-send of it
-// is recognised: loops come back within seconds (go-retryablehttp waits
-// at most 30 s by default, Azure's pipeline 60 s).
+// is recognised. Loops come back within seconds: go-retryablehttp waits at
+// most 30 s by default, Azure's pipeline 60 s.
 const loopWindow = time.Minute
 
 // maxLoopFailures and maxLoopSites bound what loops remembers.
@@ -148,11 +107,11 @@ type loopCall struct {
 	asked bool
 }
 
-// recognise looks for the failure that c, whose operation op has its key
-// and body ready, sends again, when failures are remembered. When it
-// finds one, c defers to its loop: it returns c's part of an outer loop
-// (one attempt, no wait of the Transport's: applicant.single) and the
-// operation's key (the failed call's, by the request rule).
+// recognise looks for the failure that c sends again, when failures are
+// remembered. c's operation op has its key and body ready. When recognise
+// finds one, c defers to its loop. It returns c's part of an outer loop:
+// one attempt, no wait of the Transport's (applicant.single). It returns
+// the operation's key: the failed call's, by the request rule.
 func (c *call) recognise(op *operation) (*outerCall, string) {
 	lp := &c.t.loops
 	lp.mu.Lock()
@@ -191,9 +150,9 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	return o, key
 }
 
-// match returns, under lp.mu, the failure at ns that a request req from
-// at, whose body is bp, sends again, the rule that found it, and whether
-// the request rule holds (the key may be shared).
+// match returns, under lp.mu, the failure at ns that req sends again. req
+// comes from at, and its body is bp. match also returns the rule that found
+// it, and whether the request rule holds (the key may be shared).
 func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*failure, string, bool) {
 	fresh := func(f *failure) bool { return f != nil && f.from == at && ns-f.at <= int64(loopWindow) }
 	if f := lp.byReq[req]; fresh(f) {
@@ -212,10 +171,10 @@ func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*f
 	return nil, "", false
 }
 
-// deferToSite reports whether c, a call without marks whose attempt
-// failed retryably, comes from a call site that has shown its loop: the
-// Transport then sends no retry, the loop does. Read once per call, on
-// the failure path only.
+// deferToSite reports whether c comes from a call site that has shown its
+// loop. c is a call without marks whose attempt failed retryably. The
+// Transport then sends no retry; the loop does. It is read once per call,
+// on the failure path only.
 func (c *call) deferToSite() bool {
 	if c.outer != nil || c.outerMode() != outerAuto {
 		return false
@@ -444,8 +403,8 @@ func goid() uint64 {
 }
 
 // print returns the fingerprint of the body rb sends, of length length
-// (the request's ContentLength): only the length for a streamed body,
-// which is read only as it is sent, or a longer one than maxPrinted.
+// (the request's ContentLength). It is only the length for a body longer
+// than maxPrinted, or a streamed one, which is read only as it is sent.
 func (rb *replayBody) print(length int64) bodyPrint {
 	p := bodyPrint{length: length}
 	switch {
@@ -502,9 +461,9 @@ func sigOf(req *http.Request) string {
 }
 
 // perTry are the header fields (lower case) that a loop may set anew on
-// each try of one call: a signature and its time (AWS SigV4, Azure Shared
-// Key), trace context, a request id, and the attempt field. (The key field
-// stays: a loop sends one key again, two operations two keys.)
+// each try of one call. They are a signature and its time (AWS SigV4, Azure
+// Shared Key), trace context, a request id, and the attempt field. The key
+// field stays: a loop sends one key again, two operations two keys.
 var perTry = map[string]bool{
 	"authorization": true, "date": true, "x-amz-date": true, "x-ms-date": true,
 	"x-amz-content-sha256": true, "x-amz-security-token": true,
@@ -513,8 +472,8 @@ var perTry = map[string]bool{
 }
 
 // sameBody reports whether a and b are the same body, a request's body
-// read by an earlier call; a body that cannot be compared is taken to be
-// the same (the request rule then does not hold).
+// read by an earlier call. A body that cannot be compared is taken to be
+// the same; the request rule then does not hold.
 func sameBody(a, b io.ReadCloser) (same bool) {
 	if a == nil || a == http.NoBody {
 		return false

@@ -21,19 +21,19 @@ type operation struct {
 	// field is the header field name the key is sent under: the caller's
 	// spelling when the caller set it, else the configured name.
 	field string
-	// own is true when the key is the application's (its header,
-	// ContextWithKey, a named operation in a Store): the application vouches
+	// own is true when the key is the application's: its header,
+	// ContextWithKey, a named operation in a Store. The application vouches
 	// that the server dedupes by it.
 	own bool
 	// hop is true when the request is a redirect hop sent by http.Client
 	// (req.Response set): it continues an operation already counted.
 	hop bool
-	// asIs is true when the first attempt is the caller's request itself:
-	// no key, no attempt timeout, no hedging (each copy of a hedged request
-	// has its own context and number), no attempt header of the caller's to
-	// overwrite, and the body the caller's own (none, or one it can
-	// rewind), so the attempt would differ from the request in nothing
-	// (a first attempt has no attempt header).
+	// asIs is true when the first attempt is the caller's request itself.
+	// That needs no key, no attempt timeout and no hedging: each copy of a
+	// hedged request has its own context and number. It needs no attempt
+	// header of the caller's to overwrite, since a first attempt has none.
+	// The body must be the caller's own: none, or one it can rewind. Then
+	// the attempt would differ from the request in nothing.
 	asIs bool
 	// clipped is true when every value slice of the caller's header has no
 	// spare capacity, so that a plain copy of the map is also clipped.
@@ -46,13 +46,13 @@ type operation struct {
 	born time.Time
 }
 
-// prepare resolves, before anything is sent, the operation of req, made
-// in ctx: it checks the request, chooses the key (identity, then an SDK's
-// marks: outerKey), prepares the body, for a claim in a Store if claims.
+// prepare resolves the operation of req, made in ctx, before anything is
+// sent. It checks the request and chooses the key: identity, then an SDK's
+// marks (outerKey). It prepares the body, for a claim in a Store if claims.
 // It returns the SDK's call (nil without marks), or why the operation is
-// refused; then nothing was sent and the caller's body is closed. scan,
-// the operation's call when failures are remembered (else nil), finds
-// the loop whose re-send a request without marks is, and the key it
+// refused. On refusal nothing was sent and the caller's body is closed.
+// scan is the operation's call when failures are remembered, else nil. It
+// finds the loop whose re-send a request without marks is, and the key it
 // continues (call.recognise).
 func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, keys *keySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
 	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
@@ -84,12 +84,12 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 	return o, nil
 }
 
-// identity returns the operation's key: the caller's header, the context's
-// key, the key of the request this one is a redirect of, or (for the
-// configured methods) a new one; it notes whose it is (op.own, op.field).
-// A Store claim may replace it later. alt is the key header field under
-// another spelling than the canonical one, as checkRequest found it (""
-// if none). On error the key is not to be used.
+// identity returns the operation's key. It is the caller's header, the
+// context's key, or the key of the request this one is a redirect of. For
+// the configured methods it may be a new one. identity notes whose it is
+// (op.own, op.field). A Store claim may replace it later. alt is the key
+// header field under another spelling than the canonical one, as
+// checkRequest found it ("" if none). On error the key is not to be used.
 func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *keySource, alt string) (string, error) {
 	if name, vs := keyField(req.Header, cfg.keyHeader, alt); len(vs) > 0 {
 		op.own, op.field = true, name
@@ -122,10 +122,9 @@ func (op *operation) identity(cfg *config, ctx context.Context, req *http.Reques
 }
 
 // unsentKey returns the key of an operation whose call, in ctx, fails
-// before sending it: ""
-// for a key that neither the application nor the Store holds. Error.Key
-// names a key a caller can resolve an operation with, never one that went
-// nowhere.
+// before sending it. It returns "" for a key that neither the application
+// nor the Store holds. Error.Key names a key a caller can resolve an
+// operation with, never one that went nowhere.
 func (op *operation) unsentKey(ctx context.Context) string {
 	if op.field != "" {
 		return op.key // the caller's header
@@ -136,10 +135,11 @@ func (op *operation) unsentKey(ctx context.Context) string {
 	return ""
 }
 
-// claim gets the operation's key from the Store before anything is sent:
-// the stored key if the operation was claimed before (by this process or one
-// that crashed), else the key chosen by identity, now made durable. It
-// runs within ctx, the caller's; req is the caller's request.
+// claim gets the operation's key from the Store before anything is sent.
+// If the operation was claimed before, by this process or one that crashed,
+// it is the stored key. Else it is the key chosen by identity, now made
+// durable. claim runs within ctx, the caller's; req is the caller's
+// request.
 func (op *operation) claim(cfg *config, ctx context.Context, req *http.Request) *refusal {
 	fp, err := op.body.fingerprint(req)
 	if err != nil {
@@ -202,13 +202,13 @@ type refusal struct {
 	err    error
 }
 
-// keyAge returns an error if the operation's key is, at the time at, as
-// old as the key retention or older (a server that keeps keys that long
-// forgets it then): its age is from the earlier of its record's creation
-// (a Store's) and its UUIDv7 timestamp; a key whose birth is unknown (the
-// application's own, not a UUIDv7) has no age. Every attempt is checked,
-// retries included, at the time its backoff ends (a pause or a rate limit
-// may make it go later).
+// keyAge returns an error if the operation's key is, at the time at, as old
+// as the key retention or older. A server that keeps keys that long forgets
+// it then. Its age is from the earlier of its record's creation (a Store's)
+// and its UUIDv7 timestamp. A key whose birth is unknown has no age: the
+// application's own, not a UUIDv7. Every attempt is checked, retries
+// included, at the time its backoff ends. A pause or a rate limit may make
+// it go later.
 func (op *operation) keyAge(cfg *config, at time.Time) error {
 	if cfg.keyRetention <= 0 || op.key == "" {
 		return nil
@@ -251,9 +251,9 @@ func (op *operation) record(cfg *config, ctx context.Context, definitive bool, a
 	return nil
 }
 
-// bounded runs a Store call within ctx: if ctx ends first, it returns
-// ctx's error without waiting for a Store that does not honour ctx (a
-// frozen Redis, a stalled disk); the call finishes in the background.
+// bounded runs a Store call within ctx. If ctx ends first, it returns ctx's
+// error without waiting for a Store that does not honour ctx: a frozen
+// Redis, a stalled disk. The call finishes in the background.
 func bounded(ctx context.Context, f func(context.Context) error) error {
 	if ctx.Done() == nil {
 		return f(ctx)

@@ -30,13 +30,13 @@ const (
 // Option configures a Transport. Options are applied in order; the last one
 // that sets a value wins.
 //
-// The zero value of every option's argument is documented on the option and
-// is never a trap: a zero duration, a zero config field or an empty name
-// means the default (or, where "none" is the only sensible reading, as for
-// WithAttemptTimeout or a nil Observer, nothing), and no zero makes a
+// The zero value of every option's argument is documented on the option.
+// It is never a trap. A zero duration, a zero config field or an empty name
+// means the default. Where "none" is the only sensible reading, it means
+// nothing: WithAttemptTimeout(0) or a nil Observer. No zero makes a
 // Transport fail requests it would otherwise send. WithMaxAttempts(0) and
-// WithMaxBodyBuffer(0) mean no retries and no buffering, the reading a bare
-// net/http client has anyway.
+// WithMaxBodyBuffer(0) mean no retries and no buffering. That is the
+// reading a bare net/http client has anyway.
 type Option func(*config)
 
 // config is the resolved configuration of a Transport, fixed at construction.
@@ -56,13 +56,14 @@ type config struct {
 	rateBurst    int
 	keyHeader    string
 	// keyWire is the spelling keyHeader is sent under when the Transport
-	// adds the key (resolved by NewTransport): net/http re-sends a request
-	// by itself after a reused connection dies once it holds the
+	// adds the key (resolved by NewTransport). net/http re-sends a request
+	// by itself after a reused connection dies, once it holds the
 	// canonical Idempotency-Key or X-Idempotency-Key
-	// (Request.isReplayable), a second effect where the first was applied
-	// and the server ignores keys. Under their lower-case spelling, the same
-	// field on the wire (field names are case-insensitive; HTTP/2 sends
-	// them in lower case), it re-sends only what a bare client's would.
+	// (Request.isReplayable). That is a second effect where the first was
+	// applied and the server ignores keys. The lower-case spelling is the
+	// same field on the wire: field names are case-insensitive, and HTTP/2
+	// sends them in lower case. Under it, net/http re-sends only what a
+	// bare client's would.
 	keyWire          string
 	attemptHeader    string
 	keyFunc          func() (string, error) // nil: the Transport's keySource (NewKey's UUIDv7s)
@@ -138,8 +139,8 @@ func WithClassifier(f Classifier) Option {
 }
 
 // WithKeyHeader sets the name of the idempotency key header (default
-// "Idempotency-Key", DefaultKeyHeader). An empty name sets nothing: the name
-// in force (the default, or an earlier WithKeyHeader) stays, so a setting
+// "Idempotency-Key", DefaultKeyHeader). An empty name sets nothing. The name
+// in force (the default, or an earlier WithKeyHeader) stays. So a setting
 // read from an unset variable never turns keys off. To send no key of the
 // Transport's own, use WithKeyMethods with no methods.
 func WithKeyHeader(name string) Option {
@@ -151,13 +152,13 @@ func WithKeyHeader(name string) Option {
 }
 
 // WithAttemptHeader sets the name of the header that carries the attempt
-// number (default "Retry-Attempt", DefaultAttemptHeader), so servers can shed
-// retries first. It is sent on every retry (1, 2, …); a first attempt goes
-// without it (a request without the header is a first attempt), unless the
-// caller set the header, which the Transport then sets to 0. An empty name
-// sends no attempt header: the retries then go out as the caller made them,
-// for a server that refuses headers it does not know or a signature that
-// covers every header.
+// number (default "Retry-Attempt", DefaultAttemptHeader). Servers can then
+// shed retries first. It is sent on every retry (1, 2, …). A first attempt
+// goes without it: a request without the header is a first attempt. If the
+// caller set the header, the Transport sets it to 0 on a first attempt. An
+// empty name sends no attempt header, and retries go out as the caller made
+// them. That suits a server that refuses headers it does not know, or a
+// signature that covers every header.
 func WithAttemptHeader(name string) Option {
 	return func(c *config) {
 		c.attemptHeader = ""
@@ -168,12 +169,13 @@ func WithAttemptHeader(name string) Option {
 }
 
 // WithKeyFunc sets the function that mints keys (default: UUIDv7s as
-// NewKey mints them). Its keys must pass ValidateKey; an error from f, or a
+// NewKey mints them). Its keys must pass ValidateKey. An error from f, or a
 // key that does not pass, fails the request (ErrInvalidKey) before anything
-// is sent. f is called once per operation, never per attempt; with a Store,
-// once per claim of a named operation, also when the Store already holds
-// the operation's key (the claim is one atomic step with a candidate key,
-// which is then discarded). A nil f restores the default.
+// is sent. f is called once per operation, never per attempt. With a Store,
+// it is called once per claim of a named operation. That includes a claim
+// where the Store already holds the operation's key: the claim is one
+// atomic step with a candidate key, which is then discarded. A nil f
+// restores the default.
 func WithKeyFunc(f func() (string, error)) Option {
 	return func(c *config) { c.keyFunc = f }
 }
@@ -185,24 +187,25 @@ func WithKeyMethods(methods ...string) Option {
 	return func(c *config) { c.keyMethods = newMethodSet(methods...) }
 }
 
-// WithStore makes the Transport claim the key of every request whose context
-// names an operation (ContextWithOperation) from s before the first attempt,
-// and record the outcome there: Done after a definitive answer, Pending when
-// the outcome is unknown. A nil s means no Store (the default).
+// WithStore makes the Transport claim keys from s. A request whose context
+// names an operation (ContextWithOperation) claims its key before the first
+// attempt. Its outcome is recorded there: Done after a definitive answer,
+// Pending when the outcome is unknown. A nil s means no Store (the
+// default).
 func WithStore(s persist.Store) Option {
 	return func(c *config) { c.store = s }
 }
 
 // WithKeyRetention sets how long servers are assumed to keep idempotency
 // keys (default 24 h; 0 or negative means the default). A key as old as
-// this or older, by its UUIDv7 timestamp or its Store record's creation
-// time, is not reused: a named operation whose stored key is that old fails
-// with ErrKeyExpired before a first attempt, and a retry that would go out
-// that late is not sent (the last answer is returned, with ErrKeyExpired as
-// the reason). A first attempt with the caller's own key (header or
-// ContextWithKey) is sent, as a bare client would send it. A key of the application's own that is not
-// a UUIDv7 has no known age. To turn the check off, give a retention no
-// key reaches, such as 100 years.
+// this or older is not reused. Its age comes from its UUIDv7 timestamp or
+// its Store record's creation time. A named operation whose stored key is
+// that old fails with ErrKeyExpired before a first attempt. A retry that
+// would go out that late is not sent. The last answer is returned, with
+// ErrKeyExpired as the reason. A first attempt with the caller's own key
+// (header or ContextWithKey) is sent, as a bare client would send it. A key
+// of the application's own that is not a UUIDv7 has no known age. To turn
+// the check off, give a retention no key reaches, such as 100 years.
 func WithKeyRetention(d time.Duration) Option {
 	return func(c *config) { c.keyRetention = orDefault(d, defaultKeyRetention) }
 }
@@ -243,8 +246,8 @@ func WithMaxBodyBuffer(n int64) Option {
 	return func(c *config) { c.maxBodyBuffer = min(max(n, 0), maxBodyBufferLimit) }
 }
 
-// WithLogger logs one record per retry decision and per final outcome at
-// Debug (retries) and Info or Warn (outcomes) with the attributes
+// WithLogger logs one record per retry decision and per final outcome.
+// Retries log at Debug, outcomes at Info or Warn. The attributes are
 // idempotency_key, attempt, delay, status, category and outcome. Nothing is
 // logged by default; a nil l logs nothing. Headers and bodies are never
 // logged.

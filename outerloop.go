@@ -10,39 +10,11 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// An outer retry loop — an SDK that retries on its own (openai-go,
-// aws-sdk-go-v2, stripe-go), or the application's own loop — calls
-// RoundTrip again for each of its attempts. If the Transport retried inside
-// each call as well, the attempts would multiply (an SDK's 3 over the
-// Transport's 4 make up to 12) and each call would carry a new key. So the
-// Transport and such a loop act as one retry loop:
-//
-//   - The loop drives. A call from a loop that will retry (see
-//     WithOuterRetries and the marks in sdkmarks.go) sends one attempt;
-//     the loop decides whether and when to send the next, as it would
-//     over a bare client. The attempts on the wire are the loop's, never
-//     more.
-//   - The gate governs. A call that is the loop's retry (its mark counts
-//     attempts before it) is admitted as a retry: it is refused — nothing
-//     is sent — when the server pushed back, the breaker is open, the
-//     host's retry tokens are spent, or the deadline leaves no room for
-//     the host's usual latency (reserveOuterRetry). The refusal is an
-//     answer the loop does not retry (see the marks' table). The loop
-//     chooses when to send: the Transport adds no wait of its own, not
-//     even a server's pause (a Stainless SDK waits Retry-After itself; an
-//     AWS SDK waits its backoff and X-Amz-Retry-After, and ignores
-//     Retry-After, alone as over the Transport).
-//   - One key per logical call. The SDK's own call id, when it sends one
-//     (AWS, Google), is the key. Otherwise a retry takes the key of the one
-//     pending call it continues: same method, URL and body, whose last
-//     mark is one less (pendingCalls). When none or several match (two
-//     goroutines sending the same request are two calls), the retry gets a
-//     new key: a key is never shared by two calls.
-//   - One count. Retry-Attempt, the Report and the Events number the
-//     attempt as the loop does.
-//
-// A loop without marks is recognised by what it does (loopsite.go); none
-// of that is on the path of a request without marks until a call fails.
+// The policy this file carries out is in doc.go, under "Outer retry
+// loops". The marks are read in sdkmarks.go, a loop's retry is admitted by
+// reserveOuterRetry, and a retry finds the call it continues in
+// pendingCalls. A loop without marks is recognised in loopsite.go; none of
+// that is on the path of a request without marks until a call fails.
 
 // outerMode is WithOuterRetries' setting.
 type outerMode int8
@@ -53,53 +25,30 @@ const (
 	outerNever                   // WithOuterRetries(false)
 )
 
-// WithOuterRetries declares whether the requests sent through the Transport
-// come from a loop that retries them on its own — an SDK with its retries
-// on, or the application's loop — and should not be retried by the
-// Transport as well. With hosts, it declares it for requests to those
-// hosts only (a URL's host, with or without its port): one Transport often
-// serves an SDK and plain calls. ContextWithOuterRetries declares it for
-// one call, and wins over this option.
+// WithOuterRetries declares whether requests come from a loop that retries
+// them on its own. Such a loop may be an SDK with its retries on, or the
+// application's loop. The Transport then does not retry them as well.
 //
-// With true, every RoundTrip sends one attempt: the loop decides whether
-// and when to retry, and a call that repeats a key of the application's
-// seen within a minute is a retry, admitted by the host's gate as one
-// (it may be refused: see WithRefusalResponses). Use it with an SDK that
-// sends its own idempotency key but no retry count (stripe-go with
-// MaxNetworkRetries above 0: its first attempt says nothing of its
-// retries) and with a hand-written loop.
+// With hosts, it declares it only for requests to those hosts. A host is a
+// URL's host, with or without its port. One Transport often serves an SDK
+// and plain calls. ContextWithOuterRetries declares it for one call, and
+// wins over this option.
 //
-// With false, the Transport retries within each call as it does for any
-// request, and looks for no loop; an SDK's marks still give each call one
-// key and the attempt count. Use it with an SDK whose retries are turned
-// off.
+// With true, every RoundTrip sends one attempt, and the loop decides whether
+// and when to retry. A call that repeats a key of the application's seen
+// within a minute is a retry. The host's gate admits it as one, and may
+// refuse it (see WithRefusalResponses). Use true with a hand-written loop.
+// Use it with an SDK that sends its own idempotency key but no retry count.
+// stripe-go with MaxNetworkRetries above 0 is one: its first attempt says
+// nothing of its retries.
 //
-// Without this option the Transport looks for a loop, and defers to the
-// loop it finds: the call sends one attempt, adds no wait of its own, and
-// the gate admits the loop's retries (a Retry-After pause the loop
-// ignored never refuses them). A request from an SDK that marks its
-// attempts (X-Stainless-Retry-Count, amz-sdk-request with max above 1,
-// Google's gccl-attempt-count, stripe-go's key repeated) is a loop's. A
-// request without marks is a loop's when the Transport sees the loop
-// re-send a call that failed retryably (loopsite.go):
+// With false, the Transport retries within each call, as for any request,
+// and looks for no loop. An SDK's marks still give each call one key and the
+// attempt count. Use false with an SDK whose retries are turned off.
 //
-//   - the same *http.Request again, after its call ended, its body
-//     unchanged: the call continues that call, under its key;
-//   - the same Header map, or the same method, URL and body, shortly
-//     after: the call defers, under a key of its own (two calls are never
-//     given one key on such evidence);
-//   - a call from a place in the code (its call site) whose loop was
-//     seen: once its attempt fails, the Transport sends no retry. The
-//     site is forgotten when a call's first failure from it is not sent
-//     again within a minute.
-//
-// The first call of a loop not yet seen is retried by the Transport until
-// its re-send is recognised: it costs at most the Transport's retries of
-// one call more than the loop alone. Any other request is retried by the
-// Transport. The direction of safety: a rule that is unsure defers to the
-// loop, since a wrong guess that way costs only help (one attempt, as a
-// bare client sends), the other way multiplies attempts. Report.Deferred
-// and the outcome Event's Summary say which rule deferred a call.
+// Without this option the Transport looks for a loop and defers to the loop
+// it finds. The package documentation, under "Outer retry loops" and "Loops
+// without marks", says how it finds one.
 func WithOuterRetries(will bool, hosts ...string) Option {
 	return func(c *config) {
 		m := outerNever
@@ -174,11 +123,11 @@ type outerCall struct {
 	lax bool
 }
 
-// outerKey reads the marks of req (checkHeader found a field that may
-// carry one) and returns the SDK's call (nil without marks) and the
-// operation's key: for a key the Transport chose, the SDK's call id, or
-// the key of the pending call this one continues. Called once the body is
-// ready, before anything is sent.
+// outerKey reads the marks of req; checkHeader found a field that may carry
+// one. It returns the SDK's call (nil without marks) and the operation's
+// key. Where the Transport chooses the key, it is the SDK's call id or the
+// key of the pending call this one continues. outerKey is called once the
+// body is ready, before anything is sent.
 func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCalls) (*outerCall, string) {
 	m, ok := readMark(req.Header)
 	if !ok || op.hop {
@@ -205,12 +154,12 @@ func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCa
 	return o, pending.key(fp, m.count, op.key, cfg.now())
 }
 
-// outerStart decides, before the first attempt of a call whose outer
-// loop's part is o (nil without marks), with WithOuterRetries' mode,
-// whether the call sends one attempt for an outer loop. It returns the
-// call's part (o, or a new one with WithOuterRetries(true)) and the number
-// of the loop's attempts before this call (base: the key's recent attempts
-// for a key of the application's). Called only for a marked call, a
+// outerStart decides whether a call sends one attempt for an outer loop. It
+// decides before the first attempt, from o (the call's outer loop's part,
+// nil without marks) and WithOuterRetries' mode. It returns the call's part:
+// o, or a new one with WithOuterRetries(true). It returns the number of the
+// loop's attempts before this call. For a key of the application's, base is
+// the key's recent attempts. outerStart is called only for a marked call, a
 // repeated key of the application's, or with WithOuterRetries(true).
 func outerStart(o *outerCall, mode outerMode, base int) (*outerCall, int) {
 	if o == nil {
@@ -249,15 +198,15 @@ func outerStart(o *outerCall, mode outerMode, base int) (*outerCall, int) {
 // retrying; o is nil for a call without one.
 func (o *outerCall) sendsOne() bool { return o != nil && o.single }
 
-// refuses reports whether a refusal by the gate of o's call is to be
-// answered with a refusal response (see WithRefusalResponses): the call is
-// an outer loop's attempt whose SDK honours a do-not-retry answer (the
-// marks' table).
+// refuses reports whether the gate's refusal of o's call is answered with a
+// refusal response (see WithRefusalResponses). It is when the call is an
+// outer loop's attempt whose SDK honours a do-not-retry answer (the marks'
+// table).
 func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.respond }
 
-// reserveOuterRetry admits into r, at now, the attempt of g, an outer
-// loop's retry, or refuses it: the gate's policies for a retry but the
-// waits (the loop waited as it chose).
+// reserveOuterRetry admits into r, at now, the attempt of g, an outer loop's
+// retry, or refuses it. It applies the gate's policies for a retry, but not
+// the waits: the loop waited as it chose.
 func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
 	if h.pauses.pushedBack(now) {
 		return ErrPushback
@@ -272,31 +221,32 @@ func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Tim
 }
 
 // pendingWindow is how long a pending call is remembered after its last
-// attempt: longer than the longest wait of the SDKs that send no call id
-// (a Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min).
+// attempt. It is longer than the longest wait of the SDKs that send no call
+// id. A Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min.
 const pendingWindow = 3 * time.Minute
 
 // maxPendingCalls bounds the calls remembered.
 const maxPendingCalls = 4096
 
 // pendingCalls remembers the recent calls of outer loops that send a retry
-// count but no call id (Stainless SDKs), by request fingerprint, so that a
-// retry takes its call's key. Only marked requests touch it.
+// count but no call id (Stainless SDKs). It keys them by request
+// fingerprint, so that a retry takes its call's key. Only marked requests
+// touch it.
 //
-// A call is forgotten with every other call of the same fingerprint, never
-// alone (but when its success ends it); a fingerprint forgotten to make
-// room is remembered as gone for the window, and retries of it get new
-// keys meanwhile: so that a retry finds either its own call among the
-// others, or none of them, and never takes another call's key because its
+// A call is forgotten with every other call of the same fingerprint. It is
+// never forgotten alone, but when its success ends it. A fingerprint
+// forgotten to make room is remembered as gone for the window. Retries of
+// it get new keys meanwhile. So a retry finds either its own call among the
+// others, or none of them. It never takes another call's key because its
 // own was forgotten. A streamed body is not matched at all.
 type pendingCalls struct {
 	mu    sync.Mutex
 	calls map[string]*pendingSet // by fingerprint
 	n     int                    // calls in all sets
 	// gone holds, for a window, the fingerprints whose sets evict dropped
-	// (Unix ns until when): a retry of a forgotten call must not match a
-	// later call of the same fingerprint, so retries of them get new keys
-	// while it lasts. Bounded by maxPendingCalls: when full, it is emptied
+	// (Unix ns until when). A retry of a forgotten call must not match a
+	// later call of the same fingerprint. So retries of them get new keys
+	// while it lasts. maxPendingCalls bounds it. When full, it is emptied
 	// and every retry gets a new key until lossyUntil.
 	gone       map[string]int64
 	lossyUntil int64
@@ -313,9 +263,10 @@ type pendingCall struct {
 	count int // the mark of its latest attempt
 }
 
-// key returns the key for an attempt with fingerprint fp and mark count:
-// the key of the one pending call of fp whose latest mark is count-1, and
-// otherwise minted, the key of a new call, which it records.
+// key returns the key for an attempt with fingerprint fp and mark count.
+// It is the key of the one pending call of fp whose latest mark is
+// count-1. Otherwise it is minted, the key of a new call, which key
+// records.
 func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) string {
 	ns := now.UnixNano()
 	p.mu.Lock()
@@ -378,10 +329,10 @@ func (p *pendingCalls) forget(fp, key string) {
 	}
 }
 
-// evict makes room: it drops the sets idle past the window, and, if none
-// was, those idle longest: the set idle longest and every set that was
-// last used within a quarter of its idle time after it (so that a full
-// table does not scan all sets on every new call).
+// evict makes room. It drops the sets idle past the window. If none was,
+// it drops the set idle longest and every set last used within a quarter
+// of its idle time after it. So a full table does not scan all sets on
+// every new call.
 func (p *pendingCalls) evict(ns int64) {
 	oldest := ns
 	dropped := false
@@ -454,9 +405,10 @@ const recentWindow = time.Minute
 // maxRecentKeys bounds the keys remembered.
 const maxRecentKeys = 4096
 
-// recentKeys remembers, for the application's own keys only (a key the
-// Transport minted is never seen again), how many attempts were sent under
-// each in recent calls. Not on the path of requests with minted keys.
+// recentKeys remembers how many attempts were sent under each key in recent
+// calls. It holds the application's own keys only: a key the Transport
+// minted is never seen again. It is not on the path of requests with
+// minted keys.
 type recentKeys struct {
 	mu   sync.Mutex
 	keys map[string]recentKey

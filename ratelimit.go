@@ -3,12 +3,12 @@ package resilient
 import "golang.org/x/time/rate"
 
 // RateLimit is a retry control (see WithRetryControl) that paces the
-// requests to each destination host with a token bucket of Rate requests
-// per second and the given Burst (golang.org/x/time/rate). Every attempt,
-// first or retry, waits for a token, honouring the request's context; an
-// attempt whose wait would end after the context's deadline is not sent
-// and the request stops with ErrRateLimited as its reason (the last answer
-// is returned when there is one). A Transport has no rate limit
+// requests to each destination host. It uses a token bucket of Rate
+// requests per second and the given Burst (golang.org/x/time/rate). Every
+// attempt, first or retry, waits for a token, honouring the request's
+// context. An attempt whose wait would end after the context's deadline is
+// not sent. The request then stops with ErrRateLimited as its reason. The
+// last answer is returned when there is one. A Transport has no rate limit
 // by default.
 //
 // Zero values: a Rate of 0 (or negative, or rate.Inf) limits nothing, so

@@ -9,17 +9,21 @@ import (
 	"time"
 )
 
-// WithRefusalResponses makes a request that the Transport refuses without
-// sending anything — its host's breaker is open, its retry tokens or budget
-// refused a retry, or a rate limit or pause does not fit the deadline — end
-// with a synthetic response instead of an
-// *Error: 503 Service Unavailable with "X-Should-Retry: false",
-// "Stripe-Should-Retry: false", a Retry-After when the Transport knows when
-// the host will be tried again, a "Resilient-Refused" header naming the
-// reason, and an application/problem+json body that also carries a
-// Stripe-shaped "error" object. Use it under SDKs that retry every error
-// with their own sleeps but not such an answer (stripe-go), so that a local
-// refusal is not retried. The
+// WithRefusalResponses makes a request that the Transport refuses end with a
+// synthetic response instead of an *Error. Such a request was refused
+// without sending anything. Its host's breaker is open, its retry tokens or
+// budget refused a retry, or a rate limit or pause does not fit the
+// deadline. The response is a 503 Service Unavailable with:
+//
+//   - "X-Should-Retry: false" and "Stripe-Should-Retry: false";
+//   - a Retry-After when the Transport knows when the host will be tried
+//     again;
+//   - a "Resilient-Refused" header naming the reason;
+//   - an application/problem+json body that also carries a Stripe-shaped
+//     "error" object.
+//
+// Use it under SDKs that retry every error with their own sleeps but not
+// such an answer (stripe-go). A local refusal is then not retried. The
 // response's Request is the caller's request; it was never sent. Off by
 // default: RoundTrip returns an *Error.
 func WithRefusalResponses() Option {

@@ -46,12 +46,14 @@ type Report struct {
 	// when the answer returned came from one of them.
 	Hedges   int
 	HedgeWon bool
-	// Deferred names the rule by which the call sent one attempt, an
-	// outer retry loop retrying it (see WithOuterRetries): "mark" (an
-	// SDK's marks), "option" (WithOuterRetries(true) or
-	// ContextWithOuterRetries), "request", "header" or "identical" (a
-	// loop's re-send recognised), "site" (a call site that loops); ""
-	// when the Transport retried as usual.
+	// Deferred names the rule by which the call sent one attempt, an outer
+	// retry loop retrying it (see WithOuterRetries). It is "" when the
+	// Transport retried as usual. Otherwise it is one of:
+	//
+	//   - "mark": an SDK's marks;
+	//   - "option": WithOuterRetries(true) or ContextWithOuterRetries;
+	//   - "request", "header" or "identical": a loop's re-send recognised;
+	//   - "site": a call site that loops.
 	Deferred string
 }
 
@@ -77,10 +79,10 @@ type AttemptReport struct {
 	// Duration is how long the attempt took until response headers or error.
 	Duration time.Duration
 	// Resends is the number of times the base transport sent this attempt
-	// again on its own: net/http re-sends a request on a keep-alive
-	// connection that died before anything was written (a transparent
-	// retry, which costs no retry token). Re-sends after a write are
-	// refused (see ErrUnsafeRetry), so they never reach the server twice.
+	// again on its own. net/http re-sends a request on a keep-alive
+	// connection that died before anything was written. That transparent
+	// retry costs no retry token. Re-sends after a write are refused (see
+	// ErrUnsafeRetry), so they never reach the server twice.
 	Resends int
 	// Hedge is true when the attempt was a hedge: a copy sent while an
 	// earlier one was still in flight (WithHedging). A copy cancelled

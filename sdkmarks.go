@@ -41,8 +41,8 @@ import (
 // mark is what a request's marks say of its SDK's retry loop.
 type mark struct {
 	// count is the number of attempts the SDK sent before this one for the
-	// same call: 0 for its first attempt; -1 when the SDK does not say
-	// (stripe-go: the attempts sent under its key, recent.go, count).
+	// same call: 0 for its first attempt. It is -1 when the SDK does not
+	// say; for stripe-go the attempts sent under its key count (recent.go).
 	count int
 	// max is the most attempts the SDK sends for the call (AWS's max=M);
 	// 0 when it does not say.
@@ -56,7 +56,7 @@ type mark struct {
 }
 
 // markFields are the canonical names of the header fields that carry
-// marks, indexed by length for checkHeader's one look per field: a header
+// marks, indexed by length for checkHeader's one look per field. A header
 // field whose name is not as long as one of them costs a table load.
 var markFields = func() (t [32]string) {
 	for _, f := range [...]string{"X-Stainless-Retry-Count", "Amz-Sdk-Request", "Amz-Sdk-Invocation-Id", "X-Goog-Api-Client", "X-Stripe-Client-User-Agent"} {
@@ -163,13 +163,13 @@ func parseGoogClient(v string) (mark, bool) {
 }
 
 // willRetry reports whether the mark shows that its SDK retries the call
-// on its own: it sent attempts before this one, or it says it may send
-// more. A mark with a count that says neither (a Stainless first attempt,
-// a Google one) is taken to: such an SDK retries unless configured not
-// to, and one that does not retry sends no more than the Transport then
-// sends (one attempt per call): the SDK alone's. AWS says when it will not
-// (max=1). A mark without a count (stripe-go's) does not say: its key's
-// repetition does (outerStart).
+// on its own. It does if the SDK sent attempts before this one, or says it
+// may send more. A mark with a count that says neither is taken to retry:
+// a Stainless first attempt, a Google one. Such an SDK retries unless
+// configured not to. One that does not retry sends no more than the
+// Transport then sends: one attempt per call, the SDK alone's. AWS says
+// when it will not (max=1). A mark without a count (stripe-go's) does not
+// say; its key's repetition does (outerStart).
 func (m mark) willRetry() bool {
 	return m.count > 0 || (m.count == 0 && m.max != 1)
 }

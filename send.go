@@ -39,10 +39,13 @@ type writes struct {
 	resends int
 }
 
-// try is what one attempt is sent with: its context, its place (the i-th
-// of this call, attempt n of the operation), its body (the operation's,
-// or why it could not be had), when the gate admitted it (the start of its
-// duration), and the answer it replaces (dropped once it is on its way).
+// try is what one attempt is sent with:
+//
+//   - its context;
+//   - its place: the i-th of this call, attempt n of the operation;
+//   - its body: the operation's, or why it could not be had;
+//   - when the gate admitted it: the start of its duration;
+//   - the answer it replaces, dropped once it is on its way.
 type try struct {
 	ctx     context.Context
 	i, n    int
@@ -65,9 +68,9 @@ func (op *operation) try(ctx context.Context, i, n int, start time.Time, held *h
 	return t
 }
 
-// sender sends the attempts of one operation: what send needs of the
-// Transport, the caller's request and the operation, as a value of its
-// own, so that hedged copies send at once.
+// sender sends the attempts of one operation. It holds what send needs of
+// the Transport, the caller's request and the operation. It is a value of
+// its own, so that hedged copies send at once.
 type sender struct {
 	t     *Transport
 	req   *http.Request
@@ -83,12 +86,12 @@ func newSender(t *Transport, req *http.Request, op *operation) sender {
 	return sender{t: t, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
-// send sends attempt t through the base transport: the caller's request
-// itself when nothing is to be added to it (op.asIs), else a copy carrying
-// the key and attempt headers. The result is written to a (filled in place:
-// a returned attempt would be copied). It never mutates the caller's
-// request, and writes nothing but a: it shares nothing with other
-// attempts, so that hedged copies are sent at once.
+// send sends attempt t through the base transport. It sends the caller's
+// request itself when nothing is to be added to it (op.asIs). Otherwise it
+// sends a copy carrying the key and attempt headers. The result is written
+// to a, filled in place: a returned attempt would be copied. send never
+// mutates the caller's request and writes nothing but a. It shares nothing
+// with other attempts, so that hedged copies are sent at once.
 func (s *sender) send(a *attempt, t *try) {
 	*a = attempt{n: t.n}
 	if t.bodyErr != nil {
@@ -136,8 +139,8 @@ func (s *sender) send(a *attempt, t *try) {
 }
 
 // asContract returns what the base transport returned as the RoundTripper
-// contract has it: a response or an error, never both, never neither;
-// a response's body is never nil.
+// contract has it. That is a response or an error, never both, never
+// neither. A response's body is never nil.
 func asContract(resp *http.Response, err error) (*http.Response, error) {
 	switch {
 	case resp != nil && err != nil:
@@ -156,10 +159,10 @@ func asContract(resp *http.Response, err error) (*http.Response, error) {
 }
 
 // sendError returns the error of an attempt as a bare client's caller would
-// see it: http.Client turns an HTTPS request answered in plain HTTP into
-// http.ErrSchemeMismatch, and only when the transport's error is exactly a
-// tls.RecordHeaderError; and a write that failed on the client's own limit
-// says so, whatever error net/http returned for the attempt.
+// see it. http.Client turns an HTTPS request answered in plain HTTP into
+// http.ErrSchemeMismatch. It does so only when the transport's error is
+// exactly a tls.RecordHeaderError. A write that failed on the client's own
+// limit says so, whatever error net/http returned for the attempt.
 func sendError(req *http.Request, err error, w *writeWatch) error {
 	if rh, ok := errors.AsType[tls.RecordHeaderError](err); ok && string(rh.RecordHeader[:]) == "HTTP/" && req.URL.Scheme == "https" {
 		return wrapped{http.ErrSchemeMismatch, err}
@@ -178,10 +181,11 @@ type wrapped struct{ first, err error }
 func (e wrapped) Error() string   { return e.first.Error() }
 func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 
-// attemptRequest returns attempt t's copy of the caller's request: its
-// context (the attempt timeout's, and the write watch of a keyed attempt),
-// its header (the caller's fields and the key and attempt headers), its
-// body. cancel, if not nil, ends the attempt's context.
+// attemptRequest returns attempt t's copy of the caller's request. The copy
+// has its own context: the attempt timeout's, and the write watch of a
+// keyed attempt. It has its own header: the caller's fields and the key and
+// attempt headers. It has its own body. cancel, if not nil, ends the
+// attempt's context.
 func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
 	cfg := &s.t.cfg
 	ctx := t.ctx
@@ -216,9 +220,9 @@ func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, canc
 	return areq, w, cancel
 }
 
-// attemptFields gives areq, attempt t's copy of the caller's request, the
-// key header (watched by w, nil for an unkeyed request) and the attempt
-// header, in a header of its own.
+// attemptFields gives areq, attempt t's copy of the caller's request, a
+// header of its own. It adds the key header, watched by w (nil for an
+// unkeyed request), and the attempt header.
 func (s *sender) attemptFields(areq *http.Request, t *try, w *writeWatch) {
 	cfg := &s.t.cfg
 	// A first attempt has no attempt header (absent means 0), unless the
@@ -249,19 +253,19 @@ func (s *sender) attemptFields(areq *http.Request, t *try, w *writeWatch) {
 	}
 }
 
-// attemptHeader returns the header of an attempt: a new map with the
-// caller's fields and room for extra more (the key and attempt headers),
-// so that the caller's map is never written. The value slices are shared
-// with the caller's, their capacity clipped to their length so that an
-// append (Header.Add) on the attempt's header copies instead of writing
-// into the caller's array; like net/http, which shares the whole map
-// between a request and its forks, nothing writes into them in place.
+// attemptHeader returns the header of an attempt. It is a new map with the
+// caller's fields and room for extra more (the key and attempt headers). So
+// the caller's map is never written. The value slices are shared with the
+// caller's. Their capacity is clipped to their length, so an append
+// (Header.Add) on the attempt's header copies instead of writing into the
+// caller's array. Nothing writes into them in place, as in net/http, which
+// shares the whole map between a request and its forks.
 //
-// clipped says that the caller's slices have no spare capacity (checkHeader
-// saw them, and nothing has written the header since: a first attempt's):
-// then a copy of the map made by the runtime (maps.Clone copies its table
-// without hashing each field again) is already clipped, and a small map
-// has room for the extra fields in its one group.
+// clipped says that the caller's slices have no spare capacity. checkHeader
+// saw them, and nothing has written the header since (a first attempt's).
+// Then a copy of the map made by the runtime is already clipped. maps.Clone
+// copies its table without hashing each field again. A small map has room
+// for the extra fields in its one group.
 func attemptHeader(h http.Header, extra int, clipped bool) http.Header {
 	if clipped && len(h) > 0 && len(h)+extra <= smallMapSlots {
 		return maps.Clone(h)
@@ -277,7 +281,7 @@ func attemptHeader(h http.Header, extra int, clipped bool) http.Header {
 }
 
 // smallMapSlots is how many entries a small map holds in its one group
-// (Go's swiss-table maps): up to this many, a cloned header takes the
+// (Go's swiss-table maps). Up to this many, a cloned header takes the
 // attempt's fields without growing.
 const smallMapSlots = 8
 

@@ -24,16 +24,17 @@ const (
 	loser              // another copy won: this one is cut short
 )
 
-// judge is settling's first part: classify judges attempt a; its
-// reservation res is released with what a says of the host (cancelled if
-// a never left); the host observes a. r lowers the credit of a hedged
-// round's copies: a loser earns no token (the round's one healthy answer
-// does, so that hedges cannot pay for themselves), and a copy the server
-// sheds (pushback) while another is in flight says nothing of the host. A
-// loser cut short without an answer is not classified: it is cancelled,
-// and its time until then counts for the host's quantile, as a lower bound
-// of what it would have taken, so that the slow answers hedging cuts short
-// are not forgotten.
+// judge is settling's first part. classify judges attempt a. Its
+// reservation res is released with what a says of the host, cancelled if
+// a never left. The host observes a.
+//
+// r lowers the credit of a hedged round's copies. A loser earns no token;
+// the round's one healthy answer does, so hedges cannot pay for
+// themselves. A copy the server sheds (pushback) while another is in
+// flight says nothing of the host. A loser cut short without an answer is
+// not classified: it is cancelled. Its time until then counts for the
+// host's quantile, as a lower bound of what it would have taken. So the
+// slow answers hedging cuts short are not forgotten.
 func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 	if r == loser && a.resp == nil {
 		res.release(&c.applicant, healthNeutral)
@@ -85,24 +86,26 @@ func (c *call) observe(a *attempt, v verdict) {
 	}
 }
 
-// unobserved reports whether nothing but the host, the key's evidence and
-// an own key's attempt count (Transport.recent) learns from c's first
-// attempt when it is a plain success: no Report, no Observer, no custom
-// Classifier, no hedging (config.observed), and no Store record to finish.
-// Such an attempt ends the call (call.succeeded).
+// unobserved reports whether only a few learn from c's first attempt when
+// it is a plain success. They are the host, the key's evidence and an own
+// key's attempt count (Transport.recent). There must be no Report, no
+// Observer, no custom Classifier and no hedging (config.observed). There
+// must be no Store record to finish. Such an attempt ends the call
+// (call.succeeded).
 func (c *call) unobserved() bool {
 	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
 }
 
 // succeeded ends c after its first attempt a, a plain success, when
-// nothing observes c (call.unobserved): it does what classify, observe,
-// note and finish would do for it that anything reads afterwards, without
-// building their Decision, Report or Events. The classifier's answer is a
-// success; the host hears a healthy answer and its latency; the answer to a minted key on an unsafe request may show that
-// the server dedupes (subject.noteShown records it, as observe would; an
-// own key needs no evidence); the attempt is counted, for the recent
-// attempts of an own key. The resends count, which only a Report or an
-// Event would show, is not kept.
+// nothing observes c (call.unobserved). It does what classify, observe,
+// note and finish would do for it that anything reads afterwards. It
+// builds no Decision, Report or Events. The classifier's answer is a
+// success. The host hears a healthy answer and its latency. The answer to
+// a minted key on an unsafe request may show that the server dedupes.
+// subject.noteShown records it, as observe would; an own key needs no
+// evidence. The attempt is counted, for the recent attempts of an own key.
+// The resends count, which only a Report or an Event would show, is not
+// kept.
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)

@@ -7,23 +7,21 @@ import (
 )
 
 // RetryTokens is a retry control (see WithRetryControl), and the default
-// one: each destination host gets a token bucket for retries, on the model
-// of the AWS SDKs' retry quota. A retry takes a token and is not sent when
-// none is left: the last answer is returned (Report.Stopped is
-// ErrTokensExhausted), or an *Error with that Reason when the last attempt
-// had none; a healthy answer earns Refill tokens back; the bucket
-// starts full. Because it grows only with answers the host gets right,
-// retries fade as the failure rate p grows, to about Refill × (1 − p)
-// retries per operation, and when every answer fails only what the bucket
-// holds is spent, then none. First attempts are never refused: they only
-// size the bucket (CapRatio × the first attempts of the last Window, at
-// least MinTokens).
+// one. Each destination host gets a token bucket for retries, on the model
+// of the AWS SDKs' retry quota. The bucket starts full. A retry takes a
+// token and is not sent when none is left. The last answer is returned
+// (Report.Stopped is ErrTokensExhausted), or an *Error with that Reason. A
+// healthy answer earns Refill tokens back. So retries fade as the failure
+// rate p grows, to about Refill × (1 − p) retries per operation. When every
+// answer fails, only what the bucket holds is spent, then none. First
+// attempts are never refused. They only size the bucket: CapRatio × the
+// first attempts of the last Window, at least MinTokens.
 //
-// Every zero field means its default, so RetryTokens{} is the default
-// control: Refill 0.5, CapRatio 0.02, MinTokens 3, Window 10 s. The defaults
-// were chosen with the storm benchmark (bench/cmd/storm) so that retries
-// help when failures are rare, fade as they grow, and stop when everything
-// fails (see the README).
+// The zero value is the default control: every zero field means its
+// default (Refill 0.5, CapRatio 0.02, MinTokens 3, Window 10 s). The storm
+// benchmark (bench/cmd/storm) chose the defaults. With them, retries help
+// when failures are rare, fade as they grow, and stop when everything fails
+// (see the README). Most callers should keep it, the default.
 type RetryTokens struct {
 	// Refill is the number of tokens each healthy answer earns: a success,
 	// or an answer that is the request's fault rather than the host's (a

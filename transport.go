@@ -9,86 +9,22 @@ import (
 
 // Transport is an http.RoundTripper that makes requests safe to retry.
 //
-// For each request (one logical operation) it chooses an idempotency key
-// once, before the first attempt — the caller's header or ContextWithKey,
-// the key a Store holds for a named operation, or a new UUIDv7 for POST and
-// PATCH — and sends that same key on every attempt. It classifies each
-// attempt's outcome (DefaultClassifier), waits with jittered backoff
-// (FullJitter by default) but never less than a server-directed Retry-After
-// and never past the context's deadline, and stops when attempts run out or
-// the host's gate refuses the retry.
+// It treats each request as one operation with one idempotency key, chosen
+// before the first attempt and sent on every attempt. It classifies each
+// attempt's outcome and waits with jittered backoff between attempts. It
+// stops when attempts run out, the deadline nears or the host's gate refuses
+// a retry. A request from a loop that retries on its own gets one attempt
+// per RoundTrip: the loop drives, and the gate may refuse its retries. The
+// package documentation says what each step does. See its sections on
+// unsafe requests, retry control, calls of one key, outer retry loops, keys
+// on the wire and the RoundTripper contract.
 //
-// Each destination host has a gate that admits every attempt. By default it
-// never refuses or delays a first attempt — what a bare client would send is
-// sent, so wrapping a client cannot make an operation fail that a single
-// attempt would have completed — and it admits retries from the host's
-// RetryTokens: a retry takes a token, a healthy answer earns half a token
-// back, so retries fade as the failure rate grows and stop when everything
-// fails. The host's routes (a method and the first two path segments) share
-// its tokens fairly: a route takes at most the bucket's size beyond what its
-// own healthy answers earn back, so a dead route does not starve the others.
-// A 503 with Retry-After holds back the host's retries for that long, a 429
-// with Retry-After its first attempts too (when the wait fits their
-// deadline); while the host renews such a pause (an answer asks for one
-// while one is on: it is shedding), retries are refused before any wait, and
-// the caller has the last answer at once; a pause set or renewed while a
-// retry waits does not drop it (the server's pushback, an opened breaker or
-// a rate limit past the deadline still do). A RetryBudget or SharedBudget,
-// a CircuitBreaker and a RateLimit are opt-in, in place of the tokens or
-// beside them (WithRetryControl). Only outcomes that say the host is
-// unhealthy (5xx, timeouts, resets) count against it.
+// The zero Transport is not usable. A Transport is safe for concurrent use
+// by multiple goroutines. It should be reused: its per-host state only works
+// if the requests to a host share it.
 //
-// A retry that could not finish before the context's deadline (its wait
-// and the host's usual attempt latency) is not started.
-//
-// Calls of one operation at the same time — one key of the application's:
-// its header, ContextWithKey, a named operation in a Store — take turns: a
-// call whose key is in flight on the Transport waits for that call to end,
-// within its own context, then sends its own attempts, which a server that
-// dedupes answers with the committed answer. The server never sees two
-// attempts of one key at once from the Transport, and no call of it spends a
-// retry token waiting out a 409 "in progress". A call whose context ends
-// while it waits returns an *Error with the key and Unknown set, having sent
-// nothing. A minted key is unique and never waits. A 409 "in progress" (the
-// key's call in another process) is retried after the server's Retry-After,
-// without a retry token.
-//
-// A request from an SDK that retries on its own (its marks say so, or
-// WithOuterRetries) gets one attempt per RoundTrip: the SDK drives, the
-// Transport keys its calls (one key per SDK call), numbers their attempts as
-// the SDK does, and admits the SDK's retries through the gate, which may
-// refuse them. See WithOuterRetries.
-//
-// The zero Transport is not usable; build one with NewTransport, or an
-// *http.Client with NewClient or Wrap. A Transport is safe for concurrent
-// use by multiple goroutines and should be reused: its per-host state only
-// works if it is shared by the requests to a host. Per-host state is created
-// on a host's first request and forgotten once the host has been idle for a
-// window (10 s by default) with no pause pending and no breaker open, so
-// memory follows the set of active hosts.
-//
-// A key the Transport adds is sent under the header's lower-case spelling
-// ("idempotency-key") when the header is Idempotency-Key or
-// X-Idempotency-Key: net/http re-sends by itself, after a reused connection
-// dies, any request that carries one of them canonically spelled, and a POST
-// re-sent after it was applied is a second effect on a server that ignores
-// keys. The field is the same on the wire (names are case-insensitive;
-// HTTP/2 lower-cases them); a base RoundTripper that reads it should look it
-// up without regard to case. net/http's other re-sends (nothing written on a
-// reused connection, an HTTP/2 stream the server refused or never processed)
-// go ahead, as for a bare client, and are counted (Report.Resends).
-//
-// RoundTrip keeps the RoundTripper contract: it never modifies the caller's
-// request (an attempt that adds to it — the key and attempt headers, a
-// buffered body, an attempt timeout — is sent on a copy; an unkeyed first
-// attempt with nothing to add is the request itself, as a bare client sends
-// it); it takes its context from req.Context(); it closes the request body
-// on every path; it returns a response or an error, never both. When the
-// last attempt produced a response — a final 503 included — that response is
-// returned with a nil error, so the caller sees the real status. Otherwise
-// the error is an *Error whose Reason says why retries stopped and whose
-// Unknown field says whether the effect may exist. Bodies of discarded
-// responses are drained (at most 64 KiB, for at most 100 ms) and closed.
+// Most callers should use NewClient or Wrap, which build an *http.Client
+// around a Transport; NewTransport builds one alone.
 type Transport struct {
 	base   http.RoundTripper
 	cfg    config
@@ -137,11 +73,11 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// call is the state of one RoundTrip, one part per step of the loop: the
-// operation (resolved once), the host whose gate admits each attempt, the
-// ledger, and the values the loop builds once for the gate (applicant) and
-// for classify (subject). Each attempt's result lives in the loop's
-// iteration.
+// call is the state of one RoundTrip, one part per step of the loop. It
+// holds the operation (resolved once), the host whose gate admits each
+// attempt, and the ledger. It holds the values the loop builds once for the
+// gate (applicant) and for classify (subject). Each attempt's result lives
+// in the loop's iteration.
 type call struct {
 	t   *Transport
 	req *http.Request
@@ -162,11 +98,12 @@ type call struct {
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
-// guarantees. Errors are *Error values; errors.Is works with ErrInvalidKey,
-// ErrInvalidRequest, ErrBodyNotReplayable, ErrStore, ErrOperationMismatch,
-// ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted, ErrBudgetExhausted,
-// ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited and the context's
-// errors.
+// guarantees. Errors are *Error values. errors.Is matches them against these
+// sentinels and the context's errors:
+//
+//	ErrInvalidKey, ErrInvalidRequest, ErrBodyNotReplayable, ErrStore,
+//	ErrOperationMismatch, ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted,
+//	ErrBudgetExhausted, ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.roundTrip(req)
 	if err != nil && t.cfg.refusalResponses {
@@ -199,8 +136,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.subject = c.subjectOf()
 	if own || c.outer != nil {
 		c.applicant.lax = c.outer != nil && c.outer.lax
-		// One defer: a second would cost every call the runtime's
-		// deferreturn (too many returns for open-coded defers).
+		// One defer only (bench/README.md, "Why the hot path is written
+		// this way").
 		defer c.ended(&l.a, l.base, own)
 	}
 	return c.run(&l, now)
@@ -238,13 +175,13 @@ func (c *call) resolve() error {
 	return nil
 }
 
-// takeTurn waits until c, a call of a key of the application's, is the
-// only one of its key in flight on the Transport (flights.acquire;
-// call.ended ends its turn), and reports whether c joined another call of
-// its key, waiting for it to end: its first attempt is then a first
-// attempt of its own, not a retry of that call's. If c's context ends
-// first, c ends with an *Error: nothing was sent by it, and the outcome is
-// unknown, since the operation is in flight in this process.
+// takeTurn waits until c is the only call of its key in flight on the
+// Transport. c's key is the application's. flights.acquire gives the turn;
+// call.ended ends it. takeTurn reports whether c joined another call of its
+// key and waited for it to end. c's first attempt is then a first attempt of
+// its own, not a retry of that call's. If c's context ends first, c ends
+// with an *Error. Nothing was sent by c. The outcome is unknown, since the
+// operation is in flight in this process.
 func (c *call) takeTurn() (joined bool, err error) {
 	waited, err := c.t.flights.acquire(c.ctx, c.op.key)
 	if err != nil {
@@ -259,9 +196,10 @@ func (c *call) takeTurn() (joined bool, err error) {
 	return waited, nil
 }
 
-// firstNumber returns the number of c's first attempt, admitted at now:
-// the attempts sent under its key by earlier calls (a key of the
-// application's, recent in recentKeys; an outer retry loop's count).
+// firstNumber returns the number of c's first attempt, admitted at now. It
+// counts the attempts sent under its key by earlier calls. Those are a
+// recent key of the application's (recentKeys) or an outer retry loop's
+// count.
 func (c *call) firstNumber(own bool, now time.Time) int {
 	base := 0
 	if own {
@@ -298,10 +236,10 @@ type loop struct {
 	hedges   int           // hedges sent so far
 }
 
-// run is the retry loop, from the first attempt, admitted at now: the
-// gate admits each attempt, send sends it (or a hedged round its copies),
-// settle settles it, and the call ends with a definitive answer, or when
-// the gate or next refuses another attempt.
+// run is the retry loop, from the first attempt, admitted at now. The gate
+// admits each attempt, send sends it (or a hedged round its copies), and
+// settle settles it. The call ends with a definitive answer, or when the
+// gate or next refuses another attempt.
 func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 	quick := c.unobserved()
 	for i := 0; ; i++ {
@@ -346,10 +284,10 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 	}
 }
 
-// admit has the gate admit attempt n, the i-th of c, at now: it reserves
-// what the attempt takes, without blocking (a retry refused then ends c
-// with the last answer at once), then waits. end says that c ends, with
-// resp or err: a refused retry, or a caller that gave up.
+// admit has the gate admit attempt n, the i-th of c, at now. It reserves
+// what the attempt takes without blocking, then waits. A retry refused at
+// the reservation ends c with the last answer at once. end says that c
+// ends, with resp or err: a refused retry, or a caller that gave up.
 func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Response, err error) {
 	// polling: the last answer said the operation is in progress (a 409
 	// from a call of the key in another process).
@@ -376,10 +314,10 @@ func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Res
 	return false, nil, nil
 }
 
-// next returns the delay before retrying as attempt n after decision d, or
-// why not to retry: attempts used up, a body that cannot be replayed, a
-// server delay over the maximum. The gate decides the rest (deadline,
-// tokens, breaker).
+// next returns the delay before retrying as attempt n after decision d. Or
+// it returns why not to retry: attempts used up, a body that cannot be
+// replayed, a server delay over the maximum. The gate decides the rest
+// (deadline, tokens, breaker).
 func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
 	cfg := &c.t.cfg
 	switch {
@@ -401,8 +339,8 @@ func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error
 	return delay, nil
 }
 
-// finish ends the call after attempt a, decided d: the caller's body is
-// released, the Store records the outcome, and the ledger returns a's
+// finish ends the call after attempt a, decided d. The caller's body is
+// released and the Store records the outcome. The ledger returns a's
 // response or an *Error. stop is why retries stopped, nil if d was final.
 func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
 	c.op.body.close()
@@ -416,7 +354,7 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 }
 
 // fail returns the *Error for a call that stops before or between
-// attempts, records the operation as pending if anything was sent, and
+// attempts. It records the operation as pending if anything was sent. It
 // emits the outcome.
 func (c *call) fail(reason error, cat Category, err error) error {
 	c.led.identify(c.op.key)
@@ -429,7 +367,7 @@ func (c *call) fail(reason error, cat Category, err error) error {
 }
 
 // stopped ends the call when the gate refused to send an attempt after
-// waiting for it: the previous response, if any, is gone, so the caller
+// waiting for it. The previous response, if any, is gone. So the caller
 // gets an *Error with the gate's reason and the last cause.
 func (c *call) stopped(reason error) error {
 	c.op.body.close()
@@ -449,11 +387,12 @@ func (c *call) record(definitive bool) {
 	}
 }
 
-// refuse ends c when the gate refused to send its next attempt (waited:
-// after waiting for it): with the previous attempt a's response or an
-// *Error. For an outer loop's retry whose SDK honours a do-not-retry
-// answer (outerCall.refuses), the *Error becomes a refusal response (see
-// WithRefusalResponses) the SDK does not retry.
+// refuse ends c when the gate refused to send its next attempt. waited
+// says the refusal came after waiting for it. c ends with the previous
+// attempt a's response or an *Error. An outer loop's SDK may honour a
+// do-not-retry answer (outerCall.refuses). Its retry's *Error then becomes
+// a refusal response that the SDK does not retry (see
+// WithRefusalResponses).
 func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
 	var (
 		resp *http.Response
@@ -472,11 +411,11 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 	return resp, err
 }
 
-// ended records, when c ends after attempt a, what later calls read: the
-// attempts sent under a key of the application's (own, recentKeys, after
-// base earlier ones), and the end of c's part in pendingCalls: a call
-// answered with a success is not retried, so its key is no longer one a
-// retry may continue. Then it ends c's turn for its key (flight.go).
+// ended records what later calls read when c ends after attempt a. It
+// records the attempts sent under a key of the application's (own) in
+// recentKeys, after base earlier ones. It ends c's part in pendingCalls. A
+// call answered with a success is not retried, so its key is no longer one
+// a retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *attempt, base int, own bool) {
 	if own {
 		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
@@ -491,7 +430,8 @@ func (c *call) ended(a *attempt, base int, own bool) {
 }
 
 // hedgeDelay returns how long to wait before hedging the call's next
-// attempt, having sent hedges so far, or 0 if it is not to be hedged.
+// attempt, having sent hedges so far. It returns 0 if the attempt is not to
+// be hedged.
 func (c *call) hedgeDelay(hedges int) time.Duration {
 	hg := c.t.cfg.hedge
 	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
@@ -500,20 +440,21 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 	return hg.after(c.h.latency.hist)
 }
 
-// hedged sends attempt n (the i-th of the call, admitted by res) and, while
-// no definitive answer has come, up to budget hedges, each delay after the
-// previous copy, numbered n+1, n+2…; each copy runs in its own goroutine
-// with its own context, a child of the caller's. Every copy is settled
-// here. It returns the answer that ends the round and its verdict, and the
-// number of hedges sent.
+// hedged sends attempt n, the i-th of the call, admitted by res. While no
+// definitive answer has come, it sends up to budget hedges, numbered n+1,
+// n+2…. Each goes delay after the previous copy. Each copy runs in its own
+// goroutine with its own context, a child of the caller's. Every copy is
+// settled here. hedged returns the answer that ends the round, its verdict
+// and the number of hedges sent.
 //
-// The first definitive answer wins: the other copies are cancelled and
-// waited for, their answers noted and discarded. A retryable answer, or a
-// server's refusal (a 5xx or 429 it says not to retry, such as pushback),
-// while another copy is in flight is discarded and the round waits for
-// that copy; the round ends with the last answer when every copy failed and the
-// timer has not sent another. Every goroutine of the round has ended when
-// it returns; the winner's context is cancelled when its body is closed.
+// The first definitive answer wins. The other copies are cancelled and
+// waited for, their answers noted and discarded. A copy may answer
+// retryably, or with a server's refusal: a 5xx or 429 it says not to retry,
+// such as pushback. While another copy is in flight, that answer is
+// discarded and the round waits for the other copy. The round ends with the
+// last answer when every copy failed and the timer has not sent another.
+// Every goroutine of the round has ended when hedged returns. The winner's
+// context is cancelled when its body is closed.
 func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
 	r := newHedgeRound(1+budget, delay)
 	c.launch(r, *res, i, n, false, res.delay)
@@ -544,15 +485,16 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 	return last, lastV, sent
 }
 
-// launch sends copy n (the i-th of the call, admitted by res) of a hedged
-// round in a goroutine of its own, with a context of its own.
+// launch sends copy n of a hedged round, the i-th of the call, admitted by
+// res. The copy runs in a goroutine and a context of its own.
 func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, newSender(c.t, c.req, &c.op), c.op.try(ctx, i, n, res.at, nil))
 }
 
-// hedge sends hedge n (the i-th attempt of the call) of round r, delay
-// after the copy before it, if attempts are left and the gate admits it.
+// hedge sends hedge n, the i-th attempt of the call, of round r. It goes
+// delay after the copy before it, if attempts are left and the gate admits
+// it.
 func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
 	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
 		return false
@@ -624,10 +566,10 @@ func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
 }
 
 // settleLosers cancels the copies of r still in flight once another has
-// won, waits for each, and settles it as a loser (judge): an attempt
-// cancelled because another copy answered (Category CategoryCanceled,
-// neutral for the host), or an answer that came anyway, discarded (a
-// failure counts against the host; a healthy answer earns no token).
+// won. It waits for each and settles it as a loser (judge). A copy
+// cancelled because another answered is CategoryCanceled, neutral for the
+// host. An answer that came anyway is discarded. Its failure counts against
+// the host; its healthy answer earns no token.
 func (c *call) settleLosers(r *hedgeRound) {
 	r.cancelRest()
 	for r.inflight > 0 {

@@ -66,11 +66,11 @@ func (c *watchCtx) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-// traceKey is the key under which httptrace keeps a context's ClientTrace,
-// learnt once by letting httptrace look a trace up in a context that
-// records the key it is asked for, then checked: httptrace must find a
-// trace put under that key. nil if either step fails, and the Transport
-// then uses httptrace.WithClientTrace.
+// traceKey is the key under which httptrace keeps a context's ClientTrace.
+// It is learnt once: httptrace looks a trace up in a context that records
+// the key it is asked for. Then it is checked: httptrace must find a trace
+// put under that key. It is nil if either step fails. The Transport then
+// uses httptrace.WithClientTrace.
 var traceKey = func() any {
 	var p keyProbe
 	httptrace.ContextClientTrace(&p)
