@@ -25,7 +25,7 @@ if ttl > 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local out = {}
+local out, byCreated, byExpiry = {}, {}, {}
 for i = 4, #KEYS do
   local a = 3 + (i - 4) * 5
   local rec, op, created = KEYS[i], ARGV[a], ARGV[a + 3]
@@ -33,14 +33,23 @@ for i = 4, #KEYS do
     out[#out + 1] = {0, redis.call('HMGET', rec, 'key', 'fp', 'created', 'state', 'attempts')}
   else
     redis.call('HSET', rec, 'key', ARGV[a + 1], 'fp', ARGV[a + 2], 'created', created, 'state', '1', 'attempts', ARGV[a + 4])
-    redis.call('ZADD', KEYS[1], created, op)
-    redis.call('ZADD', KEYS[2], created, op)
+    byCreated[#byCreated + 1] = created
+    byCreated[#byCreated + 1] = op
     if ttl > 0 then
       redis.call('PEXPIRE', rec, ttl)
-      redis.call('ZADD', KEYS[3], now + ttl, op)
+      byExpiry[#byExpiry + 1] = now + ttl
+      byExpiry[#byExpiry + 1] = op
     end
     out[#out + 1] = {1}
   end
+end
+-- One ZADD per index for the batch's new records.
+if #byCreated > 0 then
+  redis.call('ZADD', KEYS[1], unpack(byCreated))
+  redis.call('ZADD', KEYS[2], unpack(byCreated))
+end
+if #byExpiry > 0 then
+  redis.call('ZADD', KEYS[3], unpack(byExpiry))
 end
 if ttl > 0 then
   local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 16)
