@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -33,6 +34,8 @@ import (
 //     row (an order) and commits;
 //   - postgres/insert+ClaimTx: the same transaction, which also claims the
 //     order's payment with Store.ClaimTx;
+//   - postgres/insert+ClaimBatch: the same, the insert and Store.ClaimBatch
+//     in one round trip (a pgx.Batch);
 //   - postgres/Claim: Store.Claim alone (its own transaction);
 //   - bolt/Claim: persist/bolt (fsync per commit, group commit);
 //   - redis/Claim: persist/redis on a redis-server with appendfsync always.
@@ -140,6 +143,22 @@ func BenchmarkStores(b *testing.B) {
 				})
 			}
 		}},
+		{"postgres/insert+ClaimBatch", func(b *testing.B) func(context.Context, string) error {
+			store, orders := newTables(b)
+			return func(ctx context.Context, id string) error {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				var batch pgx.Batch
+				batch.Queue(`INSERT INTO `+orders+` (id, amount) VALUES ($1, $2)`, id, 1000)
+				if _, _, err := store.ClaimBatch(ctx, tx, &batch, record(id)); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			}
+		}},
 		{"postgres/Claim", func(b *testing.B) func(context.Context, string) error {
 			store, _ := newTables(b)
 			return claimWith(store)
@@ -190,7 +209,8 @@ func BenchmarkStores(b *testing.B) {
 	}
 	for _, conc := range []string{"1", "64"} {
 		bare, claim := median(rates["postgres/insert/conc="+conc]), median(rates["postgres/insert+ClaimTx/conc="+conc])
-		summary += fmt.Sprintf("  at conc=%s: insert+ClaimTx / insert %.2f\n", conc, claim/bare)
+		batched := median(rates["postgres/insert+ClaimBatch/conc="+conc])
+		summary += fmt.Sprintf("  at conc=%s: insert+ClaimTx / insert %.2f, insert+ClaimBatch / insert %.2f\n", conc, claim/bare, batched/bare)
 	}
 	fmt.Print(summary) // b.Log of a benchmark with sub-benchmarks is not shown
 }

@@ -487,10 +487,13 @@ func testCanceledContext(t *testing.T, s persist.Store) {
 
 // testGaveUp: a Claim whose caller gives up while it is in flight (its
 // context canceled at a random moment) may still take effect, but only as
-// itself: what it leaves is no record or its candidate's, and never
+// itself: what it leaves is no record or its candidate's, whole, and never
 // replaces the record a later Claim saw. A Claim made after the first
 // returned, and every Claim after that, get one key, whenever the
-// abandoned write lands.
+// abandoned write lands. In every other run a Claim of another operation
+// runs beside the abandoned one: a caller that gives up never fails
+// another's Claim (a Store that shares round trips between callers must
+// not end them for all).
 func testGaveUp(t *testing.T, s persist.Store) {
 	const runs = 40
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -499,10 +502,23 @@ func testGaveUp(t *testing.T, s persist.Store) {
 		abandoned, later := candidate(op, 0), candidate(op, 1)
 		ctx, cancel := context.WithCancel(t.Context())
 		delay := time.Duration(rng.IntN(400)) * time.Microsecond
+		var (
+			wg          sync.WaitGroup
+			errLive     error
+			liveClaimed bool
+		)
+		if i%2 == 1 {
+			wg.Go(func() { _, liveClaimed, errLive = s.Claim(t.Context(), candidate(op+":live", 0)) })
+		}
 		stop := time.AfterFunc(delay, cancel)
 		_, _, errA := s.Claim(ctx, abandoned)
 		stop.Stop()
 		cancel()
+		wg.Wait()
+		if i%2 == 1 {
+			require.NoError(t, errLive, "run %d: a caller that gave up failed another's claim", i)
+			assert.True(t, liveClaimed, "run %d", i)
+		}
 		recB, _, err := s.Claim(t.Context(), later)
 		require.NoError(t, err, "run %d", i)
 		if errA == nil {
@@ -510,6 +526,12 @@ func testGaveUp(t *testing.T, s persist.Store) {
 		} else {
 			assert.Contains(t, []string{abandoned.Key, later.Key}, recB.Key, "run %d: a record of neither claim", i)
 		}
+		want := later
+		if recB.Key == abandoned.Key {
+			want = abandoned
+		}
+		want.State = persist.Pending
+		requireRecord(t, want, recB) // the candidate's record, whole
 		// Whatever the abandoned claim still does lands by now or never
 		// changes the record: later claims keep recB's key.
 		for j := range 3 {

@@ -26,6 +26,11 @@ import (
 // a record with another fingerprint, it returns the record unchanged, with
 // no send counted (the Transport then refuses the call).
 //
+// An unbound call creates the record of a name nobody committed, even if
+// its Claim first waited on a transaction that inserted the name and then
+// rolled back: it is the same call as one made a moment after the rollback,
+// which claims afresh too. Bind refuses both.
+//
 // A bound call (Bind, or every call with WithBoundCalls) never creates a
 // record: if none is committed, Claim returns an error wrapping
 // ErrClaimNotCommitted, at once, without waiting for a transaction that

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -88,7 +89,20 @@ func TestInlineCallAndResumerRace(t *testing.T) {
 		})
 		close(start)
 		wg.Wait()
-		require.NoError(t, resumeErr)
+		if resumeErr != nil {
+			// The Resumer took the lease and its re-send's Claim then waited
+			// on the row the inline call's Claim held longer than its
+			// lock_timeout (the 1 µs lease, rounded up to 1 ms, as its
+			// context has no deadline): a transient failure, nothing sent,
+			// the record left pending. Seen under load. The next Resume
+			// sends it if the inline call did not (ErrLeaseLost).
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, resumeErr, &pgErr, "round %d", i)
+			require.Equal(t, "55P03", pgErr.Code, "round %d: %v", i, resumeErr)
+			require.Zero(t, res.Resent, "round %d", i)
+			res, resumeErr = resumer.Resume(context.Background())
+			require.NoError(t, resumeErr, "round %d: the next Resume", i)
+		}
 		switch {
 		case inlineErr == nil:
 			inlineWon++

@@ -12,38 +12,61 @@ import goredis "github.com/redis/go-redis/v9"
 // operation names: "pending" and "all" scored by created, "exp" scored by the
 // Unix millisecond at which Redis expires the record (only with a TTL).
 
-// claimScript: KEYS rec, pending, all, exp; ARGV op, key, fp, created, attempts,
-// ttl (ms, 0 for none), recPrefix. It returns {0, {fields}} for an existing
+// claimManyScript claims operations in order, each created only if its
+// record does not exist: KEYS pending, all, exp, then one rec per claim; ARGV
+// ttl (ms, 0 for none), recPrefix, then op, key, fp, created, attempts per
+// claim. It returns one reply per claim: {0, {fields}} for an existing
 // record, {1} for a new one. With a TTL it also drops from the indexes up to
 // 16 operations whose records Redis has expired.
-var claimScript = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0, redis.call('HMGET', KEYS[1], 'key', 'fp', 'created', 'state', 'attempts')}
-end
-redis.call('HSET', KEYS[1], 'key', ARGV[2], 'fp', ARGV[3], 'created', ARGV[4], 'state', '1', 'attempts', ARGV[5])
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
-local ttl = tonumber(ARGV[6])
+var claimManyScript = goredis.NewScript(`
+local ttl = tonumber(ARGV[1])
+local now = 0
 if ttl > 0 then
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
-  local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local out, byCreated, byExpiry = {}, {}, {}
+for i = 4, #KEYS do
+  local a = 3 + (i - 4) * 5
+  local rec, op, created = KEYS[i], ARGV[a], ARGV[a + 3]
+  if redis.call('EXISTS', rec) == 1 then
+    out[#out + 1] = {0, redis.call('HMGET', rec, 'key', 'fp', 'created', 'state', 'attempts')}
+  else
+    redis.call('HSET', rec, 'key', ARGV[a + 1], 'fp', ARGV[a + 2], 'created', created, 'state', '1', 'attempts', ARGV[a + 4])
+    byCreated[#byCreated + 1] = created
+    byCreated[#byCreated + 1] = op
+    if ttl > 0 then
+      redis.call('PEXPIRE', rec, ttl)
+      byExpiry[#byExpiry + 1] = now + ttl
+      byExpiry[#byExpiry + 1] = op
+    end
+    out[#out + 1] = {1}
+  end
+end
+-- One ZADD per index for the batch's new records.
+if #byCreated > 0 then
+  redis.call('ZADD', KEYS[1], unpack(byCreated))
+  redis.call('ZADD', KEYS[2], unpack(byCreated))
+end
+if #byExpiry > 0 then
+  redis.call('ZADD', KEYS[3], unpack(byExpiry))
+end
+if ttl > 0 then
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 16)
   for _, m in ipairs(stale) do
-    local left = redis.call('PTTL', ARGV[7] .. m)
+    local left = redis.call('PTTL', ARGV[2] .. m)
     if left > 0 then
-      redis.call('ZADD', KEYS[4], now + left, m)
+      redis.call('ZADD', KEYS[3], now + left, m)
     elseif left == -1 then
-      redis.call('ZREM', KEYS[4], m)
+      redis.call('ZREM', KEYS[3], m)
     else
+      redis.call('ZREM', KEYS[1], m)
       redis.call('ZREM', KEYS[2], m)
       redis.call('ZREM', KEYS[3], m)
-      redis.call('ZREM', KEYS[4], m)
     end
   end
 end
-return {1}
+return out
 `)
 
 // finishScript: KEYS rec, pending; ARGV state, attempts, op. It returns 0 if
