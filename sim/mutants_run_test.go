@@ -65,4 +65,3 @@ func mutantSweep(t *testing.T, name string) {
 	}
 	fmt.Printf("mutant %s caught after %d schedules (seed %d: %s)\n", name, first, first, failing[first][0])
 }
-
