@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +26,7 @@ func outcome(method string, keyed bool, resp *http.Response, err error) resilien
 }
 
 func response(code int, body string, headers ...string) *http.Response {
-	resp, _ := replyBody(code, body, headers...)(nil)
+	resp, _ := stubtest.ReplyBody(code, body, headers...)(nil)
 	return resp
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,25 +75,25 @@ func TestRedirectOfAStoredOperation(t *testing.T) {
 // Regression: retryable-but-unsafe outcomes (500 or reset on an unkeyed POST) are
 // Terminal, so the breaker counts them as successes and never opens.
 func TestBreakerCountsUnsafe5xxAsFailures(t *testing.T) {
-	s := newStub(reply(500))
+	s := stubtest.New(stubtest.Reply(500))
 	tr := breakerTransport(s, resilient.WithKeyMethods())
 	for range 100 {
-		_, err := do(t, tr, post(t, context.Background(), "{}"))
+		_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 		if errors.Is(err, resilient.ErrCircuitOpen) {
 			return
 		}
 	}
-	t.Errorf("100 × 500 from the host, breaker never opened (%d sent)", len(s.attempts()))
+	t.Errorf("100 × 500 from the host, breaker never opened (%d sent)", len(s.Attempts()))
 }
 
 // Regression: X-Should-Retry: false on a 2xx turns a success into Terminal: the earlier
 // ambiguous attempt is never cleared, store stays Pending, outcome "terminal".
 func TestShouldRetryHintLeavesSuccessAlone(t *testing.T) {
 	store := persist.NewMemory()
-	s := newStub(fail(readErr()), reply(201, "Idempotency-Status: replayed", "Stripe-Should-Retry: false"))
+	s := stubtest.New(stubtest.Fail(readErr()), stubtest.Reply(201, "Idempotency-Status: replayed", "Stripe-Should-Retry: false"))
 	rep := new(resilient.Report)
 	ctx := resilient.ContextWithReport(resilient.ContextWithOperation(context.Background(), "op"), rep)
-	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), post(t, ctx, "{}"))
+	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), stubtest.Post(ctx, "{}"))
 	require.NoError(t, err)
 	assert.Equal(t, 201, resp.StatusCode)
 	assert.Equal(t, resilient.Success, rep.Attempts[1].Action)
@@ -105,18 +106,18 @@ func TestShouldRetryHintLeavesSuccessAlone(t *testing.T) {
 // Unknown) must stay Unknown after the next 200: the first POST may also
 // have been applied.
 func TestUnkeyedPostAfter503StaysUnknown(t *testing.T) {
-	s := newStub(reply(503), reply(200))
+	s := stubtest.New(stubtest.Reply(503), stubtest.Reply(200))
 	rep := new(resilient.Report)
 	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithKeyMethods())...),
-		post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
 	require.NoError(t, err)
-	assert.Len(t, s.attempts(), 2, "a 503 is retried for any method (shed before processing, by convention)")
+	assert.Len(t, s.Attempts(), 2, "a 503 is retried for any method (shed before processing, by convention)")
 	assert.True(t, rep.Unknown, "without a key the second success does not answer for the first POST")
 }
 
 // Regression: nil URL with an observer panics in emit.
 func TestNilURLWithObserver(t *testing.T) {
-	tr := resilient.NewTransport(newStub(reply(200)), resilient.WithObserver(func(context.Context, resilient.Event) {}))
+	tr := resilient.NewTransport(stubtest.New(stubtest.Reply(200)), resilient.WithObserver(func(context.Context, resilient.Event) {}))
 	req := &http.Request{Method: "GET", Header: http.Header{}}
 	assert.NotPanics(t, func() {
 		_, err := tr.RoundTrip(req)
@@ -127,20 +128,20 @@ func TestNilURLWithObserver(t *testing.T) {
 // Regression: WithMaxBodyBuffer(math.MaxInt64): limit+1 overflows, LimitReader reads
 // nothing and a body of unknown length is sent empty.
 func TestHugeBodyBufferLimit(t *testing.T) {
-	s := newStub(reply(200))
+	s := stubtest.New(stubtest.Reply(200))
 	pr, pw := io.Pipe()
 	go func() { pw.Write([]byte(`{"amount":100}`)); pw.Close() }()
 	req, _ := http.NewRequest(http.MethodPost, target, pr)
 	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithMaxBodyBuffer(math.MaxInt64))...), req)
 	require.NoError(t, err)
-	assert.Equal(t, `{"amount":100}`, string(s.attempts()[0].body))
+	assert.Equal(t, `{"amount":100}`, string(s.Attempts()[0].Body))
 }
 
 // Regression: Error.StatusCode is "the status of the last response seen", but finish
 // hard-codes 0 while fail reports it.
 func TestErrorCarriesLastStatus(t *testing.T) {
-	s := newStub(replyDeduping(503), fail(readErr()))
-	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithMaxAttempts(2))...), post(t, context.Background(), "{}"))
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.Fail(readErr()))
+	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithMaxAttempts(2))...), stubtest.Post(context.Background(), "{}"))
 	var re *resilient.Error
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, 503, re.StatusCode)
@@ -148,10 +149,10 @@ func TestErrorCarriesLastStatus(t *testing.T) {
 
 // Regression: a negative WithRetryAfterMax disables every retry (0 > negative).
 func TestNegativeRetryAfterMax(t *testing.T) {
-	s := newStub(replyDeduping(500), replyDeduping(200))
+	s := stubtest.New(stubtest.ReplyDeduping(500), stubtest.ReplyDeduping(200))
 	rep := new(resilient.Report)
 	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithRetryAfterMax(-1))...),
-		post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode, "stopped: %v", rep.Stopped)
 }
@@ -194,20 +195,20 @@ func TestBudgetRefundsUnsentRetry(t *testing.T) {
 	available := b.Available
 	before := available()
 	require.Equal(t, 1.0, before)
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := resilient.NewTransport(s, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })),
 		resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	_, err := do(t, tr, post(t, ctx, "{}"))
+	_, err := do(t, tr, stubtest.Post(ctx, "{}"))
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Len(t, s.attempts(), 1)
+	assert.Len(t, s.Attempts(), 1)
 	assert.Equal(t, before, available(), "no retry was sent, none is charged")
 
 	// A retry that is sent stays charged.
-	s2 := newStub(replyDeduping(503), replyDeduping(201))
+	s2 := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201))
 	tr2 := resilient.NewTransport(s2, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })), resilient.WithBackoff(nil))
-	_, err = do(t, tr2, post(t, context.Background(), "{}"))
+	_, err = do(t, tr2, stubtest.Post(context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Equal(t, 0.0, available())
 }
@@ -224,16 +225,16 @@ func TestInvalidHeaderFieldsAreRefused(t *testing.T) {
 		"empty name":    func(h http.Header) { h[""] = []string{"v"} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newStub(reply(200))
+			s := stubtest.New(stubtest.Reply(200))
 			req, _ := http.NewRequest(http.MethodGet, target, nil)
 			set(req.Header)
 			_, err := resilient.NewTransport(s, fast()...).RoundTrip(req)
 			require.ErrorIs(t, err, resilient.ErrInvalidRequest)
 			assert.NotContains(t, err.Error(), "secret")
-			assert.Empty(t, s.attempts())
+			assert.Empty(t, s.Attempts())
 		})
 	}
-	s := newStub(reply(200))
+	s := stubtest.New(stubtest.Reply(200))
 	req, _ := http.NewRequest(http.MethodGet, target, nil)
 	req.Header.Set("X-Tabbed", "a\tb")
 	_, err := do(t, resilient.NewTransport(s, fast()...), req)

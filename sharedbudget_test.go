@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -48,7 +49,7 @@ func TestSharedBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &countingBudget{allow: tt.allow}
 			var hosts []string
-			s := newStub(reply(503))
+			s := stubtest.New(stubtest.Reply(503))
 			tr := resilient.NewTransport(s,
 				resilient.WithBackoff(resilient.Exponential(0, 0)),
 				resilient.WithRetryControl(resilient.SharedBudget(func(host string) resilient.Budget {
@@ -61,7 +62,7 @@ func TestSharedBudget(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, []string{"api.test:8080"}, hosts, "one budget per host, asked for once")
-			assert.Len(t, s.attempts(), tt.wantAttempts)
+			assert.Len(t, s.Attempts(), tt.wantAttempts)
 			assert.Equal(t, 1, b.deposits, "the first attempt deposits")
 			assert.Equal(t, tt.wantWithdraws, b.withdraws)
 			assert.Zero(t, b.refunds)
@@ -70,13 +71,13 @@ func TestSharedBudget(t *testing.T) {
 }
 
 func TestSharedBudgetNilMeansNoBudget(t *testing.T) {
-	s := newStub(reply(503))
+	s := stubtest.New(stubtest.Reply(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(0, 0)),
 		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return nil })))
 	resp, err := tr.RoundTrip(mustGet(t, "http://api.test/v1/x"))
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Len(t, s.attempts(), 4, "the retry tokens alone limit retries")
+	assert.Len(t, s.Attempts(), 4, "the retry tokens alone limit retries")
 }
 
 func mustGet(t *testing.T, url string) *http.Request {
