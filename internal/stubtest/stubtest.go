@@ -159,9 +159,9 @@ func Fail(err error) Step {
 // ErrReset is the error of a connection the server reset.
 var ErrReset = errors.New("connection reset by peer")
 
-// Deduping returns the steps of a deduping server answering code after
-// code, each with headers; a code of 0 is a connection reset (ErrReset).
-func Deduping(headers []string, codes ...int) []Step {
+// Deduping returns the steps of a deduping server answering codes in
+// turn, each with headers; a code of 0 is a connection reset (ErrReset).
+func Deduping(codes []int, headers ...string) []Step {
 	steps := make([]Step, len(codes))
 	for i, c := range codes {
 		if c == 0 {
