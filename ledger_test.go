@@ -1,14 +1,14 @@
-package resilient
+package resilient_test
 
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,22 +17,15 @@ import (
 // EventOutcome carries the last status seen, as the *Error does and as
 // Event.Attempt's doc says.
 func TestOutcomeEventCarriesTheLastStatus(t *testing.T) {
-	n := 0
-	base := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		n++
-		if n == 1 {
-			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
-		}
-		return nil, syscall.ECONNRESET
-	})
-	var out Event
-	tr := NewTransport(base, WithMaxAttempts(2), WithBackoff(nil), WithObserver(func(_ context.Context, e Event) {
-		if e.Kind == EventOutcome {
+	base := stubtest.New(stubtest.Reply(http.StatusServiceUnavailable), stubtest.Fail(syscall.ECONNRESET))
+	var out resilient.Event
+	tr := resilient.NewTransport(base, resilient.WithMaxAttempts(2), resilient.WithBackoff(nil), resilient.WithObserver(func(_ context.Context, e resilient.Event) {
+		if e.Kind == resilient.EventOutcome {
 			out = e
 		}
 	}))
-	_, err := tr.RoundTrip(newGet(context.Background(), "api.test"))
-	var re *Error
+	_, err := tr.RoundTrip(stubtest.Get(context.Background(), "api.test"))
+	var re *resilient.Error
 	require.True(t, errors.As(err, &re))
 	assert.Equal(t, http.StatusServiceUnavailable, re.StatusCode)
 	assert.Equal(t, http.StatusServiceUnavailable, out.Attempt.StatusCode, "the last status seen")

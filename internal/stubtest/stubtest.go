@@ -17,11 +17,21 @@ import (
 // Target is the URL Post sends to.
 const Target = "http://api.test/v1/charges"
 
-// Post returns a POST of body to Target under ctx.
+// Post returns a POST of body to Target under ctx. Post and Get are the
+// tests' request builders.
 func Post(ctx context.Context, body string) *http.Request {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, Target, strings.NewReader(body))
 	if err != nil {
 		panic(err) // a nil ctx: a bug in the test
+	}
+	return req
+}
+
+// Get returns a GET of host's /v1/items under ctx.
+func Get(ctx context.Context, host string) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1/items", nil)
+	if err != nil {
+		panic(err) // a nil ctx or a bad host: a bug in the test
 	}
 	return req
 }

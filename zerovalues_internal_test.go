@@ -147,7 +147,7 @@ func TestOptionZeroValuesSend(t *testing.T) {
 		s := stubtest.New(stubtest.Deduping([]int{200})...)
 		tr := NewTransport(s, WithRetryControl(RateLimit{}, RateLimit{Burst: 5}))
 		for range 20 {
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		}
 		assert.Equal(t, 20, len(s.Attempts()))
 	})
@@ -156,14 +156,14 @@ func TestOptionZeroValuesSend(t *testing.T) {
 			s := stubtest.New(stubtest.Deduping([]int{503, 200}, "Retry-After: 2")...)
 			tr := NewTransport(s, WithBackoff(nil), WithRetryAfterMax(0))
 			start := time.Now()
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 			assert.Equal(t, 2, len(s.Attempts()), "retried after the server's delay")
 			assert.Equal(t, 2*time.Second, time.Since(start))
 		})
 	})
 	t.Run("WithAttemptHeader(\"\") sends no attempt header on a retry", func(t *testing.T) {
 		var got []string
-		base := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		base := stubtest.New(func(req *http.Request) (*http.Response, error) {
 			got = append(got, req.Header.Get(DefaultAttemptHeader))
 			code := http.StatusServiceUnavailable
 			if len(got) > 1 {
@@ -172,7 +172,7 @@ func TestOptionZeroValuesSend(t *testing.T) {
 			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 		})
 		tr := NewTransport(base, WithBackoff(nil), WithAttemptHeader(""))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Equal(t, []string{"", ""}, got, "retried, without the header")
 	})
 	t.Run("a budget alone is not capped by the tokens", func(t *testing.T) {
@@ -225,7 +225,3 @@ func keyMintedAt(t time.Time) string {
 	copy(u[:6], ms[2:])
 	return u.String()
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

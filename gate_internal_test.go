@@ -317,12 +317,6 @@ func TestBreakerOptionBuildsManyTransports(t *testing.T) {
 	assert.Equal(t, *a.cfg.breaker, *b.cfg.breaker)
 }
 
-// newGet returns a GET of host's /v1/items under ctx.
-func newGet(ctx context.Context, host string) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1/items", nil)
-	return req
-}
-
 // roundTrip sends req through tr and returns the status, or 0 on error.
 func roundTrip(t *testing.T, tr *Transport, req *http.Request) int {
 	t.Helper()
@@ -363,9 +357,9 @@ func TestFirstAttemptWaitsForAPause(t *testing.T) {
 			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 		})
 		tr := NewTransport(base, WithMaxAttempts(1))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-		require.Equal(t, 429, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
+		require.Equal(t, 429, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Equal(t, []time.Duration{0, 0, 3 * time.Second}, sent)
 	})
 }
@@ -376,7 +370,7 @@ func TestFirstAttemptsSizeTheTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 		for i := 1; i <= 100; i++ {
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 			v, _ := tr.hosts.m.Load("api.test")
 			require.Equal(t, int64(i), v.(*hostState).tokens.Firsts(tr.cfg.now()), "after %d operations", i)
 		}
@@ -391,7 +385,7 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 	// virtual time, so its counts cannot age out between the two reads.
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), WithRetryControl(RetryTokens{}, CircuitBreaker{}))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		v, _ := tr.hosts.m.Load("api.test")
 		h := v.(*hostState)
 		for range 3 {
@@ -399,7 +393,7 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 		}
 		before := h.breaker.Counts()
 		for range 4 {
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		}
 		assert.Equal(t, int64(tokenUnit), h.tokens.Deficit(), "four successes earn 4 × 0.5 tokens")
 		after := h.breaker.Counts()
@@ -431,7 +425,7 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 		h := v.(*hostState)
 		require.NotZero(t, h.pauses.pauseUntil.Load())
 		time.Sleep(3 * time.Second)
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Zero(t, h.pauses.pauseUntil.Load(), "the ended pause is cleared")
 	})
 }

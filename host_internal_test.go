@@ -165,14 +165,14 @@ func TestHostAndClockDoNotAllocate(t *testing.T) {
 func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRetryControl(RetryTokens{}, RateLimit{Rate: rate.Every(30 * time.Second), Burst: 1}))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		v, _ := tr.hosts.m.Load("api.test")
 		var wg sync.WaitGroup
 		wg.Go(func() { // waits 30 s in the limiter
-			assert.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			assert.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		})
 		time.Sleep(tr.cfg.idleAfter() + time.Second)
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test"))) // sweeps
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "other.test"))) // sweeps
 		got, ok := tr.hosts.m.Load("api.test")
 		require.True(t, ok, "the host in use was evicted")
 		assert.Same(t, v, got)
@@ -186,12 +186,12 @@ func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
 func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(pausing(http.StatusOK, ""))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "rare.test")))
 		for i := range 1000 { // 10 s of busy.test at 100 requests a second
 			if i%500 == 0 { // rare.test every 5 s
-				require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+				require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "rare.test")))
 			}
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "busy.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "busy.test")))
 			time.Sleep(10 * time.Millisecond)
 		}
 		assert.Equal(t, "busy.test", tr.hosts.last.Load().name)
