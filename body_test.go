@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -340,4 +341,16 @@ func TestStreamedBodyStaleWriterLeavesTheRetryItsBytes(t *testing.T) {
 	base.wg.Wait()
 	require.NoError(t, err, "bare returns the 503; wrapped returned an error")
 	resp.Body.Close()
+}
+
+// Regression: WithMaxBodyBuffer(math.MaxInt64): limit+1 overflows, LimitReader reads
+// nothing and a body of unknown length is sent empty.
+func TestHugeBodyBufferLimit(t *testing.T) {
+	s := stubtest.New(stubtest.Reply(200))
+	pr, pw := io.Pipe()
+	go func() { pw.Write([]byte(`{"amount":100}`)); pw.Close() }()
+	req, _ := http.NewRequest(http.MethodPost, target, pr)
+	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithMaxBodyBuffer(math.MaxInt64))...), req)
+	require.NoError(t, err)
+	assert.Equal(t, `{"amount":100}`, string(s.Attempts()[0].Body))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,4 +144,24 @@ func TestStoreDownSendsNothing(t *testing.T) {
 	// Requests without an operation do not touch the store.
 	_, err = do(t, resilient.NewTransport(s, fast(resilient.WithStore(downStore{}))...), stubtest.Post(context.Background(), `{}`))
 	require.NoError(t, err)
+}
+
+// Regression: a 307/308 redirect of an operation with a Store fails with
+// ErrOperationMismatch: the redirect's fingerprint covers the new URL.
+func TestRedirectOfAStoredOperation(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/old", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/new", http.StatusPermanentRedirect)
+	})
+	mux.HandleFunc("/new", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	store := persist.NewMemory()
+	client := resilient.Wrap(srv.Client(), fast(resilient.WithStore(store))...)
+	ctx := resilient.ContextWithOperation(context.Background(), "charge:1")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/old", strings.NewReader(`{"a":1}`))
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 201, resp.StatusCode)
 }

@@ -301,3 +301,13 @@ func TestWithKeyHeaderEmptyNameSetsNothing(t *testing.T) {
 		})
 	}
 }
+
+// Regression: a negative WithRetryAfterMax disables every retry (0 > negative).
+func TestNegativeRetryAfterMax(t *testing.T) {
+	s := stubtest.New(stubtest.ReplyDeduping(500), stubtest.ReplyDeduping(200))
+	rep := new(resilient.Report)
+	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithRetryAfterMax(-1))...),
+		stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode, "stopped: %v", rep.Stopped)
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,4 +86,29 @@ func mustGet(t *testing.T, url string) *http.Request {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	require.NoError(t, err)
 	return req
+}
+
+// Regression: a retry paid for from the budget and then not sent (the caller
+// cancels during the backoff) is refunded.
+func TestBudgetRefundsUnsentRetry(t *testing.T) {
+	b := retrycontrol.NewBudget(retrycontrol.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
+	available := b.Available
+	before := available()
+	require.Equal(t, 1.0, before)
+	s := stubtest.New(stubtest.ReplyDeduping(503))
+	tr := resilient.NewTransport(s, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })),
+		resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := do(t, tr, stubtest.Post(ctx, "{}"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Len(t, s.Attempts(), 1)
+	assert.Equal(t, before, available(), "no retry was sent, none is charged")
+
+	// A retry that is sent stays charged.
+	s2 := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201))
+	tr2 := resilient.NewTransport(s2, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })), resilient.WithBackoff(nil))
+	_, err = do(t, tr2, stubtest.Post(context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, available())
 }
