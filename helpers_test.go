@@ -1,18 +1,22 @@
-// Where a test goes, and in which package:
+// Where a test goes, and in which package (the rule for the root's tests):
 //
-//   - One file per concept, named after the file it tests: settle.go's
-//     tests in settle_test.go, gate.go's in gate_test.go (gate_*_test.go for
-//     a part of the gate too big for one file). Examples go in
-//     example_*_test.go, benchmarks in *_bench_test.go.
-//   - External (package resilient_test) by default: a test that uses only
-//     the exported API reads as a user's code and cannot lean on internals.
-//   - Internal (package resilient) only when the test needs unexported
-//     state (a host's tokens, the evidence, classify's verdict); the file
-//     says which at its top.
-//   - One request builder and one scripted base transport for all:
-//     internal/stubtest's Post and Stub (with Reply, ReplyDeduping,
-//     ReplyBody, Fail and Deduping for its steps), usable from both
-//     packages.
+//   - External by default: NAME_test.go is package resilient_test and uses
+//     only the exported API, as a user's code does.
+//   - Internal only when a test needs unexported state (a host's tokens,
+//     the evidence, classify's verdict, a key's time): those tests go in
+//     NAME_internal_test.go, package resilient. The file name says the
+//     package.
+//   - NAME is the source file whose concept the test is about: settle.go's
+//     tests in settle_test.go, gate.go's in gate_test.go; NAME_PART_test.go
+//     for a part of a concept (gate_admission, gate_pushback, evidence_guard,
+//     hedge_harm, options_zerovalues). Properties of the whole Transport
+//     have files named for the property: neverworse, harm, compat,
+//     compat_nethttp, crash. Examples go in example_*_test.go, benchmarks
+//     in *_bench_test.go.
+//   - One scripted base transport and one set of request builders for all,
+//     usable from both packages: internal/stubtest (Stub with its steps
+//     Reply, ReplyDeduping, ReplyBody, Fail and Deduping; Post and Get).
+//     This file holds only what the external tests share beyond that.
 
 package resilient_test
 
