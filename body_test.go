@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -161,17 +163,17 @@ func TestStreamedBodyReplays(t *testing.T) {
 		name       string
 		limit      int64
 		refuseDial bool // the first attempt's dial fails before the body is read
-		steps      []step
+		steps      []stubtest.Step
 		attempts   int // attempts the server got
 		want       int // the status returned
 	}{
-		{"within the limit, after a 503", 4096, false, []step{reply(503), reply(200)}, 2, 200},
-		{"over the limit, nothing read by the refused dial", 1024, true, []step{reply(200)}, 1, 200},
-		{"over the limit, sent once", 1024, false, []step{reply(503), reply(200)}, 1, 503},
+		{"within the limit, after a 503", 4096, false, []stubtest.Step{stubtest.Reply(503), stubtest.Reply(200)}, 2, 200},
+		{"over the limit, nothing read by the refused dial", 1024, true, []stubtest.Step{stubtest.Reply(200)}, 1, 200},
+		{"over the limit, sent once", 1024, false, []stubtest.Step{stubtest.Reply(503), stubtest.Reply(200)}, 1, 503},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStub(tt.steps...)
+			s := stubtest.New(tt.steps...)
 			var base http.RoundTripper = s
 			if tt.refuseDial {
 				n := 0
@@ -187,9 +189,9 @@ func TestStreamedBodyReplays(t *testing.T) {
 			resp, err := do(t, tr, req)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, resp.StatusCode)
-			require.Len(t, s.attempts(), tt.attempts)
-			for _, a := range s.attempts() {
-				assert.Equal(t, payload, a.body, "every attempt sent has the whole body")
+			require.Len(t, s.Attempts(), tt.attempts)
+			for _, a := range s.Attempts() {
+				assert.Equal(t, payload, a.Body, "every attempt sent has the whole body")
 			}
 		})
 	}
@@ -204,7 +206,7 @@ func (f RoundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 // A caller's body that fails mid-way fails the call once, as a bare
 // client's does: every attempt would fail the same way.
 func TestStreamedBodyReadErrorIsTerminal(t *testing.T) {
-	s := newStub(reply(200))
+	s := stubtest.New(stubtest.Reply(200))
 	body := io.MultiReader(strings.NewReader("part"), failingReader{})
 	req, _ := http.NewRequest(http.MethodPut, target, body)
 	_, err := do(t, resilient.NewTransport(s, fast()...), req)
@@ -339,4 +341,16 @@ func TestStreamedBodyStaleWriterLeavesTheRetryItsBytes(t *testing.T) {
 	base.wg.Wait()
 	require.NoError(t, err, "bare returns the 503; wrapped returned an error")
 	resp.Body.Close()
+}
+
+// Regression: WithMaxBodyBuffer(math.MaxInt64): limit+1 overflows, LimitReader reads
+// nothing and a body of unknown length is sent empty.
+func TestHugeBodyBufferLimit(t *testing.T) {
+	s := stubtest.New(stubtest.Reply(200))
+	pr, pw := io.Pipe()
+	go func() { pw.Write([]byte(`{"amount":100}`)); pw.Close() }()
+	req, _ := http.NewRequest(http.MethodPost, target, pr)
+	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithMaxBodyBuffer(math.MaxInt64))...), req)
+	require.NoError(t, err)
+	assert.Equal(t, `{"amount":100}`, string(s.Attempts()[0].Body))
 }

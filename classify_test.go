@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
+	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +27,7 @@ func outcome(method string, keyed bool, resp *http.Response, err error) resilien
 }
 
 func response(code int, body string, headers ...string) *http.Response {
-	resp, _ := replyBody(code, body, headers...)(nil)
+	resp, _ := stubtest.ReplyBody(code, body, headers...)(nil)
 	return resp
 }
 
@@ -331,4 +333,20 @@ func BenchmarkDefaultClassifier(b *testing.B) {
 			_ = resilient.DefaultClassifier(o)
 		}
 	})
+}
+
+// Regression: X-Should-Retry: false on a 2xx turns a success into Terminal: the earlier
+// ambiguous attempt is never cleared, store stays Pending, outcome "terminal".
+func TestShouldRetryHintLeavesSuccessAlone(t *testing.T) {
+	store := persist.NewMemory()
+	s := stubtest.New(stubtest.Fail(readErr()), stubtest.Reply(201, "Idempotency-Status: replayed", "Stripe-Should-Retry: false"))
+	rep := new(resilient.Report)
+	ctx := resilient.ContextWithReport(resilient.ContextWithOperation(context.Background(), "op"), rep)
+	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), stubtest.Post(ctx, "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode)
+	assert.Equal(t, resilient.Success, rep.Attempts[1].Action)
+	assert.False(t, rep.Unknown, "a replayed 201 answers for attempt 0")
+	p, _ := store.Pending(context.Background())
+	assert.Empty(t, p)
 }

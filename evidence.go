@@ -184,9 +184,6 @@ func (a *attempt) notApplied() bool {
 // guarded reports whether s's attempts are under the guard against
 // unsafe retries: a keyed request whose method is not idempotent.
 func (s *subject) guarded() bool {
-	if simbugs && bugActive("unsaferesend") {
-		return false
-	}
 	return s.unsafe
 }
 

@@ -398,18 +398,12 @@ func (g *applicant) expectedLatency(h *hostState) time.Duration {
 // fits reports whether waiting d from now leaves time before the caller's
 // deadline.
 func (g *applicant) fits(now time.Time, d time.Duration) bool {
-	if simbugs && bugActive("sleeppast") {
-		return true
-	}
 	dl, ok := g.ctx.Deadline()
 	return !ok || now.Add(d).Before(dl)
 }
 
 // sleep waits d or until ctx is done, whichever is first.
 func sleep(ctx context.Context, d time.Duration) error {
-	if simbugs && bugActive("sleeppast") {
-		ctx = context.WithoutCancel(ctx)
-	}
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +32,7 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(replyDeduping(503))
+			s := stubtest.New(stubtest.ReplyDeduping(503))
 			rep := new(resilient.Report)
 			tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(4), tc.budget)
 			stoppedByBudget := 0
@@ -39,14 +40,14 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 				*rep = resilient.Report{}
 				// Each operation its own body: the same one sent again
 				// would be a loop's re-send (loopsite.go).
-				resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), fmt.Sprintf(`{"i":%d}`, i)))
+				resp, err := do(t, tr, stubtest.Post(resilient.ContextWithReport(context.Background(), rep), fmt.Sprintf(`{"i":%d}`, i)))
 				require.NoError(t, err)
 				require.Equal(t, 503, resp.StatusCode, "the last response is returned, not swallowed")
 				if errors.Is(rep.Stopped, resilient.ErrBudgetExhausted) {
 					stoppedByBudget++
 				}
 			}
-			n := len(s.attempts())
+			n := len(s.Attempts())
 			if tc.exactSent > 0 {
 				assert.Equal(t, tc.exactSent, n)
 				assert.Zero(t, stoppedByBudget)
@@ -61,7 +62,7 @@ func TestBudgetCapsRetriesAgainstAFailingServer(t *testing.T) {
 }
 
 func TestBudgetIsPerHostAndShareable(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	cfg := resilient.RetryBudget{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second} // exactly 1 retry per window
 	send := func(tr http.RoundTripper, host string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+host+"/v1/x", strings.NewReader("{}"))
@@ -72,16 +73,16 @@ func TestBudgetIsPerHostAndShareable(t *testing.T) {
 	send(perHost, "a.test")
 	send(perHost, "b.test")
 	send(perHost, "a.test")
-	assert.Len(t, s.attempts(), 2+2+1, "each host has its own budget: one retry each")
+	assert.Len(t, s.Attempts(), 2+2+1, "each host has its own budget: one retry each")
 
-	s2 := newStub(replyDeduping(503))
+	s2 := stubtest.New(stubtest.ReplyDeduping(503))
 	shared := retrycontrol.NewBudget(retrycontrol.BudgetConfig(cfg))
 	sharedBudget := resilient.SharedBudget(func(string) resilient.Budget { return shared })
 	t1 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, sharedBudget))
 	t2 := resilient.NewTransport(s2, resilient.WithBackoff(nil), resilient.WithMaxAttempts(2), resilient.WithRetryControl(resilient.RetryTokens{}, sharedBudget))
 	send(t1, "a.test")
 	send(t2, "b.test")
-	assert.Len(t, s2.attempts(), 2+1, "one shared budget: one retry in all")
+	assert.Len(t, s2.Attempts(), 2+1, "one shared budget: one retry in all")
 }
 
 func breakerTransport(s http.RoundTripper, extra ...resilient.Option) *resilient.Transport {
@@ -95,13 +96,13 @@ func TestBreakerOpensFailsFastAndCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		up := false
-		s := newStub(func(req *http.Request) (*http.Response, error) {
+		s := stubtest.New(func(req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if up {
-				return reply(200)(req)
+				return stubtest.Reply(200)(req)
 			}
-			return reply(503)(req)
+			return stubtest.Reply(503)(req)
 		})
 		var events []resilient.Event
 		tr := breakerTransport(s, resilient.WithObserver(func(_ context.Context, e resilient.Event) {
@@ -110,15 +111,15 @@ func TestBreakerOpensFailsFastAndCloses(t *testing.T) {
 			}
 		}))
 		for range 10 {
-			resp, err := do(t, tr, post(t, context.Background(), "{}"))
+			resp, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 			require.NoError(t, err)
 			require.Equal(t, 503, resp.StatusCode)
 		}
-		require.Len(t, s.attempts(), 10)
+		require.Len(t, s.Attempts(), 10)
 
 		// Open: fail fast, nothing sent.
 		for range 50 {
-			_, err := do(t, tr, post(t, context.Background(), "{}"))
+			_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 			require.ErrorIs(t, err, resilient.ErrCircuitOpen)
 			var re *resilient.Error
 			require.ErrorAs(t, err, &re)
@@ -126,7 +127,7 @@ func TestBreakerOpensFailsFastAndCloses(t *testing.T) {
 			assert.False(t, re.Unknown, "nothing was sent")
 			assert.Equal(t, time.Now().Add(5*time.Second).Round(time.Second), re.RetryAt.Round(time.Second))
 		}
-		assert.Len(t, s.attempts(), 10, "the server sees none of the refused requests")
+		assert.Len(t, s.Attempts(), 10, "the server sees none of the refused requests")
 
 		// After the open timeout, probes go through and close it.
 		time.Sleep(5*time.Second + time.Millisecond)
@@ -134,15 +135,15 @@ func TestBreakerOpensFailsFastAndCloses(t *testing.T) {
 		up = true
 		mu.Unlock()
 		for range 2 {
-			resp, err := do(t, tr, post(t, context.Background(), "{}"))
+			resp, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 			require.NoError(t, err)
 			assert.Equal(t, 200, resp.StatusCode)
 		}
 		for range 20 {
-			_, err := do(t, tr, post(t, context.Background(), "{}"))
+			_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 			require.NoError(t, err)
 		}
-		assert.Len(t, s.attempts(), 10+2+20)
+		assert.Len(t, s.Attempts(), 10+2+20)
 		require.Len(t, events, 3)
 		assert.Equal(t, []resilient.BreakerState{resilient.BreakerOpen, resilient.BreakerHalfOpen, resilient.BreakerClosed},
 			[]resilient.BreakerState{events[0].To, events[1].To, events[2].To})
@@ -150,22 +151,22 @@ func TestBreakerOpensFailsFastAndCloses(t *testing.T) {
 }
 
 func TestBreakerIgnores4xx(t *testing.T) {
-	s := newStub(reply(400), reply(404), reply(422), reply(409))
+	s := stubtest.New(stubtest.Reply(400), stubtest.Reply(404), stubtest.Reply(422), stubtest.Reply(409))
 	tr := breakerTransport(s)
 	for range 200 {
-		_, err := do(t, tr, post(t, context.Background(), "{}"))
+		_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)
 	}
-	assert.Len(t, s.attempts(), 200, "4xx answers never open the breaker")
+	assert.Len(t, s.Attempts(), 200, "4xx answers never open the breaker")
 }
 
 func TestBreakerIsPerHost(t *testing.T) {
-	s := newStub(reply(503))
+	s := stubtest.New(stubtest.Reply(503))
 	tr := breakerTransport(s)
 	for range 10 {
-		do(t, tr, post(t, context.Background(), "{}"))
+		do(t, tr, stubtest.Post(context.Background(), "{}"))
 	}
-	_, err := do(t, tr, post(t, context.Background(), "{}"))
+	_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 	require.ErrorIs(t, err, resilient.ErrCircuitOpen)
 	req, _ := http.NewRequest(http.MethodGet, "http://other.test/", nil)
 	resp, err := do(t, tr, req)
@@ -177,14 +178,14 @@ func TestRetryAfterPausesTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		first := true
-		s := newStub(func(req *http.Request) (*http.Response, error) {
+		s := stubtest.New(func(req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if first && req.URL.Host == "a.test" {
 				first = false
-				return reply(429, "Retry-After: 1")(req)
+				return stubtest.Reply(429, "Retry-After: 1")(req)
 			}
-			return reply(200)(req)
+			return stubtest.Reply(200)(req)
 		})
 		tr := resilient.NewTransport(s, resilient.WithBackoff(nil))
 		get := func(host string) time.Duration {
@@ -210,7 +211,7 @@ func TestRetryAfterPausesTheHost(t *testing.T) {
 
 func TestRateLimitPacesPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(200))
+		s := stubtest.New(stubtest.Reply(200))
 		tr := resilient.NewTransport(s, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.RateLimit{Rate: 10, Burst: 1}))
 		start := time.Now()
 		for range 11 {
@@ -231,14 +232,14 @@ func TestRateLimitPacesPerHost(t *testing.T) {
 func TestLoggerRecordsRetriesAndOutcomeWithoutSecrets(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := newStub(replyDeduping(503), replyDeduping(201))
-	req := post(t, context.Background(), `{"card":"4242424242424242"}`)
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201))
+	req := stubtest.Post(context.Background(), `{"card":"4242424242424242"}`)
 	req.Header.Set("Authorization", "Bearer sk_live_secret")
 	req.Header.Set("Cookie", "session=s3cr3t")
 	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithLogger(l))...), req)
 	require.NoError(t, err)
 	out := buf.String()
-	key := s.attempts()[0].header.Get("Idempotency-Key")
+	key := s.Attempts()[0].Header.Get("Idempotency-Key")
 	assert.Contains(t, out, `"outcome":"retry"`)
 	assert.Contains(t, out, `"outcome":"success"`)
 	assert.Contains(t, out, `"idempotency_key":"`+key+`"`)
@@ -253,29 +254,29 @@ func TestSilentByDefault(t *testing.T) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(prev)
-	s := newStub(replyDeduping(503), replyDeduping(201))
-	_, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201))
+	_, err := do(t, resilient.NewTransport(s, fast()...), stubtest.Post(context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Empty(t, buf.String())
 }
 
 func TestBreakerRetriesOnlyStillSendsFirstAttempts(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(nil), resilient.WithMaxAttempts(3),
 		resilient.WithRetryControl(resilient.CircuitBreaker{MinRequests: 10, FailureRatio: 0.5, OpenTimeout: time.Hour, RetriesOnly: true}))
 	for i := range 4 { // 12 failed attempts: the breaker opens during the fourth operation
-		_, err := do(t, tr, post(t, context.Background(), fmt.Sprintf(`{"op":%d}`, i)))
+		_, err := do(t, tr, stubtest.Post(context.Background(), fmt.Sprintf(`{"op":%d}`, i)))
 		require.NoError(t, err)
 	}
-	before := len(s.attempts())
+	before := len(s.Attempts())
 	require.Less(t, before, 12)
 	rep := new(resilient.Report)
 	for i := range 50 {
 		*rep = resilient.Report{}
-		resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), fmt.Sprintf(`{"i":%d}`, i))) // distinct operations
+		resp, err := do(t, tr, stubtest.Post(resilient.ContextWithReport(context.Background(), rep), fmt.Sprintf(`{"i":%d}`, i))) // distinct operations
 		require.NoError(t, err, "the first attempt is sent and its answer returned")
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.ErrorIs(t, rep.Stopped, resilient.ErrCircuitOpen, "no retry while the breaker is open")
 	}
-	assert.Len(t, s.attempts(), before+50, "one attempt per operation while open")
+	assert.Len(t, s.Attempts(), before+50, "one attempt per operation while open")
 }

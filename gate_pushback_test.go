@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -46,7 +47,7 @@ func TestDefaultClassifierPushback(t *testing.T) {
 }
 
 // byPath is a base RoundTripper that answers each path with its own script.
-type byPath map[string]*stub
+type byPath map[string]*stubtest.Stub
 
 func (b byPath) RoundTrip(req *http.Request) (*http.Response, error) {
 	return b[req.URL.Path].RoundTrip(req)
@@ -70,10 +71,10 @@ func get(ctx context.Context, t *testing.T, tr http.RoundTripper, path string) (
 func TestPushbackHoldsEveryRetryToTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := byPath{
-			"/pushback": newStub(reply(503, "Retry-After: 5", "X-Should-Retry: false")),
-			"/failing":  newStub(reply(503)),
-			"/reset":    newStub(fail(readErr())),
-			"/other":    newStub(reply(503), reply(200)),
+			"/pushback": stubtest.New(stubtest.Reply(503, "Retry-After: 5", "X-Should-Retry: false")),
+			"/failing":  stubtest.New(stubtest.Reply(503)),
+			"/reset":    stubtest.New(stubtest.Fail(readErr())),
+			"/other":    stubtest.New(stubtest.Reply(503), stubtest.Reply(200)),
 		}
 		var mu sync.Mutex
 		var events []resilient.Event
@@ -122,8 +123,8 @@ func TestPushbackHoldsEveryRetryToTheHost(t *testing.T) {
 func TestPushbackDropsARetryWaitingItsBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := byPath{
-			"/failing":  newStub(reply(503)),
-			"/pushback": newStub(reply(503, "Retry-After: 10", "X-Should-Retry: false")),
+			"/failing":  stubtest.New(stubtest.Reply(503)),
+			"/pushback": stubtest.New(stubtest.Reply(503, "Retry-After: 10", "X-Should-Retry: false")),
 		}
 		tr := resilient.NewTransport(base, resilient.WithBackoff(resilient.Exponential(time.Second, time.Second)))
 		ctx := context.Background()
@@ -144,8 +145,8 @@ func TestPushbackDropsARetryWaitingItsBackoff(t *testing.T) {
 func TestPushbackIsCappedByTheRetryAfterMaximum(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := byPath{
-			"/pushback": newStub(reply(503, "Retry-After: 86400", "X-Should-Retry: false")),
-			"/other":    newStub(reply(503), reply(200)),
+			"/pushback": stubtest.New(stubtest.Reply(503, "Retry-After: 86400", "X-Should-Retry: false")),
+			"/other":    stubtest.New(stubtest.Reply(503), stubtest.Reply(200)),
 		}
 		tr := resilient.NewTransport(base, resilient.WithRetryAfterMax(10*time.Second))
 		ctx := context.Background()
@@ -164,7 +165,7 @@ func TestPushbackIsCappedByTheRetryAfterMaximum(t *testing.T) {
 // not, as a bare client's call would not be.
 func TestPushbackNeverHoldsAnOuterLoopsCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(503, "Retry-After: 5", "X-Should-Retry: false"))
+		s := stubtest.New(stubtest.Reply(503, "Retry-After: 5", "X-Should-Retry: false"))
 		tr := resilient.NewTransport(s)
 		for range 3 {
 			req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://api.test/v1/charges", nil)
@@ -174,6 +175,6 @@ func TestPushbackNeverHoldsAnOuterLoopsCall(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 		}
-		assert.Len(t, s.attempts(), 3, "each outer call sends its attempt")
+		assert.Len(t, s.Attempts(), 3, "each outer call sends its attempt")
 	})
 }

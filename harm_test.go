@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -61,7 +62,7 @@ func (s *fateServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if fails(op, k, s.p) {
 		code = http.StatusServiceUnavailable
 	}
-	h := http.Header{"Idempotency-Key": {wire(req.Header).Get("Idempotency-Key")}} // it dedupes, and says so
+	h := http.Header{"Idempotency-Key": {stubtest.Wire(req.Header).Get("Idempotency-Key")}} // it dedupes, and says so
 	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 }
 

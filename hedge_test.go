@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -23,7 +24,7 @@ import (
 
 // timed answers code after d, or fails with the request's context error if
 // it ends first, as net/http does; live counts the calls still running.
-func timed(d time.Duration, code int, live *atomic.Int32) step {
+func timed(d time.Duration, code int, live *atomic.Int32) stubtest.Step {
 	return func(req *http.Request) (*http.Response, error) {
 		live.Add(1)
 		defer live.Add(-1)
@@ -31,7 +32,7 @@ func timed(d time.Duration, code int, live *atomic.Int32) step {
 		defer t.Stop()
 		select {
 		case <-t.C:
-			return reply(code)(req)
+			return stubtest.Reply(code)(req)
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
@@ -55,7 +56,7 @@ func hedgeDo(t *testing.T, rt http.RoundTripper, method string, body io.Reader, 
 func TestHedgeSlowCopyLosesAndHasEndedWhenRoundTripReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(time.Second, 200, &live), timed(10*time.Millisecond, 200, &live))
+		s := stubtest.New(timed(time.Second, 200, &live), timed(10*time.Millisecond, 200, &live))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
 		start := time.Now()
 		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
@@ -64,11 +65,11 @@ func TestHedgeSlowCopyLosesAndHasEndedWhenRoundTripReturns(t *testing.T) {
 		assert.Equal(t, 60*time.Millisecond, time.Since(start), "answer of the hedge: 50 ms + 10 ms")
 		assert.Equal(t, 200, resp.StatusCode)
 		resp.Body.Close()
-		assert.Equal(t, s.opened.Load(), s.closed.Load(), "every body closed")
-		got := s.attempts()
+		assert.Equal(t, s.Opened.Load(), s.Closed.Load(), "every body closed")
+		got := s.Attempts()
 		require.Len(t, got, 2)
-		assert.Empty(t, got[0].header.Values("Retry-Attempt"), "a first attempt has none")
-		assert.Equal(t, "1", got[1].header.Get("Retry-Attempt"), "a hedge is a new attempt")
+		assert.Empty(t, got[0].Header.Values("Retry-Attempt"), "a first attempt has none")
+		assert.Equal(t, "1", got[1].Header.Get("Retry-Attempt"), "a hedge is a new attempt")
 		assert.Equal(t, 1, rep.Winner)
 		assert.Equal(t, 1, rep.Hedges)
 		assert.True(t, rep.HedgeWon)
@@ -83,12 +84,12 @@ func TestHedgeSlowCopyLosesAndHasEndedWhenRoundTripReturns(t *testing.T) {
 func TestHedgeFastFirstCopySendsNoHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(10*time.Millisecond, 200, &live))
+		s := stubtest.New(timed(10*time.Millisecond, 200, &live))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
 		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, s.Attempts(), 1)
 		assert.Zero(t, rep.Hedges)
 		assert.Zero(t, rep.Winner)
 		assert.False(t, rep.HedgeWon)
@@ -119,7 +120,7 @@ func TestHedgeOnlySafeRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var live atomic.Int32
-				s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+				s := stubtest.New(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
 				tr := resilient.NewTransport(s, resilient.WithMaxBodyBuffer(1024),
 					resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
 				var body io.Reader
@@ -130,11 +131,11 @@ func TestHedgeOnlySafeRequests(t *testing.T) {
 				require.NoError(t, err)
 				resp.Body.Close()
 				if tc.hedged {
-					assert.Len(t, s.attempts(), 2)
+					assert.Len(t, s.Attempts(), 2)
 					assert.Equal(t, 1, rep.Hedges)
 					return
 				}
-				assert.Len(t, s.attempts(), 1, "not hedged: the slow answer is waited for")
+				assert.Len(t, s.Attempts(), 1, "not hedged: the slow answer is waited for")
 				assert.Zero(t, rep.Hedges)
 			})
 		})
@@ -145,15 +146,15 @@ func TestHedgeOnlySafeRequests(t *testing.T) {
 func TestHedgeReplaysTheBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+		s := stubtest.New(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
 		resp, _, err := hedgeDo(t, tr, http.MethodPut, bytes.NewReader([]byte(`{"a":1}`)))
 		require.NoError(t, err)
 		resp.Body.Close()
-		got := s.attempts()
+		got := s.Attempts()
 		require.Len(t, got, 2)
-		assert.Equal(t, `{"a":1}`, string(got[0].body))
-		assert.Equal(t, `{"a":1}`, string(got[1].body))
+		assert.Equal(t, `{"a":1}`, string(got[0].Body))
+		assert.Equal(t, `{"a":1}`, string(got[1].Body))
 	})
 }
 
@@ -163,7 +164,7 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		opts  []resilient.Option
-		first step // the answer to setup's request; default 503 Retry-After: 30
+		first stubtest.Step // the answer to setup's request; default 503 Retry-After: 30
 		setup func(t *testing.T, tr http.RoundTripper)
 	}{
 		{name: "no retry token", opts: []resilient.Option{resilient.WithRetryControl(resilient.RetryTokens{MinTokens: -1, CapRatio: -1})}},
@@ -182,7 +183,7 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 		}},
 		// Retry-After over the maximum: no pause, only the pushback (for the maximum).
 		{name: "server pushed back", opts: []resilient.Option{resilient.WithRetryAfterMax(10 * time.Second)},
-			first: reply(503, "Retry-After: 30", "X-Should-Retry: false"), setup: func(t *testing.T, tr http.RoundTripper) {
+			first: stubtest.Reply(503, "Retry-After: 30", "X-Should-Retry: false"), setup: func(t *testing.T, tr http.RoundTripper) {
 				resp, _, err := hedgeDo(t, tr, http.MethodDelete, nil)
 				require.NoError(t, err)
 				resp.Body.Close()
@@ -197,26 +198,26 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var live atomic.Int32
-				steps := []step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)}
+				steps := []stubtest.Step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)}
 				if tc.setup != nil {
 					first := tc.first
 					if first == nil {
-						first = reply(503, "Retry-After: 30")
+						first = stubtest.Reply(503, "Retry-After: 30")
 					}
-					steps = append([]step{first}, steps...)
+					steps = append([]stubtest.Step{first}, steps...)
 				}
-				s := newStub(steps...)
+				s := stubtest.New(steps...)
 				opts := append([]resilient.Option{resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond})}, tc.opts...)
 				tr := resilient.NewTransport(s, opts...)
 				if tc.setup != nil {
 					tc.setup(t, tr)
 				}
-				n := len(s.attempts())
+				n := len(s.Attempts())
 				start := time.Now()
 				resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
 				require.NoError(t, err)
 				resp.Body.Close()
-				assert.Len(t, s.attempts(), n+1, "no hedge")
+				assert.Len(t, s.Attempts(), n+1, "no hedge")
 				assert.Zero(t, rep.Hedges)
 				assert.Equal(t, time.Second, time.Since(start), "the first copy was not cancelled")
 			})
@@ -229,7 +230,7 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 func TestHedgeRetryableAnswerWaitsForTheOtherCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(200*time.Millisecond, 503, &live), timed(300*time.Millisecond, 200, &live))
+		s := stubtest.New(timed(200*time.Millisecond, 503, &live), timed(300*time.Millisecond, 200, &live))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 100 * time.Millisecond}))
 		start := time.Now()
 		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
@@ -237,26 +238,26 @@ func TestHedgeRetryableAnswerWaitsForTheOtherCopy(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, 400*time.Millisecond, time.Since(start))
-		assert.Len(t, s.attempts(), 2, "no retry while the hedge was in flight")
+		assert.Len(t, s.Attempts(), 2, "no retry while the hedge was in flight")
 		require.Len(t, rep.Attempts, 2)
 		assert.Equal(t, 503, rep.Attempts[0].StatusCode)
 		assert.Equal(t, 1, rep.Winner)
-		assert.Equal(t, s.opened.Load(), s.closed.Load())
+		assert.Equal(t, s.Opened.Load(), s.Closed.Load())
 	})
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(200*time.Millisecond, 503, &live), timed(300*time.Millisecond, 503, &live), reply(200))
+		s := stubtest.New(timed(200*time.Millisecond, 503, &live), timed(300*time.Millisecond, 503, &live), stubtest.Reply(200))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 100 * time.Millisecond}))
 		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
-		got := s.attempts()
+		got := s.Attempts()
 		require.Len(t, got, 3, "both copies failed: one retry")
-		assert.Equal(t, "2", got[2].header.Get("Retry-Attempt"), "the retry is numbered after the hedge")
+		assert.Equal(t, "2", got[2].Header.Get("Retry-Attempt"), "the retry is numbered after the hedge")
 		assert.Equal(t, 2, rep.Winner)
 		assert.False(t, rep.HedgeWon)
-		assert.Equal(t, s.opened.Load(), s.closed.Load())
+		assert.Equal(t, s.Opened.Load(), s.Closed.Load())
 	})
 }
 
@@ -264,7 +265,7 @@ func TestHedgeRetryableAnswerWaitsForTheOtherCopy(t *testing.T) {
 func TestHedgeCallerDeadlineBoundsEveryCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(time.Hour, 200, &live))
+		s := stubtest.New(timed(time.Hour, 200, &live))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 100 * time.Millisecond, MaxHedges: 2}))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -275,7 +276,7 @@ func TestHedgeCallerDeadlineBoundsEveryCopy(t *testing.T) {
 		assert.True(t, errors.Is(err, context.DeadlineExceeded), err)
 		assert.Equal(t, time.Second, time.Since(start))
 		assert.Zero(t, live.Load())
-		assert.Len(t, s.attempts(), 3, "two hedges, 100 ms apart")
+		assert.Len(t, s.Attempts(), 3, "two hedges, 100 ms apart")
 	})
 }
 
@@ -293,12 +294,12 @@ func TestHedgeDelayFollowsTheHostsQuantile(t *testing.T) {
 				mu.Unlock()
 			}
 		}
-		steps := []step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)} // the first request: fallback delay
+		steps := []stubtest.Step{timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live)} // the first request: fallback delay
 		for range 200 {
 			steps = append(steps, timed(20*time.Millisecond, 200, &live))
 		}
 		steps = append(steps, timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
-		s := newStub(steps...)
+		s := stubtest.New(steps...)
 		tr := resilient.NewTransport(s, resilient.WithObserver(obs),
 			resilient.WithHedging(resilient.HedgingConfig{Quantile: 0.95, Delay: 300 * time.Millisecond}))
 		for range 202 {
@@ -321,7 +322,7 @@ func TestHedgeEventsAndLog(t *testing.T) {
 		var mu sync.Mutex
 		var events []resilient.Event
 		var logs bytes.Buffer
-		s := newStub(timed(time.Second, 200, &live), timed(10*time.Millisecond, 200, &live))
+		s := stubtest.New(timed(time.Second, 200, &live), timed(10*time.Millisecond, 200, &live))
 		tr := resilient.NewTransport(s,
 			resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}),
 			resilient.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
@@ -356,7 +357,7 @@ func TestHedgeEventsAndLog(t *testing.T) {
 func TestHedgeWithAFailingGetBodyLeavesTheFirstCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
+		s := stubtest.New(timed(time.Second, 200, &live), timed(time.Millisecond, 200, &live))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
 		rep := new(resilient.Report)
 		req, _ := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
@@ -367,7 +368,7 @@ func TestHedgeWithAFailingGetBodyLeavesTheFirstCopy(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, time.Second, time.Since(start))
-		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, s.Attempts(), 1)
 		assert.Len(t, rep.Attempts, 1)
 		assert.Zero(t, rep.Winner)
 		assert.Zero(t, rep.Hedges, "no hedge left")
@@ -411,7 +412,7 @@ func TestHedgeOverLoopbackLeavesNothingBehind(t *testing.T) {
 func TestHedgeRefusedByPushbackLeavesTheFirstCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Int32
-		s := newStub(timed(time.Second, 200, &live), reply(503, "Retry-After: 2", "X-Should-Retry: false"))
+		s := stubtest.New(timed(time.Second, 200, &live), stubtest.Reply(503, "Retry-After: 2", "X-Should-Retry: false"))
 		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}))
 		start := time.Now()
 		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
@@ -425,7 +426,7 @@ func TestHedgeRefusedByPushbackLeavesTheFirstCopy(t *testing.T) {
 		assert.True(t, rep.Attempts[0].Hedge, "the hedge's answer came first")
 		assert.True(t, rep.Attempts[0].Pushback)
 		assert.Equal(t, 200, rep.Attempts[1].StatusCode)
-		assert.Equal(t, s.opened.Load(), s.closed.Load(), "every body closed")
+		assert.Equal(t, s.Opened.Load(), s.Closed.Load(), "every body closed")
 
 		// The pushback holds the host's retries and hedges from now on.
 		_, rep, err = hedgeDo(t, tr, http.MethodGet, nil)
@@ -443,7 +444,7 @@ func TestHedgeNotSentIsNotCountedWhicheverAnswersFirst(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var live atomic.Int32
 			b := &countingBudget{allow: 10}
-			s := newStub(timed(50*time.Millisecond, 200, &live))
+			s := stubtest.New(timed(50*time.Millisecond, 200, &live))
 			tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond}),
 				resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })))
 			rep := new(resilient.Report)
@@ -454,7 +455,7 @@ func TestHedgeNotSentIsNotCountedWhicheverAnswersFirst(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, 200, resp.StatusCode)
-			assert.Len(t, s.attempts(), 1)
+			assert.Len(t, s.Attempts(), 1)
 			assert.Zero(t, rep.Hedges, "no hedge left")
 			assert.Equal(t, b.withdraws, b.refunds, "what an unsent hedge took is given back")
 		})

@@ -272,9 +272,6 @@ func outcomeOf(d Decision, stop error) OutcomeKind {
 // isRedirect reports whether resp is a redirect http.Client may follow,
 // which does not answer for the operation.
 func isRedirect(resp *http.Response) bool {
-	if simbugs && bugActive("redirectdone") {
-		return false
-	}
 	if resp == nil {
 		return false
 	}

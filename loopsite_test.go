@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +31,7 @@ func loopTransport(s http.RoundTripper, opts ...resilient.Option) *resilient.Tra
 
 // try is what one RoundTrip of a loop sent and got.
 type try struct {
-	attempts []sent
+	attempts []stubtest.Sent
 	deferred string
 	key      string
 	status   int
@@ -39,9 +40,9 @@ type try struct {
 // sendOnce sends req through tr and reports what went on the wire for it
 // (s records every attempt) and the Report's rule. rep is the Report
 // req's context carries.
-func sendOnce(t *testing.T, tr http.RoundTripper, s *stub, req *http.Request, rep *resilient.Report) try {
+func sendOnce(t *testing.T, tr http.RoundTripper, s *stubtest.Stub, req *http.Request, rep *resilient.Report) try {
 	t.Helper()
-	before := len(s.attempts())
+	before := len(s.Attempts())
 	*rep = resilient.Report{}
 	resp, err := tr.RoundTrip(req)
 	var tr0 try
@@ -50,7 +51,7 @@ func sendOnce(t *testing.T, tr http.RoundTripper, s *stub, req *http.Request, re
 		resp.Body.Close()
 		tr0.status = resp.StatusCode
 	}
-	tr0.attempts = s.attempts()[before:]
+	tr0.attempts = s.Attempts()[before:]
 	tr0.deferred, tr0.key = rep.Deferred, rep.Key
 	return tr0
 }
@@ -69,10 +70,10 @@ func rewound(t *testing.T, req *http.Request) *http.Request {
 // go-retryablehttp and a search client do) continues that call: one
 // attempt per RoundTrip, the same key, the loop's count in Retry-Attempt.
 func TestLoopSameRequestAfterFailureContinuesTheCall(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := loopTransport(s)
 	rep := new(resilient.Report)
-	req := post(t, resilient.ContextWithReport(context.Background(), rep), `{"amount":1}`)
+	req := stubtest.Post(resilient.ContextWithReport(context.Background(), rep), `{"amount":1}`)
 	var tries []try
 	for range 3 {
 		tries = append(tries, sendOnce(t, tr, s, rewound(t, req), rep))
@@ -83,8 +84,8 @@ func TestLoopSameRequestAfterFailureContinuesTheCall(t *testing.T) {
 		require.Len(t, tt.attempts, 1, "re-send %d: one attempt, the loop drives", i+1)
 		assert.Equal(t, "request", tt.deferred)
 		assert.Equal(t, tries[0].key, tt.key, "the failed call's key")
-		assert.Equal(t, tries[0].key, tt.attempts[0].header.Get("Idempotency-Key"))
-		assert.Equal(t, []string{"4", "5"}[i], tt.attempts[0].header.Get("Retry-Attempt"), "numbered after the call it continues")
+		assert.Equal(t, tries[0].key, tt.attempts[0].Header.Get("Idempotency-Key"))
+		assert.Equal(t, []string{"4", "5"}[i], tt.attempts[0].Header.Get("Retry-Attempt"), "numbered after the call it continues")
 		assert.Equal(t, 503, tt.status, "the server's answer reaches the loop")
 	}
 }
@@ -92,10 +93,10 @@ func TestLoopSameRequestAfterFailureContinuesTheCall(t *testing.T) {
 // A poller that re-sends one request after a success is no loop: the call
 // after the success is a call of its own, retried by the Transport.
 func TestLoopSameRequestAfterSuccessIsANewCall(t *testing.T) {
-	s := newStub(replyDeduping(201), replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(201), stubtest.ReplyDeduping(503))
 	tr := loopTransport(s)
 	rep := new(resilient.Report)
-	req := post(t, resilient.ContextWithReport(context.Background(), rep), `{"poll":1}`)
+	req := stubtest.Post(resilient.ContextWithReport(context.Background(), rep), `{"poll":1}`)
 	var tries []try
 	for range 2 {
 		tries = append(tries, sendOnce(t, tr, s, rewound(t, req), rep))
@@ -109,13 +110,13 @@ func TestLoopSameRequestAfterSuccessIsANewCall(t *testing.T) {
 // Two goroutines that each loop over identical requests are two calls:
 // neither's re-send is taken for the other's, no key is sent by both.
 func TestLoopTwoGoroutinesIdenticalRequestsNeverShareAKey(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := loopTransport(s)
 	var wg sync.WaitGroup
 	for g := range 2 {
 		wg.Go(func() {
 			for range 3 {
-				req := post(t, context.Background(), `{"amount":1}`)
+				req := stubtest.Post(context.Background(), `{"amount":1}`)
 				req.Header.Set("X-Goroutine", string(rune('a'+g)))
 				resp, err := tr.RoundTrip(req)
 				if assert.NoError(t, err) {
@@ -127,8 +128,8 @@ func TestLoopTwoGoroutinesIdenticalRequestsNeverShareAKey(t *testing.T) {
 	wg.Wait()
 	owner := map[string]string{}
 	per := map[string]int{}
-	for _, a := range s.attempts() {
-		k, g := a.header.Get("Idempotency-Key"), a.header.Get("X-Goroutine")
+	for _, a := range s.Attempts() {
+		k, g := a.Header.Get("Idempotency-Key"), a.Header.Get("X-Goroutine")
 		require.NotEmpty(t, k)
 		if o, ok := owner[k]; ok {
 			assert.Equal(t, o, g, "key %s sent by two goroutines", k)
@@ -150,14 +151,14 @@ func TestLoopTwoGoroutinesIdenticalRequestsNeverShareAKey(t *testing.T) {
 // be the first's retry) but never takes its key (it may be another
 // payment).
 func TestLoopSharedHeaderMapNeverSharesAKey(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := loopTransport(s)
 	rep := new(resilient.Report)
 	ctx := resilient.ContextWithReport(context.Background(), rep)
 	h := http.Header{"Content-Type": {"application/json"}}
 	var tries []try
 	for _, body := range []string{`{"pay":1}`, `{"pay":2}`} {
-		req := post(t, ctx, body)
+		req := stubtest.Post(ctx, body)
 		req.Header = h
 		tries = append(tries, sendOnce(t, tr, s, req, rep))
 	}
@@ -165,7 +166,7 @@ func TestLoopSharedHeaderMapNeverSharesAKey(t *testing.T) {
 	require.Len(t, tries[1].attempts, 1, "deferred to the loop it may be")
 	assert.Equal(t, "header", tries[1].deferred)
 	assert.NotEqual(t, tries[0].key, tries[1].key, "no key for two payments")
-	assert.Empty(t, tries[1].attempts[0].header.Get("Retry-Attempt"), "a first attempt of its own")
+	assert.Empty(t, tries[1].attempts[0].Header.Get("Retry-Attempt"), "a first attempt of its own")
 }
 
 // A call site learns that it loops when a re-send from it is recognised;
@@ -174,7 +175,7 @@ func TestLoopSharedHeaderMapNeverSharesAKey(t *testing.T) {
 // minute. Another call site is not affected.
 func TestLoopSiteLearnsAndUnlearns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(replyDeduping(503))
+		s := stubtest.New(stubtest.ReplyDeduping(503))
 		tr := loopTransport(s)
 		rep := new(resilient.Report)
 		ctx := resilient.ContextWithReport(context.Background(), rep)
@@ -191,12 +192,12 @@ func TestLoopSiteLearnsAndUnlearns(t *testing.T) {
 		}
 		for i, st := range steps {
 			time.Sleep(st.pause)
-			got := sendOnce(t, tr, s, post(t, ctx, st.body), rep) // one line: one call site
+			got := sendOnce(t, tr, s, stubtest.Post(ctx, st.body), rep) // one line: one call site
 			assert.Len(t, got.attempts, st.want, "step %d", i)
 			assert.Equal(t, st.rule, got.deferred, "step %d", i)
 		}
 		// Another site, the same request as op 3: retried as any call.
-		other := sendOnce(t, tr, s, post(t, ctx, `{"op":3}`), rep)
+		other := sendOnce(t, tr, s, stubtest.Post(ctx, `{"op":3}`), rep)
 		assert.Len(t, other.attempts, 4)
 		assert.Empty(t, other.deferred)
 	})
@@ -205,7 +206,7 @@ func TestLoopSiteLearnsAndUnlearns(t *testing.T) {
 // A plain client.Get from a place that never loops keeps every retry, even
 // while another place's loop is learned against the same URL.
 func TestLoopPlainGetKeepsItsRetries(t *testing.T) {
-	s := newStub(reply(503))
+	s := stubtest.New(stubtest.Reply(503))
 	client := &http.Client{Transport: loopTransport(s)}
 	get := func() {
 		resp, err := client.Get("http://api.test/v1/items")
@@ -216,7 +217,7 @@ func TestLoopPlainGetKeepsItsRetries(t *testing.T) {
 	for range 2 { // a loop elsewhere: two tries of one GET
 		get()
 	}
-	require.Len(t, s.attempts(), 4+1, "the loop's re-send defers")
+	require.Len(t, s.Attempts(), 4+1, "the loop's re-send defers")
 	var wg sync.WaitGroup
 	for range 3 { // handlers, each sending once
 		wg.Go(func() {
@@ -227,21 +228,21 @@ func TestLoopPlainGetKeepsItsRetries(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Len(t, s.attempts(), 5+3*4, "every handler's call retried by the Transport")
+	assert.Len(t, s.Attempts(), 5+3*4, "every handler's call retried by the Transport")
 	resp, err := client.Get("http://api.test/v1/items") // and a plain call from here
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Len(t, s.attempts(), 5+4*4)
+	assert.Len(t, s.Attempts(), 5+4*4)
 }
 
 // A request re-sent after its body was consumed (the loop did not rewind
 // it) is sent as a bare client would send it — the body as it is — and
 // is not taken to continue the failed call: a key of its own.
 func TestLoopReusedConsumedBodyGetsNoSharedKey(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := loopTransport(s)
 	rep := new(resilient.Report)
-	req := post(t, resilient.ContextWithReport(context.Background(), rep), `{"amount":1}`)
+	req := stubtest.Post(resilient.ContextWithReport(context.Background(), rep), `{"amount":1}`)
 	var tries []try
 	for range 2 { // the second: req.Body as the first call left it
 		tries = append(tries, sendOnce(t, tr, s, req, rep))
@@ -250,16 +251,16 @@ func TestLoopReusedConsumedBodyGetsNoSharedKey(t *testing.T) {
 	require.Len(t, again.attempts, 1, "deferred to the loop")
 	assert.Equal(t, "request", again.deferred)
 	assert.NotEqual(t, first.key, again.key)
-	assert.Empty(t, string(again.attempts[0].body), "the consumed body, as a bare client sends it")
+	assert.Empty(t, string(again.attempts[0].Body), "the consumed body, as a bare client sends it")
 }
 
 // A loop that changes the body between tries of one request: each try is a
 // call of its own (a key each), deferred to the loop.
 func TestLoopChangedBodyGetsNoSharedKey(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	tr := loopTransport(s)
 	rep := new(resilient.Report)
-	req := post(t, resilient.ContextWithReport(context.Background(), rep), `{"try":0}`)
+	req := stubtest.Post(resilient.ContextWithReport(context.Background(), rep), `{"try":0}`)
 	var tries []try
 	for i := range 3 {
 		if i > 0 {
@@ -288,9 +289,9 @@ func TestLoopSameRequestConcurrentlyNeverSharesAKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow := func(req *http.Request) (*http.Response, error) {
 			time.Sleep(time.Second) // both in flight at once
-			return replyDeduping(503)(req)
+			return stubtest.ReplyDeduping(503)(req)
 		}
-		s := newStub(slow)
+		s := stubtest.New(slow)
 		tr := loopTransport(s)
 		req, err := http.NewRequest(http.MethodPost, target, http.NoBody)
 		require.NoError(t, err)
@@ -300,7 +301,7 @@ func TestLoopSameRequestConcurrentlyNeverSharesAKey(t *testing.T) {
 				return ""
 			}
 			resp.Body.Close()
-			return wire(resp.Request.Header).Get("Idempotency-Key")
+			return stubtest.Wire(resp.Request.Header).Get("Idempotency-Key")
 		}
 		keys := make([]string, 3)
 		var wg sync.WaitGroup
@@ -321,7 +322,7 @@ func TestLoopSameRequestConcurrentlyNeverSharesAKey(t *testing.T) {
 
 // The outcome Event says which rule deferred the call, as the Report does.
 func TestLoopEventsNameTheRule(t *testing.T) {
-	s := newStub(replyDeduping(503))
+	s := stubtest.New(stubtest.ReplyDeduping(503))
 	var mu sync.Mutex
 	var rules []string
 	tr := loopTransport(s, resilient.WithObserver(func(_ context.Context, e resilient.Event) {
@@ -331,7 +332,7 @@ func TestLoopEventsNameTheRule(t *testing.T) {
 			mu.Unlock()
 		}
 	}))
-	req := post(t, context.Background(), `{"amount":1}`)
+	req := stubtest.Post(context.Background(), `{"amount":1}`)
 	for range 2 {
 		resp, err := tr.RoundTrip(rewound(t, req))
 		require.NoError(t, err)
@@ -345,10 +346,10 @@ func TestLoopEventsNameTheRule(t *testing.T) {
 // one attempt whatever the options say.
 func TestLoopScopes(t *testing.T) {
 	t.Run("WithOuterRetries(false, host)", func(t *testing.T) {
-		s := newStub(replyDeduping(503))
+		s := stubtest.New(stubtest.ReplyDeduping(503))
 		tr := loopTransport(s, resilient.WithOuterRetries(false, "api.test"))
 		rep := new(resilient.Report)
-		req := post(t, resilient.ContextWithReport(context.Background(), rep), `{"amount":1}`)
+		req := stubtest.Post(resilient.ContextWithReport(context.Background(), rep), `{"amount":1}`)
 		for range 2 {
 			got := sendOnce(t, tr, s, rewound(t, req), rep)
 			assert.Len(t, got.attempts, 4)
@@ -356,27 +357,27 @@ func TestLoopScopes(t *testing.T) {
 		}
 	})
 	t.Run("WithOuterRetries(true, other host)", func(t *testing.T) {
-		s := newStub(replyDeduping(503))
+		s := stubtest.New(stubtest.ReplyDeduping(503))
 		tr := loopTransport(s, resilient.WithOuterRetries(true, "other.test:443"))
 		rep := new(resilient.Report)
-		got := sendOnce(t, tr, s, post(t, resilient.ContextWithReport(context.Background(), rep), `{}`), rep)
+		got := sendOnce(t, tr, s, stubtest.Post(resilient.ContextWithReport(context.Background(), rep), `{}`), rep)
 		assert.Len(t, got.attempts, 4, "the declaration is for another host")
 	})
 	t.Run("ContextWithOuterRetries(true)", func(t *testing.T) {
-		s := newStub(replyDeduping(503))
+		s := stubtest.New(stubtest.ReplyDeduping(503))
 		tr := loopTransport(s)
 		rep := new(resilient.Report)
 		ctx := resilient.ContextWithOuterRetries(resilient.ContextWithReport(context.Background(), rep), true)
-		got := sendOnce(t, tr, s, post(t, ctx, `{}`), rep)
+		got := sendOnce(t, tr, s, stubtest.Post(ctx, `{}`), rep)
 		assert.Len(t, got.attempts, 1)
 		assert.Equal(t, "option", got.deferred)
 	})
 	t.Run("ContextWithOuterRetries(false) over WithOuterRetries(true)", func(t *testing.T) {
-		s := newStub(replyDeduping(503))
+		s := stubtest.New(stubtest.ReplyDeduping(503))
 		tr := loopTransport(s, resilient.WithOuterRetries(true))
 		rep := new(resilient.Report)
 		ctx := resilient.ContextWithOuterRetries(resilient.ContextWithReport(context.Background(), rep), false)
-		got := sendOnce(t, tr, s, post(t, ctx, `{}`), rep)
+		got := sendOnce(t, tr, s, stubtest.Post(ctx, `{}`), rep)
 		assert.Len(t, got.attempts, 4)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,18 +24,18 @@ import (
 // (req.Header["idempotency-key"], which net/http writes as is) is the key;
 // no second key field is added.
 func TestNonCanonicalCallerKey(t *testing.T) {
-	s := newStub(reply(503), reply(201))
-	req := post(t, context.Background(), "{}")
+	s := stubtest.New(stubtest.Reply(503), stubtest.Reply(201))
+	req := stubtest.Post(context.Background(), "{}")
 	req.Header["idempotency-key"] = []string{"caller-key"}
 	resp, err := do(t, resilient.NewTransport(s, fast()...), req)
 	require.NoError(t, err)
 	assert.Equal(t, 201, resp.StatusCode)
-	for _, a := range s.attempts() {
+	for _, a := range s.Attempts() {
 		// As the server reads it (names canonicalized): one field, the
 		// caller's key; a second field would be a second value.
-		assert.Equal(t, []string{"caller-key"}, a.header["Idempotency-Key"], "no second key field")
+		assert.Equal(t, []string{"caller-key"}, a.Header["Idempotency-Key"], "no second key field")
 	}
-	assert.Len(t, s.attempts(), 2, "the caller's own key is trusted: retried")
+	assert.Len(t, s.Attempts(), 2, "the caller's own key is trusted: retried")
 }
 
 // Regression: a Store record whose key net/http would refuse (CR/LF) is
@@ -43,10 +44,10 @@ func TestNonCanonicalCallerKey(t *testing.T) {
 func TestStoredKeyIsValidated(t *testing.T) {
 	bg := context.Background()
 	store := persist.NewMemory()
-	s := newStub(reply(201))
+	s := stubtest.New(stubtest.Reply(201))
 	tr := resilient.NewTransport(s, fast(resilient.WithStore(store))...)
 	// One operation, to learn the request's fingerprint.
-	resp, err := do(t, tr, post(t, resilient.ContextWithOperation(bg, "probe"), "{}"))
+	resp, err := do(t, tr, stubtest.Post(resilient.ContextWithOperation(bg, "probe"), "{}"))
 	require.NoError(t, err)
 	resp.Body.Close()
 	probe, _, err := store.Claim(bg, persist.Record{Operation: "probe", Key: "unused"})
@@ -55,44 +56,44 @@ func TestStoredKeyIsValidated(t *testing.T) {
 	_, _, err = store.Claim(bg, persist.Record{Operation: "op", Key: "bad\r\nkey", Fingerprint: probe.Fingerprint, Created: time.Now()})
 	require.NoError(t, err)
 
-	_, err = do(t, tr, post(t, resilient.ContextWithOperation(bg, "op"), "{}"))
+	_, err = do(t, tr, stubtest.Post(resilient.ContextWithOperation(bg, "op"), "{}"))
 	require.ErrorIs(t, err, resilient.ErrInvalidKey)
 	var re *resilient.Error
 	require.ErrorAs(t, err, &re)
 	assert.False(t, re.Unknown)
 	assert.Zero(t, re.Attempts)
 	assert.NotContains(t, err.Error(), "bad")
-	assert.Len(t, s.attempts(), 1, "only the probe was sent")
+	assert.Len(t, s.Attempts(), 1, "only the probe was sent")
 }
 
 // Regression: a done operation past key retention is not re-sent blindly
 // (the server may have forgotten its key): ErrKeyExpired.
 func TestDoneOperationPastRetention(t *testing.T) {
 	store := persist.NewMemory()
-	s := newStub(reply(201))
+	s := stubtest.New(stubtest.Reply(201))
 	ctx := resilient.ContextWithOperation(context.Background(), "op")
 	tr := resilient.NewTransport(s, fast(resilient.WithStore(store), resilient.WithKeyRetention(time.Nanosecond))...)
-	resp, err := do(t, tr, post(t, ctx, "{}"))
+	resp, err := do(t, tr, stubtest.Post(ctx, "{}"))
 	require.NoError(t, err)
 	resp.Body.Close()
 	time.Sleep(time.Millisecond)
-	_, err = do(t, tr, post(t, ctx, "{}"))
+	_, err = do(t, tr, stubtest.Post(ctx, "{}"))
 	require.ErrorIs(t, err, resilient.ErrKeyExpired)
-	assert.Len(t, s.attempts(), 1, "not sent again")
+	assert.Len(t, s.Attempts(), 1, "not sent again")
 }
 
 // Regression: a request net/http would refuse locally (an invalid method)
 // is refused before sending, not reported unknown after 4 attempts.
 func TestInvalidMethodIsRefusedBeforeSending(t *testing.T) {
-	s := newStub(reply(201))
-	req := post(t, context.Background(), "{}")
+	s := stubtest.New(stubtest.Reply(201))
+	req := stubtest.Post(context.Background(), "{}")
 	req.Method = "BAD METHOD"
 	_, err := do(t, resilient.NewTransport(s, fast()...), req)
 	require.ErrorIs(t, err, resilient.ErrInvalidRequest)
 	var re *resilient.Error
 	require.ErrorAs(t, err, &re)
 	assert.False(t, re.Unknown)
-	assert.Empty(t, s.attempts())
+	assert.Empty(t, s.Attempts())
 }
 
 // frozenStore never answers, whatever its context says.
@@ -117,16 +118,16 @@ func TestFrozenStoreIsBoundedByTheCallersContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := frozenStore{Store: persist.NewMemory(), release: make(chan struct{})}
 		defer close(store.release)
-		s := newStub(reply(201))
+		s := stubtest.New(stubtest.Reply(201))
 		tr := resilient.NewTransport(s, fast(resilient.WithStore(store))...)
 		ctx, cancel := context.WithTimeout(resilient.ContextWithOperation(context.Background(), "op"), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := do(t, tr, post(t, ctx, "{}"))
+		_, err := do(t, tr, stubtest.Post(ctx, "{}"))
 		require.ErrorIs(t, err, resilient.ErrStore)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 300*time.Millisecond, time.Since(start), "returned at the deadline")
-		assert.Empty(t, s.attempts(), "nothing sent without a durable key")
+		assert.Empty(t, s.Attempts(), "nothing sent without a durable key")
 	})
 }
 
@@ -156,7 +157,7 @@ func (r resender) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestBaseTransportResends(t *testing.T) {
 	t.Run("nothing written: allowed and counted", func(t *testing.T) {
 		rep := new(resilient.Report)
-		resp, err := do(t, resilient.NewTransport(resender{}), post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		resp, err := do(t, resilient.NewTransport(resender{}), stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 1, rep.Resends)
@@ -245,18 +246,18 @@ func TestNoResendAfterAppliedOnADeadConnection(t *testing.T) {
 // that always fails send 6 attempts, numbered 0–5, not 12 numbered 0–3
 // three times. No call is refused.
 func TestOuterRetryLoopIsAccounted(t *testing.T) {
-	s := newStub(reply(503))
+	s := stubtest.New(stubtest.Reply(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(nil))
 	for range 3 {
-		req := post(t, context.Background(), "{}")
+		req := stubtest.Post(context.Background(), "{}")
 		req.Header.Set("Idempotency-Key", "outer-key")
 		resp, err := do(t, tr, req)
 		require.NoError(t, err, "never refused: the call is sent")
 		assert.Equal(t, 503, resp.StatusCode)
 	}
 	var got []string
-	for _, a := range s.attempts() {
-		got = append(got, a.header.Get("Retry-Attempt"))
+	for _, a := range s.Attempts() {
+		got = append(got, a.Header.Get("Retry-Attempt"))
 	}
 	assert.Equal(t, []string{"", "1", "2", "3", "4", "5"}, got, "the first attempt has no attempt header")
 }
@@ -265,13 +266,13 @@ func TestOuterRetryLoopIsAccounted(t *testing.T) {
 // without being sent (an open breaker) ends with a 503 that says not to
 // retry, which stripe-go and others honour, instead of an error they retry.
 func TestRefusalResponses(t *testing.T) {
-	s := newStub(reply(503))
+	s := stubtest.New(stubtest.Reply(503))
 	tr := resilient.NewTransport(s, resilient.WithMaxAttempts(1), resilient.WithRefusalResponses(),
 		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.CircuitBreaker{MinRequests: 1, FailureRatio: 1, OpenTimeout: time.Minute}))
-	resp, err := do(t, tr, post(t, context.Background(), "{}"))
+	resp, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Empty(t, resp.Header.Get("Resilient-Refused"), "a real answer is not a refusal")
-	resp, err = tr.RoundTrip(post(t, context.Background(), "{}"))
+	resp, err = tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, 503, resp.StatusCode)
@@ -279,7 +280,7 @@ func TestRefusalResponses(t *testing.T) {
 	assert.Equal(t, "false", resp.Header.Get("Stripe-Should-Retry"))
 	assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
 	assert.Equal(t, "60", resp.Header.Get("Retry-After"))
-	assert.Len(t, s.attempts(), 1, "the refused request was not sent")
+	assert.Len(t, s.Attempts(), 1, "the refused request was not sent")
 	b, _ := io.ReadAll(resp.Body)
 	assert.Contains(t, string(b), resilient.ProblemTypeRefused)
 }

@@ -233,9 +233,6 @@ func (op *operation) keyAge(cfg *config, at time.Time) error {
 // returns the Store's error, which observers hear of but which does not
 // change the response: the request already happened.
 func (op *operation) record(cfg *config, ctx context.Context, definitive bool, attempts int) error {
-	if simbugs && bugActive("nofinish") {
-		return nil
-	}
 	s := cfg.store
 	if s == nil || op.name == "" || ctx.Err() != nil {
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,33 +39,33 @@ func (b *closeBody) Close() error { b.closed = true; return nil }
 func TestWithKeyFuncMintsEveryKey(t *testing.T) {
 	tests := []struct {
 		name     string
-		steps    []step
+		steps    []stubtest.Step
 		ops      int
 		wantKeys []string // the key of each attempt sent, in order
 	}{
-		{"one operation, retried", []step{replyDeduping(503), replyDeduping(500), replyDeduping(201)}, 1,
+		{"one operation, retried", []stubtest.Step{stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(500), stubtest.ReplyDeduping(201)}, 1,
 			[]string{"order-1", "order-1", "order-1"}},
-		{"three operations, one attempt each", []step{reply(201)}, 3,
+		{"three operations, one attempt each", []stubtest.Step{stubtest.Reply(201)}, 3,
 			[]string{"order-1", "order-2", "order-3"}},
-		{"two operations, each retried", []step{replyDeduping(503), replyDeduping(201), replyDeduping(503), replyDeduping(201)}, 2,
+		{"two operations, each retried", []stubtest.Step{stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201), stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201)}, 2,
 			[]string{"order-1", "order-1", "order-2", "order-2"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var seq keySeq
-			s := newStub(tc.steps...)
+			s := stubtest.New(tc.steps...)
 			tr := resilient.NewTransport(s, fast(resilient.WithKeyFunc(seq.next))...)
 			for i := range tc.ops {
 				rep := new(resilient.Report)
-				resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+				resp, err := do(t, tr, stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
 				require.NoError(t, err)
 				assert.Equal(t, 201, resp.StatusCode)
 				assert.Equal(t, fmt.Sprintf("order-%d", i+1), rep.Key)
 			}
 			var got []string
-			for _, a := range s.attempts() {
-				assert.Len(t, a.header.Values("Idempotency-Key"), 1, "one key field per attempt")
-				got = append(got, a.header.Get("Idempotency-Key"))
+			for _, a := range s.Attempts() {
+				assert.Len(t, a.Header.Values("Idempotency-Key"), 1, "one key field per attempt")
+				got = append(got, a.Header.Get("Idempotency-Key"))
 			}
 			assert.Equal(t, tc.wantKeys, got)
 			assert.Equal(t, int32(tc.ops), seq.n.Load(), "called once per operation, never per attempt")
@@ -78,17 +79,17 @@ func TestWithKeyFuncMintsEveryKey(t *testing.T) {
 // candidate key, which the Store's claim then replaces.)
 func TestWithKeyFuncMintsStoredKeys(t *testing.T) {
 	var seq keySeq
-	s := newStub(reply(201))
+	s := stubtest.New(stubtest.Reply(201))
 	tr := resilient.NewTransport(s, resilient.WithKeyFunc(seq.next), resilient.WithStore(persist.NewMemory()))
 	for range 2 {
-		req := post(t, resilient.ContextWithOperation(context.Background(), "refund:ch_1"), "{}")
+		req := stubtest.Post(resilient.ContextWithOperation(context.Background(), "refund:ch_1"), "{}")
 		_, err := do(t, tr, req)
 		require.NoError(t, err)
 	}
-	at := s.attempts()
+	at := s.Attempts()
 	require.Len(t, at, 2)
 	for i, a := range at {
-		assert.Equal(t, []string{"order-1"}, a.header.Values("Idempotency-Key"), "call %d", i)
+		assert.Equal(t, []string{"order-1"}, a.Header.Values("Idempotency-Key"), "call %d", i)
 	}
 }
 
@@ -112,7 +113,7 @@ func TestWithKeyFuncRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(reply(201))
+			s := stubtest.New(stubtest.Reply(201))
 			tr := resilient.NewTransport(s, resilient.WithKeyFunc(tc.f))
 			body := &closeBody{Reader: strings.NewReader("{}")}
 			req, err := http.NewRequest(http.MethodPost, target, body)
@@ -129,7 +130,7 @@ func TestWithKeyFuncRejects(t *testing.T) {
 			assert.Empty(t, re.Key, "an invalid or unminted key is never echoed")
 			assert.Zero(t, re.Attempts)
 			assert.False(t, re.Unknown, "nothing was sent")
-			assert.Empty(t, s.attempts(), "nothing was sent")
+			assert.Empty(t, s.Attempts(), "nothing was sent")
 			assert.True(t, body.closed, "RoundTrip closes the body it does not send")
 			assert.ErrorIs(t, rep.Stopped, resilient.ErrInvalidKey)
 		})
@@ -148,35 +149,35 @@ func TestWithKeyFuncLeavesOtherKeysAlone(t *testing.T) {
 		wantCalls int32
 	}{
 		{"the caller's header", nil, func(t *testing.T) *http.Request {
-			r := post(t, context.Background(), "{}")
+			r := stubtest.Post(context.Background(), "{}")
 			r.Header.Set("Idempotency-Key", "mine")
 			return r
 		}, "mine", 0},
 		{"the caller's header, not canonically spelled", nil, func(t *testing.T) *http.Request {
-			r := post(t, context.Background(), "{}")
+			r := stubtest.Post(context.Background(), "{}")
 			r.Header["idempotency-key"] = []string{"mine"}
 			return r
 		}, "mine", 0},
 		{"the context's key", nil, func(t *testing.T) *http.Request {
-			return post(t, resilient.ContextWithKey(context.Background(), "mine"), "{}")
+			return stubtest.Post(resilient.ContextWithKey(context.Background(), "mine"), "{}")
 		}, "mine", 0},
 		{"a nil func restores the default", []resilient.Option{resilient.WithKeyFunc(nil)}, func(t *testing.T) *http.Request {
-			return post(t, context.Background(), "{}")
+			return stubtest.Post(context.Background(), "{}")
 		}, "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var seq keySeq
-			s := newStub(reply(503), reply(201)) // a server that shows nothing
+			s := stubtest.New(stubtest.Reply(503), stubtest.Reply(201)) // a server that shows nothing
 			opts := append([]resilient.Option{resilient.WithKeyFunc(seq.next)}, tc.opts...)
 			_, err := do(t, resilient.NewTransport(s, fast(opts...)...), tc.req(t))
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantCalls, seq.n.Load())
-			at := s.attempts()
+			at := s.Attempts()
 			require.NotEmpty(t, at)
-			key := at[0].header.Get("Idempotency-Key")
+			key := at[0].Header.Get("Idempotency-Key")
 			for i, a := range at {
-				assert.Equal(t, []string{key}, a.header.Values("Idempotency-Key"), "attempt %d", i)
+				assert.Equal(t, []string{key}, a.Header.Values("Idempotency-Key"), "attempt %d", i)
 			}
 			if tc.wantKey != "" {
 				assert.Equal(t, tc.wantKey, key)
@@ -194,22 +195,22 @@ func TestWithKeyFuncLeavesOtherKeysAlone(t *testing.T) {
 // for (by default, a GET) does not call the key func.
 func TestWithKeyFuncOnlyForKeyedMethods(t *testing.T) {
 	var seq keySeq
-	s := newStub(reply(200))
+	s := stubtest.New(stubtest.Reply(200))
 	req, err := http.NewRequest(http.MethodGet, target, nil)
 	require.NoError(t, err)
 	_, err = do(t, resilient.NewTransport(s, resilient.WithKeyFunc(seq.next)), req)
 	require.NoError(t, err)
 	assert.Zero(t, seq.n.Load())
-	require.Len(t, s.attempts(), 1)
-	assert.Empty(t, s.attempts()[0].header.Values("Idempotency-Key"))
+	require.Len(t, s.Attempts(), 1)
+	assert.Empty(t, s.Attempts()[0].Header.Values("Idempotency-Key"))
 }
 
 // echoUnder returns a step from a server that dedupes by the key in header
 // name and shows it by echoing that header.
-func echoUnder(name string, code int) step {
+func echoUnder(name string, code int) stubtest.Step {
 	return func(req *http.Request) (*http.Response, error) {
-		resp, err := reply(code)(req)
-		if k := wire(req.Header).Get(name); k != "" {
+		resp, err := stubtest.Reply(code)(req)
+		if k := stubtest.Wire(req.Header).Get(name); k != "" {
 			resp.Header.Set(name, k)
 		}
 		return resp, err
@@ -224,37 +225,37 @@ func TestWithKeyHeader(t *testing.T) {
 		name         string
 		header       string
 		callerHeader string // the header the caller sets its key under; "" for none
-		steps        []step
+		steps        []stubtest.Step
 		wantAttempts int
 		wantKey      string // "" for a minted key
 	}{
-		{"a minted key under the custom header", "X-Request-Key", "", []step{reply(201)}, 1, ""},
-		{"the name is canonicalised", "x-request-key", "", []step{reply(201)}, 1, ""},
+		{"a minted key under the custom header", "X-Request-Key", "", []stubtest.Step{stubtest.Reply(201)}, 1, ""},
+		{"the name is canonicalised", "x-request-key", "", []stubtest.Step{stubtest.Reply(201)}, 1, ""},
 		{"the caller's key under the custom header is kept, and vouches", "X-Request-Key", "X-Request-Key",
-			[]step{reply(503), reply(201)}, 2, "mine"},
+			[]stubtest.Step{stubtest.Reply(503), stubtest.Reply(201)}, 2, "mine"},
 		{"the caller's key, spelled otherwise, is kept", "X-Request-Key", "x-request-KEY",
-			[]step{reply(503), reply(201)}, 2, "mine"},
+			[]stubtest.Step{stubtest.Reply(503), stubtest.Reply(201)}, 2, "mine"},
 		{"a server that shows nothing: the unsafe retry is not sent", "X-Request-Key", "",
-			[]step{reply(503), reply(201)}, 1, ""},
+			[]stubtest.Step{stubtest.Reply(503), stubtest.Reply(201)}, 1, ""},
 		{"an echo under the custom header is dedupe evidence", "X-Request-Key", "",
-			[]step{echoUnder("X-Request-Key", 503), echoUnder("X-Request-Key", 201)}, 2, ""},
+			[]stubtest.Step{echoUnder("X-Request-Key", 503), echoUnder("X-Request-Key", 201)}, 2, ""},
 		{"an echo under the default header is not", "X-Request-Key", "",
-			[]step{echoUnder("Idempotency-Key", 503), reply(201)}, 1, ""},
+			[]stubtest.Step{echoUnder("Idempotency-Key", 503), stubtest.Reply(201)}, 1, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(tc.steps...)
+			s := stubtest.New(tc.steps...)
 			tr := resilient.NewTransport(s, fast(resilient.WithKeyHeader(tc.header))...)
-			req := post(t, context.Background(), "{}")
+			req := stubtest.Post(context.Background(), "{}")
 			if tc.callerHeader != "" {
 				req.Header[tc.callerHeader] = []string{"mine"}
 			}
 			rep := new(resilient.Report)
 			_, err := do(t, tr, req.WithContext(resilient.ContextWithReport(req.Context(), rep)))
 			require.NoError(t, err)
-			at := s.attempts()
+			at := s.Attempts()
 			require.Len(t, at, tc.wantAttempts)
-			key := at[0].header.Get("X-Request-Key")
+			key := at[0].Header.Get("X-Request-Key")
 			require.NotEmpty(t, key)
 			if tc.wantKey != "" {
 				assert.Equal(t, tc.wantKey, key)
@@ -264,8 +265,8 @@ func TestWithKeyHeader(t *testing.T) {
 			}
 			assert.Equal(t, key, rep.Key)
 			for i, a := range at {
-				assert.Equal(t, []string{key}, a.header.Values("X-Request-Key"), "attempt %d: one field, one key", i)
-				assert.Empty(t, a.header.Values("Idempotency-Key"), "attempt %d: not under the default name", i)
+				assert.Equal(t, []string{key}, a.Header.Values("X-Request-Key"), "attempt %d: one field, one key", i)
+				assert.Empty(t, a.Header.Values("Idempotency-Key"), "attempt %d: not under the default name", i)
 			}
 		})
 	}
@@ -285,11 +286,11 @@ func TestWithKeyHeaderEmptyNameSetsNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(reply(201))
-			_, err := do(t, resilient.NewTransport(s, tc.opts...), post(t, context.Background(), "{}"))
+			s := stubtest.New(stubtest.Reply(201))
+			_, err := do(t, resilient.NewTransport(s, tc.opts...), stubtest.Post(context.Background(), "{}"))
 			require.NoError(t, err)
-			require.Len(t, s.attempts(), 1)
-			h := s.attempts()[0].header
+			require.Len(t, s.Attempts(), 1)
+			h := s.Attempts()[0].Header
 			key := h.Get(tc.want)
 			require.NotEmpty(t, key)
 			for name, vs := range h {
@@ -299,4 +300,14 @@ func TestWithKeyHeaderEmptyNameSetsNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Regression: a negative WithRetryAfterMax disables every retry (0 > negative).
+func TestNegativeRetryAfterMax(t *testing.T) {
+	s := stubtest.New(stubtest.ReplyDeduping(500), stubtest.ReplyDeduping(200))
+	rep := new(resilient.Report)
+	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithRetryAfterMax(-1))...),
+		stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode, "stopped: %v", rep.Stopped)
 }

@@ -6,12 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,26 +20,21 @@ import (
 // sends it, with body.
 type sdkRequest func(n int, body string) *http.Request
 
-func newPost(body string) *http.Request {
-	req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/things", strings.NewReader(body))
-	return req
-}
-
 var (
 	stainless sdkRequest = func(n int, body string) *http.Request {
-		req := newPost(body)
+		req := stubtest.Post(context.Background(), body)
 		req.Header.Set("X-Stainless-Retry-Count", strconv.Itoa(n))
 		return req
 	}
 	awsSDK = func(id string, max int) sdkRequest {
 		return func(n int, body string) *http.Request {
-			req := newPost(body)
+			req := stubtest.Post(context.Background(), body)
 			req.Header.Set("Amz-Sdk-Invocation-Id", id)
 			req.Header.Set("Amz-Sdk-Request", "attempt="+strconv.Itoa(n+1)+"; max="+strconv.Itoa(max))
 			return req
 		}
 	}
-	unmarked sdkRequest = func(_ int, body string) *http.Request { return newPost(body) }
+	unmarked sdkRequest = func(_ int, body string) *http.Request { return stubtest.Post(context.Background(), body) }
 )
 
 // roundTrips makes calls RoundTrips of one SDK call and returns the
@@ -62,10 +57,10 @@ func roundTrips(t *testing.T, tr http.RoundTripper, sdk sdkRequest, calls int, b
 	return codes, errs
 }
 
-func keysOf(s *stub) (keys, attempts []string) {
-	for _, a := range s.attempts() {
-		keys = append(keys, a.header.Get("Idempotency-Key"))
-		attempts = append(attempts, a.header.Get("Retry-Attempt"))
+func keysOf(s *stubtest.Stub) (keys, attempts []string) {
+	for _, a := range s.Attempts() {
+		keys = append(keys, a.Header.Get("Idempotency-Key"))
+		attempts = append(attempts, a.Header.Get("Retry-Attempt"))
 	}
 	return keys, attempts
 }
@@ -94,7 +89,7 @@ func TestOuterLoopDrives(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStub(reply(http.StatusServiceUnavailable))
+			s := stubtest.New(stubtest.Reply(http.StatusServiceUnavailable))
 			opts := append([]resilient.Option{resilient.WithBackoff(nil), resilient.WithDedupingServer("api.test"), resilient.WithRetryControl()}, tt.opts...)
 			tr := resilient.NewTransport(s, opts...)
 			codes, errs := roundTrips(t, tr, tt.sdk, tt.calls, `{"a":1}`)
@@ -129,7 +124,7 @@ func TestOuterLoopDrives(t *testing.T) {
 // continue has succeeded.
 func TestOuterLoopKeys(t *testing.T) {
 	t.Run("two calls at once with one body: never one key for both", func(t *testing.T) {
-		s := newStub(reply(http.StatusInternalServerError))
+		s := stubtest.New(stubtest.Reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s, resilient.WithDedupingServer("api.test"))
 		for n := range 2 {
 			for range 2 { // call A's attempt n, then call B's
@@ -148,7 +143,7 @@ func TestOuterLoopKeys(t *testing.T) {
 		assert.NotEqual(t, keys[2], keys[3])
 	})
 	t.Run("another body is another call", func(t *testing.T) {
-		s := newStub(reply(http.StatusInternalServerError))
+		s := stubtest.New(stubtest.Reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s)
 		roundTrips(t, tr, stainless, 1, `{"a":1}`)
 		resp, err := tr.RoundTrip(stainless(1, `{"a":2}`))
@@ -158,7 +153,7 @@ func TestOuterLoopKeys(t *testing.T) {
 		assert.NotEqual(t, keys[0], keys[1])
 	})
 	t.Run("a call that succeeded is not continued", func(t *testing.T) {
-		s := newStub(reply(http.StatusOK), reply(http.StatusInternalServerError))
+		s := stubtest.New(stubtest.Reply(http.StatusOK), stubtest.Reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s)
 		roundTrips(t, tr, stainless, 1, `{"a":1}`) // call A: 200
 		roundTrips(t, tr, stainless, 2, `{"a":1}`) // call B: 500, then its retry
@@ -168,7 +163,7 @@ func TestOuterLoopKeys(t *testing.T) {
 		assert.Equal(t, keys[1], keys[2], "B's retry continues B")
 	})
 	t.Run("the application's key stays", func(t *testing.T) {
-		s := newStub(reply(http.StatusInternalServerError))
+		s := stubtest.New(stubtest.Reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s)
 		for n := range 2 {
 			req := stainless(n, `{"a":1}`)
@@ -185,7 +180,7 @@ func TestOuterLoopKeys(t *testing.T) {
 
 // TestOuterLoopReport: the Report numbers the attempt as the SDK does.
 func TestOuterLoopReport(t *testing.T) {
-	s := newStub(replyDeduping(http.StatusInternalServerError))
+	s := stubtest.New(stubtest.ReplyDeduping(http.StatusInternalServerError))
 	tr := resilient.NewTransport(s)
 	roundTrips(t, tr, stainless, 2, `{"a":1}`)
 	rep := new(resilient.Report)
@@ -206,12 +201,12 @@ func TestOuterLoopReport(t *testing.T) {
 func TestOuterLoopRefusal(t *testing.T) {
 	noTokens := resilient.WithRetryControl(resilient.RetryTokens{MinTokens: 1, CapRatio: 0, Refill: 0})
 	t.Run("stainless: a refusal response", func(t *testing.T) {
-		s := newStub(reply(http.StatusInternalServerError))
+		s := stubtest.New(stubtest.Reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s, noTokens)
 		codes, errs := roundTrips(t, tr, stainless, 3, `{"a":1}`) // 1 token: the first retry only
 		assert.Equal(t, []int{500, 500, 503}, codes)
 		assert.Equal(t, []error{nil, nil, nil}, errs)
-		assert.Len(t, s.attempts(), 2, "the refused retry was not sent")
+		assert.Len(t, s.Attempts(), 2, "the refused retry was not sent")
 		resp, err := tr.RoundTrip(stainless(3, `{"a":1}`))
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -219,7 +214,7 @@ func TestOuterLoopRefusal(t *testing.T) {
 		assert.Equal(t, "tokens_exhausted", resp.Header.Get("Resilient-Refused"))
 	})
 	t.Run("aws: an *Error", func(t *testing.T) {
-		s := newStub(reply(http.StatusInternalServerError))
+		s := stubtest.New(stubtest.Reply(http.StatusInternalServerError))
 		tr := resilient.NewTransport(s, noTokens)
 		codes, errs := roundTrips(t, tr, awsSDK("0f8fad5b-d9cb-469f-a165-70867728950e", 4), 3, `{"a":1}`)
 		assert.Equal(t, []int{500, 500, 0}, codes)
@@ -227,22 +222,22 @@ func TestOuterLoopRefusal(t *testing.T) {
 		var re *resilient.Error
 		require.True(t, errors.As(errs[2], &re))
 		assert.Zero(t, re.Attempts)
-		assert.Len(t, s.attempts(), 2)
+		assert.Len(t, s.Attempts(), 2)
 	})
 	t.Run("pushback refuses the SDK's retries", func(t *testing.T) {
-		s := newStub(reply(http.StatusTooManyRequests, "Retry-After: 5", "X-Should-Retry: false"))
+		s := stubtest.New(stubtest.Reply(http.StatusTooManyRequests, "Retry-After: 5", "X-Should-Retry: false"))
 		tr := resilient.NewTransport(s)
 		codes, _ := roundTrips(t, tr, stainless, 2, `{"a":1}`)
 		assert.Equal(t, []int{429, 503}, codes)
-		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, s.Attempts(), 1)
 	})
 	t.Run("a first attempt is never refused", func(t *testing.T) {
-		s := newStub(reply(http.StatusTooManyRequests, "Retry-After: 5", "X-Should-Retry: false"))
+		s := stubtest.New(stubtest.Reply(http.StatusTooManyRequests, "Retry-After: 5", "X-Should-Retry: false"))
 		tr := resilient.NewTransport(s)
 		roundTrips(t, tr, stainless, 1, `{"a":1}`)
 		codes, _ := roundTrips(t, tr, stainless, 1, `{"b":1}`)
 		assert.Equal(t, []int{429}, codes)
-		assert.Len(t, s.attempts(), 2)
+		assert.Len(t, s.Attempts(), 2)
 	})
 }
 
@@ -251,11 +246,11 @@ func TestOuterLoopRefusal(t *testing.T) {
 // (Stainless) honours itself.
 func TestOuterLoopNoWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(replyDeduping(http.StatusServiceUnavailable, "Retry-After: 3"))
+		s := stubtest.New(stubtest.ReplyDeduping(http.StatusServiceUnavailable, "Retry-After: 3"))
 		tr := resilient.NewTransport(s)
 		start := time.Now()
 		roundTrips(t, tr, stainless, 3, `{"a":1}`)
 		assert.Zero(t, time.Since(start), "virtual time")
-		assert.Len(t, s.attempts(), 3)
+		assert.Len(t, s.Attempts(), 3)
 	})
 }

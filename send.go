@@ -199,9 +199,6 @@ func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, canc
 	// given. Keyed requests only.
 	if s.key != "" {
 		w = &writeWatch{key: [1]string{s.key}}
-		if simbugs && t.i > 0 && bugActive("newkey") {
-			w.key[0], _ = s.t.keys.mint()
-		}
 		w.trace.WroteRequest = w.wroteRequest
 		ctx = w.context(ctx)
 	}

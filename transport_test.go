@@ -17,25 +17,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/jarcoal/httpmock"
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-const target = "http://api.test/v1/charges"
+const target = stubtest.Target
 
 // fast is the option set for tests that need retries but no real waiting.
 func fast(extra ...resilient.Option) []resilient.Option {
 	return append([]resilient.Option{
 		resilient.WithBackoff(resilient.Exponential(time.Microsecond, time.Microsecond)),
 	}, extra...)
-}
-
-func post(t *testing.T, ctx context.Context, body string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
-	require.NoError(t, err)
-	return req
 }
 
 func do(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, error) {
@@ -49,21 +43,21 @@ func do(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, 
 }
 
 func TestSameKeyOnEveryAttempt(t *testing.T) {
-	s := newStub(replyDeduping(503), replyDeduping(500), replyDeduping(201))
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(500), stubtest.ReplyDeduping(201))
 	tr := resilient.NewTransport(s, fast()...)
-	resp, err := do(t, tr, post(t, context.Background(), `{"amount":100}`))
+	resp, err := do(t, tr, stubtest.Post(context.Background(), `{"amount":100}`))
 	require.NoError(t, err)
 	assert.Equal(t, 201, resp.StatusCode)
 
-	at := s.attempts()
+	at := s.Attempts()
 	require.Len(t, at, 3)
-	key := at[0].header.Get("Idempotency-Key")
+	key := at[0].Header.Get("Idempotency-Key")
 	for i, a := range at {
-		assert.Equal(t, key, a.header.Get("Idempotency-Key"), "attempt %d", i)
+		assert.Equal(t, key, a.Header.Get("Idempotency-Key"), "attempt %d", i)
 		if i == 0 {
-			assert.Empty(t, a.header.Values("Retry-Attempt"), "a first attempt has none")
+			assert.Empty(t, a.Header.Values("Retry-Attempt"), "a first attempt has none")
 		} else {
-			assert.Equal(t, []string{string(rune('0' + i))}, a.header.Values("Retry-Attempt"), "attempt %d", i)
+			assert.Equal(t, []string{string(rune('0' + i))}, a.Header.Values("Retry-Attempt"), "attempt %d", i)
 		}
 	}
 	u, err := uuid.Parse(key)
@@ -74,18 +68,18 @@ func TestSameKeyOnEveryAttempt(t *testing.T) {
 }
 
 func TestDifferentOperationsGetDifferentKeysInTimeOrder(t *testing.T) {
-	s := newStub(reply(201))
+	s := stubtest.New(stubtest.Reply(201))
 	tr := resilient.NewTransport(s, fast()...)
 	const n = 200
 	for range n {
-		_, err := do(t, tr, post(t, context.Background(), `{}`))
+		_, err := do(t, tr, stubtest.Post(context.Background(), `{}`))
 		require.NoError(t, err)
 	}
-	at := s.attempts()
+	at := s.Attempts()
 	seen := map[string]bool{}
 	prev := ""
 	for _, a := range at {
-		k := a.header.Get("Idempotency-Key")
+		k := a.Header.Get("Idempotency-Key")
 		assert.False(t, seen[k], "duplicate key %s", k)
 		seen[k] = true
 		assert.Greater(t, k, prev, "UUIDv7 keys minted in sequence sort in time order")
@@ -97,14 +91,14 @@ func TestDifferentOperationsGetDifferentKeysInTimeOrder(t *testing.T) {
 // (a buffer of crypto/rand bytes shared by its requests) gives concurrent
 // operations distinct UUIDv7 keys, more of them than one buffer holds.
 func TestConcurrentOperationsGetDistinctValidKeys(t *testing.T) {
-	s := newStub(reply(201))
+	s := stubtest.New(stubtest.Reply(201))
 	tr := resilient.NewTransport(s, fast()...)
 	const goroutines, each = 8, 40
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				resp, err := tr.RoundTrip(post(t, context.Background(), `{}`))
+				resp, err := tr.RoundTrip(stubtest.Post(context.Background(), `{}`))
 				if assert.NoError(t, err) {
 					resp.Body.Close()
 				}
@@ -113,8 +107,8 @@ func TestConcurrentOperationsGetDistinctValidKeys(t *testing.T) {
 	}
 	wg.Wait()
 	seen := map[string]bool{}
-	for _, a := range s.attempts() {
-		k := a.header.Get("Idempotency-Key")
+	for _, a := range s.Attempts() {
+		k := a.Header.Get("Idempotency-Key")
 		assert.False(t, seen[k], "duplicate key %s", k)
 		seen[k] = true
 		u, err := uuid.Parse(k)
@@ -149,7 +143,7 @@ func TestCallerKeyPreserved(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(reply(503), reply(200))
+			s := stubtest.New(stubtest.Reply(503), stubtest.Reply(200))
 			tr := resilient.NewTransport(s, fast()...)
 			req, err := http.NewRequest(tc.method, target, strings.NewReader("x"))
 			require.NoError(t, err)
@@ -157,8 +151,8 @@ func TestCallerKeyPreserved(t *testing.T) {
 			before := req.Header.Clone()
 			_, err = do(t, tr, req)
 			require.NoError(t, err)
-			for _, a := range s.attempts() {
-				assert.Equal(t, tc.want, a.header.Get("Idempotency-Key"))
+			for _, a := range s.Attempts() {
+				assert.Equal(t, tc.want, a.Header.Get("Idempotency-Key"))
 			}
 			assert.Equal(t, before, req.Header, "the caller's request is not modified")
 		})
@@ -175,8 +169,8 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 		req.Header.Set("X-Other", "set by the base transport")
 		return nil, nil
 	}
-	s := newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
-		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
+	s := stubtest.New(func(req *http.Request) (*http.Response, error) { adds(req); return stubtest.Reply(503)(req) },
+		func(req *http.Request) (*http.Response, error) { adds(req); return stubtest.Reply(200)(req) })
 	tr := resilient.NewTransport(s, fast()...)
 	req, err := http.NewRequestWithContext(resilient.ContextWithKey(context.Background(), "k1"), http.MethodGet, target, nil)
 	require.NoError(t, err)
@@ -186,7 +180,7 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 	resp, err := do(t, tr, req)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
-	require.Len(t, s.attempts(), 2)
+	require.Len(t, s.Attempts(), 2)
 	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
 	assert.Equal(t, []string{"caller", ""}, trace[:2], "the caller's array")
 
@@ -195,14 +189,14 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 	req, err = http.NewRequestWithContext(resilient.ContextWithKey(context.Background(), "k2"), http.MethodGet, target, nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Trace", "caller")
-	s = newStub(func(req *http.Request) (*http.Response, error) { adds(req); return reply(503)(req) },
-		func(req *http.Request) (*http.Response, error) { adds(req); return reply(200)(req) })
+	s = stubtest.New(func(req *http.Request) (*http.Response, error) { adds(req); return stubtest.Reply(503)(req) },
+		func(req *http.Request) (*http.Response, error) { adds(req); return stubtest.Reply(200)(req) })
 	tr = resilient.NewTransport(s, fast()...)
 	resp, err = do(t, tr, req)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
-	for i, a := range s.attempts() {
-		assert.Equal(t, []string{"caller"}, a.header["X-Trace"], "attempt %d was sent with the caller's field only", i)
+	for i, a := range s.Attempts() {
+		assert.Equal(t, []string{"caller"}, a.Header["X-Trace"], "attempt %d was sent with the caller's field only", i)
 	}
 	assert.Equal(t, http.Header{"X-Trace": {"caller"}}, req.Header, "the caller's map")
 }
@@ -216,12 +210,12 @@ func TestAttemptHeaderNeverWritesTheCallersArrays(t *testing.T) {
 func TestUnkeyedFirstAttemptIsTheCallersRequest(t *testing.T) {
 	var got []*http.Request
 	var mu sync.Mutex
-	base := func(status int) step {
+	base := func(status int) stubtest.Step {
 		return func(req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			got = append(got, req)
 			mu.Unlock()
-			return reply(status)(req)
+			return stubtest.Reply(status)(req)
 		}
 	}
 	cases := []struct {
@@ -247,12 +241,12 @@ func TestUnkeyedFirstAttemptIsTheCallersRequest(t *testing.T) {
 		}, nil, false, "0"},
 		{"attempt timeout", func() *http.Request { r, _ := http.NewRequest(http.MethodGet, target, nil); return r },
 			[]resilient.Option{resilient.WithAttemptTimeout(time.Minute)}, false, ""},
-		{"POST (keyed)", func() *http.Request { return post(t, context.Background(), "{}") }, nil, false, ""},
+		{"POST (keyed)", func() *http.Request { return stubtest.Post(context.Background(), "{}") }, nil, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got = nil
-			s := newStub(base(503), base(200))
+			s := stubtest.New(base(503), base(200))
 			tr := resilient.NewTransport(s, fast(append(tc.opts, resilient.WithDedupingServer("api.test"))...)...)
 			req := tc.req()
 			before := req.Header.Clone()
@@ -262,10 +256,10 @@ func TestUnkeyedFirstAttemptIsTheCallersRequest(t *testing.T) {
 			require.Len(t, got, 2)
 			assert.Equal(t, tc.asIs, got[0] == req, "first attempt sent as is")
 			assert.NotSame(t, req, got[1], "a retry is a copy")
-			at := s.attempts()
-			assert.Equal(t, tc.header, at[0].header.Get("Retry-Attempt"))
-			assert.Equal(t, "1", at[1].header.Get("Retry-Attempt"))
-			assert.Equal(t, string(at[0].body), string(at[1].body), "same body on both attempts")
+			at := s.Attempts()
+			assert.Equal(t, tc.header, at[0].Header.Get("Retry-Attempt"))
+			assert.Equal(t, "1", at[1].Header.Get("Retry-Attempt"))
+			assert.Equal(t, string(at[0].Body), string(at[1].Body), "same body on both attempts")
 			assert.Equal(t, before, req.Header, "the caller's request is not modified")
 		})
 	}
@@ -279,20 +273,20 @@ func TestInvalidCallerKeyFailsBeforeSending(t *testing.T) {
 		"control":   "a\tb",
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := newStub(reply(201))
+			s := stubtest.New(stubtest.Reply(201))
 			client := &http.Client{Transport: resilient.NewTransport(s, fast()...)}
-			req := post(t, resilient.ContextWithKey(context.Background(), key), "{}")
+			req := stubtest.Post(resilient.ContextWithKey(context.Background(), key), "{}")
 			_, err := client.Do(req)
 			require.ErrorIs(t, err, resilient.ErrInvalidKey)
 			if key != "" {
 				assert.NotContains(t, err.Error(), key, "the key is not echoed")
 			}
-			assert.Empty(t, s.attempts())
+			assert.Empty(t, s.Attempts())
 		})
 	}
 	t.Run("max length accepted", func(t *testing.T) {
-		s := newStub(reply(201))
-		req := post(t, resilient.ContextWithKey(context.Background(), strings.Repeat("k", 255)), "{}")
+		s := stubtest.New(stubtest.Reply(201))
+		req := stubtest.Post(resilient.ContextWithKey(context.Background(), strings.Repeat("k", 255)), "{}")
 		_, err := do(t, resilient.NewTransport(s, fast()...), req)
 		require.NoError(t, err)
 	})
@@ -318,13 +312,13 @@ func TestBodyIdenticalOnEveryAttempt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(replyDeduping(502), fail(syscall.ECONNRESET), replyDeduping(200))
+			s := stubtest.New(stubtest.ReplyDeduping(502), stubtest.Fail(syscall.ECONNRESET), stubtest.ReplyDeduping(200))
 			_, err := do(t, resilient.NewTransport(s, fast()...), tc.req())
 			require.NoError(t, err)
-			at := s.attempts()
+			at := s.Attempts()
 			require.Len(t, at, 3)
 			for i, a := range at {
-				assert.Equal(t, payload, a.body, "attempt %d", i)
+				assert.Equal(t, payload, a.Body, "attempt %d", i)
 			}
 		})
 	}
@@ -332,7 +326,7 @@ func TestBodyIdenticalOnEveryAttempt(t *testing.T) {
 
 func TestOverLimitBodyIsSentOnce(t *testing.T) {
 	payload := bytes.Repeat([]byte("x"), 2048)
-	s := newStub(replyDeduping(503), replyDeduping(200))
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(200))
 	tr := resilient.NewTransport(s, fast(resilient.WithMaxBodyBuffer(1024))...)
 	req, _ := http.NewRequest(http.MethodPost, target, noGetBody{bytes.NewReader(payload)})
 	rep := new(resilient.Report)
@@ -340,8 +334,8 @@ func TestOverLimitBodyIsSentOnce(t *testing.T) {
 	resp, err := do(t, tr, req)
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode, "the real last status is returned")
-	require.Len(t, s.attempts(), 1)
-	assert.Equal(t, payload, s.attempts()[0].body)
+	require.Len(t, s.Attempts(), 1)
+	assert.Equal(t, payload, s.Attempts()[0].Body)
 	assert.True(t, rep.SingleAttempt)
 	assert.ErrorIs(t, rep.Stopped, resilient.ErrBodyNotReplayable)
 }
@@ -351,12 +345,12 @@ type failingReader struct{}
 func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 
 func TestBodyReadErrorIsClearAndSendsNothing(t *testing.T) {
-	s := newStub(reply(200))
+	s := stubtest.New(stubtest.Reply(200))
 	req, _ := http.NewRequest(http.MethodPost, target, failingReader{})
 	_, err := (&http.Client{Transport: resilient.NewTransport(s, fast()...)}).Do(req)
 	require.ErrorIs(t, err, resilient.ErrBodyNotReplayable)
 	assert.Contains(t, err.Error(), "disk on fire")
-	assert.Empty(t, s.attempts())
+	assert.Empty(t, s.Attempts())
 }
 
 func TestStatusClassification(t *testing.T) {
@@ -371,7 +365,7 @@ func TestStatusClassification(t *testing.T) {
 		t.Run(http.StatusText(tc.code), func(t *testing.T) {
 			mock := httpmock.NewMockTransport()
 			mock.RegisterResponder(http.MethodPost, target, httpmock.NewStringResponder(tc.code, `{"error":"x"}`))
-			resp, err := do(t, resilient.NewTransport(mock, fast(resilient.WithDedupingServer("api.test"))...), post(t, context.Background(), "{}"))
+			resp, err := do(t, resilient.NewTransport(mock, fast(resilient.WithDedupingServer("api.test"))...), stubtest.Post(context.Background(), "{}"))
 			require.NoError(t, err, "a final HTTP status is a response, not an error")
 			assert.Equal(t, tc.code, resp.StatusCode)
 			want := 1
@@ -410,7 +404,7 @@ func TestNetworkErrorClassification(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStub(fail(tc.err))
+			s := stubtest.New(stubtest.Fail(tc.err))
 			opts := fast()
 			if !tc.keyed {
 				opts = append(opts, resilient.WithKeyMethods())
@@ -421,7 +415,7 @@ func TestNetworkErrorClassification(t *testing.T) {
 			require.Error(t, err)
 			var re *resilient.Error
 			require.ErrorAs(t, err, &re, "errors.As sees through *url.Error")
-			assert.Len(t, s.attempts(), tc.attempts)
+			assert.Len(t, s.Attempts(), tc.attempts)
 			assert.Equal(t, tc.attempts, re.Attempts)
 			assert.Equal(t, tc.unknown, re.Unknown)
 			assert.ErrorIs(t, err, tc.err, "the cause is kept")
@@ -449,10 +443,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				now := time.Now().Truncate(time.Second)
 				time.Sleep(time.Until(now.Add(time.Second))) // align to a whole second for HTTP-dates
-				s := newStub(reply(429, "Retry-After: "+tc.header(time.Now())), reply(200))
+				s := stubtest.New(stubtest.Reply(429, "Retry-After: "+tc.header(time.Now())), stubtest.Reply(200))
 				tr := resilient.NewTransport(s, resilient.WithBackoff(nil))
 				start := time.Now()
-				resp, err := do(t, tr, post(t, context.Background(), "{}"))
+				resp, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 				require.NoError(t, err)
 				assert.Equal(t, 200, resp.StatusCode)
 				assert.Equal(t, tc.want, time.Since(start))
@@ -463,10 +457,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestJitterNeverShortensRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(replyDeduping(503, "Retry-After: 1"), replyDeduping(200))
+		s := stubtest.New(stubtest.ReplyDeduping(503, "Retry-After: 1"), stubtest.ReplyDeduping(200))
 		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)))
 		start := time.Now()
-		_, err := do(t, tr, post(t, context.Background(), "{}"))
+		_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, time.Since(start))
 	})
@@ -474,27 +468,27 @@ func TestJitterNeverShortensRetryAfter(t *testing.T) {
 
 func TestOverCapRetryAfterReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(replyDeduping(503, "Retry-After: 3600"), replyDeduping(200))
+		s := stubtest.New(stubtest.ReplyDeduping(503, "Retry-After: 3600"), stubtest.ReplyDeduping(200))
 		tr := resilient.NewTransport(s, fast()...)
 		rep := new(resilient.Report)
 		start := time.Now()
-		resp, err := do(t, tr, post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		resp, err := do(t, tr, stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Zero(t, time.Since(start))
-		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, s.Attempts(), 1)
 		assert.ErrorIs(t, rep.Stopped, resilient.ErrDelayTooLong)
 	})
 }
 
 func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(replyDeduping(503))
+		s := stubtest.New(stubtest.ReplyDeduping(503))
 		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()
-		_, err := do(t, tr, post(t, ctx, "{}"))
+		_, err := do(t, tr, stubtest.Post(ctx, "{}"))
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 20*time.Millisecond, time.Since(start), "returned when the caller gave up, not after the backoff")
 		var re *resilient.Error
@@ -505,20 +499,20 @@ func TestCancelDuringBackoffReturnsPromptly(t *testing.T) {
 
 func TestDeadlineShorterThanDelayReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(replyDeduping(503, "Retry-After: 10"))
+		s := stubtest.New(stubtest.ReplyDeduping(503, "Retry-After: 10"))
 		tr := resilient.NewTransport(s, fast()...)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		resp, err := do(t, tr, post(t, ctx, "{}"))
+		resp, err := do(t, tr, stubtest.Post(ctx, "{}"))
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode, "the real cause, not a deadline error")
 		assert.Zero(t, time.Since(start))
-		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, s.Attempts(), 1)
 
-		s2 := newStub(fail(readErr()))
+		s2 := stubtest.New(stubtest.Fail(readErr()))
 		tr2 := resilient.NewTransport(s2, resilient.WithBackoff(resilient.Exponential(10*time.Second, 10*time.Second)))
-		_, err = do(t, tr2, post(t, ctx, "{}"))
+		_, err = do(t, tr2, stubtest.Post(ctx, "{}"))
 		require.ErrorIs(t, err, resilient.ErrDelayTooLong)
 		require.ErrorIs(t, err, syscall.ECONNRESET, "the real cause is kept")
 		assert.Zero(t, time.Since(start))
@@ -526,13 +520,13 @@ func TestDeadlineShorterThanDelayReturnsAtOnce(t *testing.T) {
 }
 
 func TestDiscardedBodiesAreClosed(t *testing.T) {
-	s := newStub(replyDeduping(503), replyDeduping(500), replyDeduping(502), replyDeduping(200))
-	resp, err := resilient.NewTransport(s, fast()...).RoundTrip(post(t, context.Background(), "{}"))
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(500), stubtest.ReplyDeduping(502), stubtest.ReplyDeduping(200))
+	resp, err := resilient.NewTransport(s, fast()...).RoundTrip(stubtest.Post(context.Background(), "{}"))
 	require.NoError(t, err)
-	assert.Equal(t, int32(4), s.opened.Load())
-	assert.Equal(t, int32(3), s.closed.Load(), "the three discarded responses are closed")
+	assert.Equal(t, int32(4), s.Opened.Load())
+	assert.Equal(t, int32(3), s.Closed.Load(), "the three discarded responses are closed")
 	resp.Body.Close()
-	assert.Equal(t, int32(4), s.closed.Load())
+	assert.Equal(t, int32(4), s.Closed.Load())
 }
 
 func TestAttemptTimeoutIsSeparateFromCallerContext(t *testing.T) {
@@ -541,18 +535,18 @@ func TestAttemptTimeoutIsSeparateFromCallerContext(t *testing.T) {
 			<-req.Context().Done()
 			return nil, req.Context().Err()
 		}
-		s := newStub(hang, hang, reply(201))
+		s := stubtest.New(hang, hang, stubtest.Reply(201))
 		tr := resilient.NewTransport(s, fast(resilient.WithAttemptTimeout(time.Second))...)
 		rep := new(resilient.Report)
 		start := time.Now()
-		resp, err := tr.RoundTrip(post(t, resilient.ContextWithReport(context.Background(), rep), "{}"))
+		resp, err := tr.RoundTrip(stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err, "the returned body is readable after RoundTrip returns")
 		assert.Equal(t, "Created", string(body))
 		resp.Body.Close()
 		assert.Equal(t, 201, resp.StatusCode)
-		assert.Len(t, s.attempts(), 3)
+		assert.Len(t, s.Attempts(), 3)
 		assert.GreaterOrEqual(t, time.Since(start), 2*time.Second)
 		assert.Equal(t, resilient.CategoryTimeout, rep.Attempts[0].Category)
 	})
@@ -560,24 +554,24 @@ func TestAttemptTimeoutIsSeparateFromCallerContext(t *testing.T) {
 
 func TestBaseReturningResponseAndError(t *testing.T) {
 	both := func(req *http.Request) (*http.Response, error) {
-		resp, _ := reply(200)(req)
+		resp, _ := stubtest.Reply(200)(req)
 		return resp, readErr()
 	}
-	s := newStub(both, reply(200))
-	resp, err := do(t, resilient.NewTransport(s, fast()...), post(t, context.Background(), "{}"))
+	s := stubtest.New(both, stubtest.Reply(200))
+	resp, err := do(t, resilient.NewTransport(s, fast()...), stubtest.Post(context.Background(), "{}"))
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
-	assert.Len(t, s.attempts(), 2, "the contract breach is treated as the error it carries")
-	assert.Equal(t, s.opened.Load(), s.closed.Load())
+	assert.Len(t, s.Attempts(), 2, "the contract breach is treated as the error it carries")
+	assert.Equal(t, s.Opened.Load(), s.Closed.Load())
 }
 
 func TestReportRecordsWhatHappened(t *testing.T) {
-	s := newStub(replyDeduping(503), replyDeduping(201, "Idempotency-Status: replayed"))
+	s := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201, "Idempotency-Status: replayed"))
 	rep := new(resilient.Report)
 	ctx := resilient.ContextWithReport(context.Background(), rep)
-	_, err := do(t, resilient.NewTransport(s, fast()...), post(t, ctx, "{}"))
+	_, err := do(t, resilient.NewTransport(s, fast()...), stubtest.Post(ctx, "{}"))
 	require.NoError(t, err)
-	assert.Equal(t, s.attempts()[0].header.Get("Idempotency-Key"), rep.Key)
+	assert.Equal(t, s.Attempts()[0].Header.Get("Idempotency-Key"), rep.Key)
 	require.Len(t, rep.Attempts, 2)
 	assert.Equal(t, 503, rep.Attempts[0].StatusCode)
 	assert.Equal(t, resilient.Retry, rep.Attempts[0].Action)
@@ -587,21 +581,21 @@ func TestReportRecordsWhatHappened(t *testing.T) {
 }
 
 func TestInvalidRequest(t *testing.T) {
-	s := newStub(reply(200))
+	s := stubtest.New(stubtest.Reply(200))
 	req, _ := http.NewRequest(http.MethodPost, "http:///x", strings.NewReader("{}"))
 	_, err := resilient.NewTransport(s, fast()...).RoundTrip(req)
 	require.ErrorIs(t, err, resilient.ErrInvalidRequest)
-	assert.Empty(t, s.attempts())
+	assert.Empty(t, s.Attempts())
 }
 
 // Regression: a later 429 or 4xx (a rate limiter or a proxy in front of the
 // API) must not erase that an earlier attempt may have been applied.
 func TestUnknownSurvivesLaterAnswers(t *testing.T) {
 	store := persist.NewMemory()
-	s := newStub(fail(readErr()), reply(429), reply(400))
+	s := stubtest.New(stubtest.Fail(readErr()), stubtest.Reply(429), stubtest.Reply(400))
 	rep := new(resilient.Report)
 	ctx := resilient.ContextWithReport(resilient.ContextWithOperation(context.Background(), "charge:1"), rep)
-	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), post(t, ctx, "{}"))
+	resp, err := do(t, resilient.NewTransport(s, fast(resilient.WithStore(store))...), stubtest.Post(ctx, "{}"))
 	require.NoError(t, err)
 	assert.Equal(t, 400, resp.StatusCode)
 	assert.True(t, rep.Unknown, "attempt 0 may have been applied and nothing answered for it")
@@ -610,16 +604,16 @@ func TestUnknownSurvivesLaterAnswers(t *testing.T) {
 	assert.Len(t, pending, 1, "the operation stays pending")
 
 	// A success answers for it.
-	s2 := newStub(fail(readErr()), reply(429), reply(201, "Idempotency-Status: replayed"))
+	s2 := stubtest.New(stubtest.Fail(readErr()), stubtest.Reply(429), stubtest.Reply(201, "Idempotency-Status: replayed"))
 	rep2 := new(resilient.Report)
-	_, err = do(t, resilient.NewTransport(s2, fast()...), post(t, resilient.ContextWithReport(context.Background(), rep2), "{}"))
+	_, err = do(t, resilient.NewTransport(s2, fast()...), stubtest.Post(resilient.ContextWithReport(context.Background(), rep2), "{}"))
 	require.NoError(t, err)
 	assert.False(t, rep2.Unknown)
 }
 
 // Regression: base transports that return a response with a nil Body.
 func TestNilResponseBody(t *testing.T) {
-	nilBody := func(code int) step {
+	nilBody := func(code int) stubtest.Step {
 		return func(req *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: code, Header: http.Header{}, Request: req}, nil
 		}
@@ -629,14 +623,14 @@ func TestNilResponseBody(t *testing.T) {
 	}
 	dedupes := resilient.WithDedupingServer("api.test")
 	for _, opts := range [][]resilient.Option{fast(dedupes), fast(dedupes, resilient.WithAttemptTimeout(time.Second))} {
-		s := newStub(withErr, nilBody(503), nilBody(200))
-		resp, err := resilient.NewTransport(s, opts...).RoundTrip(post(t, context.Background(), "{}"))
+		s := stubtest.New(withErr, nilBody(503), nilBody(200))
+		resp, err := resilient.NewTransport(s, opts...).RoundTrip(stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)
 		b, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
 		assert.Empty(t, b)
 		require.NoError(t, resp.Body.Close())
-		assert.Len(t, s.attempts(), 3)
+		assert.Len(t, s.Attempts(), 3)
 	}
 }
 
@@ -644,7 +638,7 @@ func TestNilResponseBody(t *testing.T) {
 // be rewound, the caller gets the last answer, as documented, not an error.
 func TestRetryThatCannotRewindKeepsTheLastAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStub(reply(503))
+		s := stubtest.New(stubtest.Reply(503))
 		tr := resilient.NewTransport(s)
 		rep := new(resilient.Report)
 		req, err := http.NewRequestWithContext(resilient.ContextWithReport(t.Context(), rep), http.MethodPut, "http://api.test/v1/x", strings.NewReader("{}"))
@@ -657,8 +651,8 @@ func TestRetryThatCannotRewindKeepsTheLastAnswer(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "Service Unavailable", string(b), "the kept body")
 		resp.Body.Close()
-		assert.Len(t, s.attempts(), 1)
+		assert.Len(t, s.Attempts(), 1)
 		assert.ErrorIs(t, rep.Stopped, resilient.ErrBodyNotReplayable)
-		assert.Equal(t, s.opened.Load(), s.closed.Load())
+		assert.Equal(t, s.Opened.Load(), s.Closed.Load())
 	})
 }

@@ -18,5 +18,5 @@
 // (synctest makes time virtual, not scheduling), so a replay runs a seed
 // several times and reports how many runs reproduce. The tests are the
 // entry points: TestSimulate (the sweep), TestReplay, and TestMutants
-// under -tags simbugs. See README.md.
+// under -tags mutants. See README.md.
 package sim

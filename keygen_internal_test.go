@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // mutexKeySource and poolKeySource are two ways keySource can share a
@@ -258,4 +261,18 @@ func BenchmarkMint(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestKeyTime: a minted key carries the time it was minted; a key that is
+// not a UUIDv7 has none.
+func TestKeyTime(t *testing.T) {
+	before := time.Now().Truncate(time.Millisecond) // UUIDv7 keeps milliseconds
+	k, err := NewKey()
+	require.NoError(t, err)
+	after := time.Now()
+	ts, ok := keyTime(k)
+	require.True(t, ok)
+	assert.False(t, ts.Before(before) || ts.After(after), "the key's time is when it was minted")
+	_, ok = keyTime("not-a-uuid")
+	assert.False(t, ok)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -48,7 +50,7 @@ func TestSharedBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &countingBudget{allow: tt.allow}
 			var hosts []string
-			s := newStub(reply(503))
+			s := stubtest.New(stubtest.Reply(503))
 			tr := resilient.NewTransport(s,
 				resilient.WithBackoff(resilient.Exponential(0, 0)),
 				resilient.WithRetryControl(resilient.SharedBudget(func(host string) resilient.Budget {
@@ -61,7 +63,7 @@ func TestSharedBudget(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, []string{"api.test:8080"}, hosts, "one budget per host, asked for once")
-			assert.Len(t, s.attempts(), tt.wantAttempts)
+			assert.Len(t, s.Attempts(), tt.wantAttempts)
 			assert.Equal(t, 1, b.deposits, "the first attempt deposits")
 			assert.Equal(t, tt.wantWithdraws, b.withdraws)
 			assert.Zero(t, b.refunds)
@@ -70,13 +72,13 @@ func TestSharedBudget(t *testing.T) {
 }
 
 func TestSharedBudgetNilMeansNoBudget(t *testing.T) {
-	s := newStub(reply(503))
+	s := stubtest.New(stubtest.Reply(503))
 	tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.Exponential(0, 0)),
 		resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return nil })))
 	resp, err := tr.RoundTrip(mustGet(t, "http://api.test/v1/x"))
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Len(t, s.attempts(), 4, "the retry tokens alone limit retries")
+	assert.Len(t, s.Attempts(), 4, "the retry tokens alone limit retries")
 }
 
 func mustGet(t *testing.T, url string) *http.Request {
@@ -84,4 +86,29 @@ func mustGet(t *testing.T, url string) *http.Request {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	require.NoError(t, err)
 	return req
+}
+
+// Regression: a retry paid for from the budget and then not sent (the caller
+// cancels during the backoff) is refunded.
+func TestBudgetRefundsUnsentRetry(t *testing.T) {
+	b := retrycontrol.NewBudget(retrycontrol.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second}) // 1 retry per window
+	available := b.Available
+	before := available()
+	require.Equal(t, 1.0, before)
+	s := stubtest.New(stubtest.ReplyDeduping(503))
+	tr := resilient.NewTransport(s, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })),
+		resilient.WithBackoff(resilient.Exponential(time.Hour, time.Hour)))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := do(t, tr, stubtest.Post(ctx, "{}"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Len(t, s.Attempts(), 1)
+	assert.Equal(t, before, available(), "no retry was sent, none is charged")
+
+	// A retry that is sent stays charged.
+	s2 := stubtest.New(stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(201))
+	tr2 := resilient.NewTransport(s2, resilient.WithRetryControl(resilient.RetryTokens{}, resilient.SharedBudget(func(string) resilient.Budget { return b })), resilient.WithBackoff(nil))
+	_, err = do(t, tr2, stubtest.Post(context.Background(), "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, available())
 }

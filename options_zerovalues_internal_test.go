@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
@@ -133,7 +134,7 @@ func TestOptionZeroValues(t *testing.T) {
 			if tt.opt != nil {
 				opts = append(opts, tt.opt)
 			}
-			tr := NewTransport(&scripted{codes: []int{200}}, opts...)
+			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
 			tt.check(t, &tr.cfg)
 		})
 	}
@@ -143,26 +144,26 @@ func TestOptionZeroValues(t *testing.T) {
 // what a bare client would, or more.
 func TestOptionZeroValuesSend(t *testing.T) {
 	t.Run("RateLimit{} limits nothing", func(t *testing.T) {
-		s := &scripted{codes: []int{200}}
+		s := stubtest.New(stubtest.Deduping([]int{200})...)
 		tr := NewTransport(s, WithRetryControl(RateLimit{}, RateLimit{Burst: 5}))
 		for range 20 {
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		}
-		assert.Equal(t, 20, s.n)
+		assert.Equal(t, 20, len(s.Attempts()))
 	})
 	t.Run("WithRetryAfterMax(0) waits for a Retry-After", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := &scripted{codes: []int{503, 200}, headers: []string{"Retry-After: 2"}}
+			s := stubtest.New(stubtest.Deduping([]int{503, 200}, "Retry-After: 2")...)
 			tr := NewTransport(s, WithBackoff(nil), WithRetryAfterMax(0))
 			start := time.Now()
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-			assert.Equal(t, 2, s.n, "retried after the server's delay")
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
+			assert.Equal(t, 2, len(s.Attempts()), "retried after the server's delay")
 			assert.Equal(t, 2*time.Second, time.Since(start))
 		})
 	})
 	t.Run("WithAttemptHeader(\"\") sends no attempt header on a retry", func(t *testing.T) {
 		var got []string
-		base := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		base := stubtest.New(func(req *http.Request) (*http.Response, error) {
 			got = append(got, req.Header.Get(DefaultAttemptHeader))
 			code := http.StatusServiceUnavailable
 			if len(got) > 1 {
@@ -171,11 +172,11 @@ func TestOptionZeroValuesSend(t *testing.T) {
 			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 		})
 		tr := NewTransport(base, WithBackoff(nil), WithAttemptHeader(""))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Equal(t, []string{"", ""}, got, "retried, without the header")
 	})
 	t.Run("a budget alone is not capped by the tokens", func(t *testing.T) {
-		s := &scripted{codes: []int{503}}
+		s := stubtest.New(stubtest.Deduping([]int{503})...)
 		tr := NewTransport(s, WithBackoff(nil), WithRetryControl(RetryBudget{Ratio: 1, MinPerSecond: -1}))
 		for i := range 20 {
 			// Distinct reads: the same one sent again would be a loop's
@@ -186,7 +187,7 @@ func TestOptionZeroValuesSend(t *testing.T) {
 		// One retry per first attempt: 20 first attempts and 20 retries.
 		// The default tokens (3, then 2 % of first attempts) would have
 		// allowed 3.
-		assert.Equal(t, 40, s.n)
+		assert.Equal(t, 40, len(s.Attempts()))
 	})
 	for _, tt := range []struct {
 		name    string
@@ -197,21 +198,21 @@ func TestOptionZeroValuesSend(t *testing.T) {
 		{"WithKeyRetention(0): a key 25 h old is not", 25 * time.Hour, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &scripted{codes: []int{503, 201}}
+			s := stubtest.New(stubtest.Deduping([]int{503, 201})...)
 			tr := NewTransport(s, WithBackoff(nil), WithKeyRetention(0))
 			rep := new(Report)
 			ctx := ContextWithReport(ContextWithKey(context.Background(), keyMintedAt(time.Now().Add(-tt.age))), rep)
-			resp, err := tr.RoundTrip(newPost(ctx, http.NoBody))
+			resp, err := tr.RoundTrip(stubtest.Post(ctx, ""))
 			require.NoError(t, err)
 			resp.Body.Close()
 			if tt.expired {
 				assert.Equal(t, 503, resp.StatusCode)
 				assert.ErrorIs(t, rep.Stopped, ErrKeyExpired)
-				assert.Equal(t, 1, s.n, "the retry is not sent")
+				assert.Equal(t, 1, len(s.Attempts()), "the retry is not sent")
 				return
 			}
 			assert.Equal(t, 201, resp.StatusCode)
-			assert.Equal(t, 2, s.n)
+			assert.Equal(t, 2, len(s.Attempts()))
 		})
 	}
 }
@@ -224,7 +225,3 @@ func keyMintedAt(t time.Time) string {
 	copy(u[:6], ms[2:])
 	return u.String()
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -6,49 +6,17 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
-
-// scripted is a base transport answering each attempt with the next status
-// of its script (the last repeats); 0 stands for a connection reset.
-type scripted struct {
-	mu      sync.Mutex
-	codes   []int
-	headers []string // "Name: value" added to every response
-	n       int
-}
-
-func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
-	s.mu.Lock()
-	code := s.codes[min(s.n, len(s.codes)-1)]
-	s.n++
-	s.mu.Unlock()
-	if code == 0 {
-		return nil, errors.New("connection reset by peer")
-	}
-	h := make(http.Header)
-	if k := sentKey(req.Header, DefaultKeyHeader, "idempotency-key"); k != "" {
-		h.Set("Idempotency-Key", k) // the server shows it dedupes by key
-	}
-	for _, kv := range s.headers {
-		k, v, _ := strings.Cut(kv, ":")
-		h.Set(k, strings.TrimSpace(v))
-	}
-	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
-}
 
 // gateTransport has every policy of the gate, with room to see each one's
 // accounting: 3 retry tokens, a budget of 10 retries, a breaker that never
@@ -82,11 +50,6 @@ func assertReleased(t *testing.T, tr *Transport, sentRetries int) {
 	assert.Equal(t, c.Requests, c.TotalSuccesses+c.TotalFailures+c.TotalExclusions, "breaker: one done per Allow")
 }
 
-func newPost(ctx context.Context, body io.Reader) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/charges", body)
-	return req
-}
-
 func TestGateReleasesEveryReservationOnce(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -104,7 +67,7 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 		{
 			name: "GetBody fails on the retry", codes: []int{503},
 			req: func(ctx context.Context) *http.Request {
-				r := newPost(ctx, strings.NewReader("{}"))
+				r := stubtest.Post(ctx, "{}")
 				r.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
 				return r
 			},
@@ -120,7 +83,7 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tr := gateTransport(&scripted{codes: tt.codes, headers: tt.headers}, tt.opts...)
+				tr := gateTransport(stubtest.New(stubtest.Deduping(tt.codes, tt.headers...)...), tt.opts...)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				if tt.deadline > 0 {
@@ -132,7 +95,7 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 				}
 				rep := new(Report)
 				ctx = ContextWithReport(ctx, rep)
-				req := newPost(ctx, strings.NewReader("{}"))
+				req := stubtest.Post(ctx, "{}")
 				if tt.req != nil {
 					req = tt.req(ctx)
 				}
@@ -156,7 +119,7 @@ func TestGateReleasesEveryReservationOnce(t *testing.T) {
 // caller wait for an answer a bare client had at once.
 func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := gateTransport(&scripted{codes: []int{500, 201}})
+		tr := gateTransport(stubtest.New(stubtest.Deduping([]int{500, 201})...))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		time.AfterFunc(5*time.Millisecond, func() {
@@ -164,7 +127,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 			h.(*hostState).pauses.pause(time.Now(), time.Minute, false)
 		})
 		rep := new(Report)
-		resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}")))
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 201, resp.StatusCode, "the retry that waited was sent")
@@ -175,7 +138,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 }
 
 func TestReservationIsReleasedOnlyOnce(t *testing.T) {
-	tr := gateTransport(&scripted{codes: []int{201}})
+	tr := gateTransport(stubtest.New(stubtest.Deduping([]int{201})...))
 	h := tr.host("api.test", time.Now())
 	require.True(t, h.tokens.TakeAt(time.Now()))
 	r := reservation{h: h, retry: true, token: true}
@@ -219,7 +182,7 @@ func TestHealthOf(t *testing.T) {
 // before any wait, as from a bare client. First attempts still go out.
 func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &scripted{codes: []int{503}, headers: []string{"Retry-After: 1"}}
+		s := stubtest.New(stubtest.Deduping([]int{503}, "Retry-After: 1")...)
 		tr := NewTransport(s)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -234,7 +197,7 @@ func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 				others.Go(func() {
 					rep := new(Report)
 					start := time.Now()
-					if resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}"))); err == nil {
+					if resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}")); err == nil {
 						resp.Body.Close()
 					}
 					mu.Lock()
@@ -250,7 +213,7 @@ func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		rep := new(Report)
 		start := time.Now()
-		resp, err := tr.RoundTrip(newPost(ContextWithReport(context.Background(), rep), strings.NewReader("{}")))
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(context.Background(), rep), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 503, resp.StatusCode)
@@ -275,7 +238,7 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 		"budget":   {WithRetryControl(RetryTokens{}, RetryBudget{})},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tr := NewTransport(&scripted{codes: []int{200}}, opts...)
+			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
 			g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 			now := time.Now()
 			h := tr.host("api.test", now)
@@ -297,7 +260,7 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 // BenchmarkGateFirstAttempt measures the admission and release of a first
 // attempt, with the defaults (retry tokens).
 func BenchmarkGateFirstAttempt(b *testing.B) {
-	tr := NewTransport(&scripted{codes: []int{200}})
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
 	h := tr.host("api.test", now)
@@ -315,7 +278,7 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 // reservation would leak into the next. Every field is set to a non-zero
 // value first, and a field added later without a reset fails here.
 func TestReserveResetsEveryField(t *testing.T) {
-	tr := NewTransport(&scripted{codes: []int{200}})
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
 	h := tr.host("api.test", now)
@@ -348,16 +311,10 @@ func TestReserveResetsEveryField(t *testing.T) {
 // settings struct, which each NewTransport wrote while the other read it.
 func TestBreakerOptionBuildsManyTransports(t *testing.T) {
 	opt := WithRetryControl(RetryTokens{}, CircuitBreaker{})
-	a := NewTransport(&scripted{codes: []int{200}}, opt)
-	b := NewTransport(&scripted{codes: []int{200}}, opt)
+	a := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opt)
+	b := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opt)
 	assert.NotSame(t, a.cfg.breaker, b.cfg.breaker)
 	assert.Equal(t, *a.cfg.breaker, *b.cfg.breaker)
-}
-
-// newGet returns a GET of host's /v1/items under ctx.
-func newGet(ctx context.Context, host string) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1/items", nil)
-	return req
 }
 
 // roundTrip sends req through tr and returns the status, or 0 on error.
@@ -400,9 +357,9 @@ func TestFirstAttemptWaitsForAPause(t *testing.T) {
 			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
 		})
 		tr := NewTransport(base, WithMaxAttempts(1))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-		require.Equal(t, 429, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
+		require.Equal(t, 429, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Equal(t, []time.Duration{0, 0, 3 * time.Second}, sent)
 	})
 }
@@ -411,9 +368,9 @@ func TestFirstAttemptWaitsForAPause(t *testing.T) {
 // counted in its host's retry tokens as it is sent.
 func TestFirstAttemptsSizeTheTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{200}})
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 		for i := 1; i <= 100; i++ {
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 			v, _ := tr.hosts.m.Load("api.test")
 			require.Equal(t, int64(i), v.(*hostState).tokens.Firsts(tr.cfg.now()), "after %d operations", i)
 		}
@@ -427,8 +384,8 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 	// In a bubble: the breaker's rolling window moves only with its
 	// virtual time, so its counts cannot age out between the two reads.
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{200}}, WithRetryControl(RetryTokens{}, CircuitBreaker{}))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), WithRetryControl(RetryTokens{}, CircuitBreaker{}))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		v, _ := tr.hosts.m.Load("api.test")
 		h := v.(*hostState)
 		for range 3 {
@@ -436,7 +393,7 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 		}
 		before := h.breaker.Counts()
 		for range 4 {
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		}
 		assert.Equal(t, int64(tokenUnit), h.tokens.Deficit(), "four successes earn 4 × 0.5 tokens")
 		after := h.breaker.Counts()
@@ -468,7 +425,7 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 		h := v.(*hostState)
 		require.NotZero(t, h.pauses.pauseUntil.Load())
 		time.Sleep(3 * time.Second)
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Zero(t, h.pauses.pauseUntil.Load(), "the ended pause is cleared")
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
@@ -31,7 +32,7 @@ func cacheHolds(tr *Transport) bool {
 // the cache, and its next request starts afresh.
 func TestHostCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{200}})
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 		a := tr.host("a.test", time.Now())
 		assert.Same(t, a, tr.hosts.last.Load(), "the first host is cached")
 		b := tr.host("b.test", time.Now())
@@ -60,7 +61,7 @@ func TestHostCache(t *testing.T) {
 // them (a window of 1 ms, so every lookup may sweep); the cache never holds
 // a state the table has not (go test -race checks the accesses).
 func TestHostCacheUnderSweeps(t *testing.T) {
-	tr := NewTransport(&scripted{codes: []int{200}}, WithRetryControl(RetryTokens{Window: time.Millisecond}))
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), WithRetryControl(RetryTokens{Window: time.Millisecond}))
 	require.Equal(t, int64(time.Millisecond), tr.hosts.idleAfter)
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -104,7 +105,7 @@ func TestClock(t *testing.T) {
 // BenchmarkHost measures finding a host's state: the cached host, a second
 // host (the table), and both from parallel goroutines.
 func BenchmarkHost(b *testing.B) {
-	tr := NewTransport(&scripted{codes: []int{200}})
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
 	tr.host("api.test", now)
 	tr.host("other.test", now)
@@ -144,7 +145,7 @@ func BenchmarkClock(b *testing.B) {
 // TestHostAndClockDoNotAllocate: finding a host's state (cached or in the
 // table) and reading the clock allocate nothing.
 func TestHostAndClockDoNotAllocate(t *testing.T) {
-	tr := NewTransport(&scripted{codes: []int{200}})
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
 	tr.host("api.test", now)
 	tr.host("other.test", now)
@@ -164,14 +165,14 @@ func TestHostAndClockDoNotAllocate(t *testing.T) {
 func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRetryControl(RetryTokens{}, RateLimit{Rate: rate.Every(30 * time.Second), Burst: 1}))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		v, _ := tr.hosts.m.Load("api.test")
 		var wg sync.WaitGroup
 		wg.Go(func() { // waits 30 s in the limiter
-			assert.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			assert.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		})
 		time.Sleep(tr.cfg.idleAfter() + time.Second)
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "other.test"))) // sweeps
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "other.test"))) // sweeps
 		got, ok := tr.hosts.m.Load("api.test")
 		require.True(t, ok, "the host in use was evicted")
 		assert.Same(t, v, got)
@@ -185,12 +186,12 @@ func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
 func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(pausing(http.StatusOK, ""))
-		require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "rare.test")))
 		for i := range 1000 { // 10 s of busy.test at 100 requests a second
 			if i%500 == 0 { // rare.test every 5 s
-				require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "rare.test")))
+				require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "rare.test")))
 			}
-			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "busy.test")))
+			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "busy.test")))
 			time.Sleep(10 * time.Millisecond)
 		}
 		assert.Equal(t, "busy.test", tr.hosts.last.Load().name)

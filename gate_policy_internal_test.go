@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,14 +30,14 @@ func TestObserverSeesRetryAtAndAnonymousTransitions(t *testing.T) {
 		events = append(events, e)
 		mu.Unlock()
 	}
-	tr := NewTransport(&scripted{codes: []int{503}}, WithObserver(obs), WithMaxAttempts(1),
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{503})...), WithObserver(obs), WithMaxAttempts(1),
 		WithRetryControl(RetryTokens{}, CircuitBreaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: time.Hour}))
 	for range 2 {
-		resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+		resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	_, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+	_, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 	var re *Error
 	require.ErrorAs(t, err, &re)
 	require.ErrorIs(t, err, ErrCircuitOpen)
@@ -75,13 +76,13 @@ func TestOnlyUnhealthyOutcomesCountAgainstTheHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTransport(&scripted{codes: tt.codes, headers: tt.headers}, WithBackoff(nil), WithMaxAttempts(2),
+			tr := NewTransport(stubtest.New(stubtest.Deduping(tt.codes, tt.headers...)...), WithBackoff(nil), WithMaxAttempts(2),
 				WithRetryControl(RetryTokens{}, CircuitBreaker{MinRequests: 5, FailureRatio: 0.5, OpenTimeout: time.Hour}))
 			var wg sync.WaitGroup
 			for range 64 {
 				wg.Go(func() {
 					ctx := ContextWithKey(context.Background(), "popular-operation")
-					resp, err := tr.RoundTrip(newPost(ctx, strings.NewReader("{}")))
+					resp, err := tr.RoundTrip(stubtest.Post(ctx, "{}"))
 					if err == nil {
 						resp.Body.Close()
 					}
@@ -113,15 +114,15 @@ func TestServerPauses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := &scripted{codes: []int{tt.code, 201}, headers: []string{"Retry-After: 10"}}
+				s := stubtest.New(stubtest.Deduping([]int{tt.code, 201}, "Retry-After: 10")...)
 				tr := NewTransport(s, WithMaxAttempts(1))
-				resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+				resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 				require.NoError(t, err)
 				resp.Body.Close()
 				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
 				defer cancel()
 				start := time.Now()
-				resp, err = tr.RoundTrip(newPost(ctx, strings.NewReader("{}")))
+				resp, err = tr.RoundTrip(stubtest.Post(ctx, "{}"))
 				require.NoError(t, err)
 				resp.Body.Close()
 				assert.Equal(t, 201, resp.StatusCode)
@@ -138,13 +139,13 @@ func TestRetryNotStartedWhenTheAttemptCannotFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			time.Sleep(2 * time.Second)
-			return (&scripted{codes: []int{503}}).RoundTrip(req)
+			return stubtest.New(stubtest.Deduping([]int{503})...).RoundTrip(req)
 		})
 		tr := NewTransport(slow, WithBackoff(Exponential(100*time.Millisecond, 100*time.Millisecond)))
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		rep := new(Report)
-		resp, err := tr.RoundTrip(newPost(ContextWithReport(ctx, rep), strings.NewReader("{}")))
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 503, resp.StatusCode)
@@ -160,11 +161,11 @@ func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // A redirect hop continues an operation: it is not a new first attempt.
 func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
-	tr := NewTransport(&scripted{codes: []int{201}})
-	first := newPost(context.Background(), strings.NewReader("{}"))
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{201})...))
+	first := stubtest.Post(context.Background(), "{}")
 	resp, err := tr.RoundTrip(first)
 	require.NoError(t, err)
-	hop := newPost(context.Background(), strings.NewReader("{}"))
+	hop := stubtest.Post(context.Background(), "{}")
 	hop.Response = resp
 	resp2, err := tr.RoundTrip(hop)
 	require.NoError(t, err)
@@ -178,7 +179,7 @@ func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
 // idle for a window, are forgotten at the next request.
 func TestIdleHostsAreEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{201}})
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{201})...))
 		const n = 100_000
 		count := func() int {
 			c := 0
@@ -217,8 +218,8 @@ func TestIdleHostsAreEvicted(t *testing.T) {
 // time.
 func TestHostWithStateIsNotEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{429}, headers: []string{"Retry-After: 30"}}, WithMaxAttempts(1), WithRetryAfterMax(time.Minute))
-		resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{429}, "Retry-After: 30")...), WithMaxAttempts(1), WithRetryAfterMax(time.Minute))
+		resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
 		h, _ := tr.hosts.m.Load("api.test")
@@ -281,7 +282,7 @@ func TestKeptAnswerIsWholeWhenTheRetryIsNotSent(t *testing.T) {
 					return &http.Response{StatusCode: 503, Header: http.Header{}, Body: tt.body(), Request: req}, nil
 				})
 				tr := NewTransport(base, WithBackoff(nil), WithDedupingServer("api.test"))
-				req := newPost(context.Background(), strings.NewReader("{}"))
+				req := stubtest.Post(context.Background(), "{}")
 				calls := 0
 				req.GetBody = func() (io.ReadCloser, error) {
 					calls++
@@ -333,7 +334,7 @@ func TestDiscardIsBounded(t *testing.T) {
 			})
 			tr := NewTransport(base, WithBackoff(nil), WithDedupingServer("api.test"))
 			start := time.Now()
-			resp, err := tr.RoundTrip(newPost(context.Background(), strings.NewReader("{}")))
+			resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, 201, resp.StatusCode)

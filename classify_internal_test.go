@@ -3,7 +3,6 @@ package resilient
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,8 +15,9 @@ import (
 // TestClassifyWritesNothing: classify's verdict says everything it found
 // (the decision, the error as the caller is to see it, why the Transport
 // will not retry, whether the answer shows the server dedupes), and it
-// changes nothing: not the attempt, not the host's evidence, which observe
-// records from the verdict.
+// changes nothing: not the attempt, nor anything it points to (the request,
+// the response, their headers, the body), not the subject, not the host's
+// evidence, which observe records from the verdict.
 func TestClassifyWritesNothing(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -48,16 +48,16 @@ func TestClassifyWritesNothing(t *testing.T) {
 			if tt.status == 0 {
 				a.err = resetErr
 			} else {
-				a.resp = &http.Response{StatusCode: tt.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}
+				a.resp = &http.Response{StatusCode: tt.status, Header: http.Header{}, Body: &watchedBody{r: strings.NewReader("upstream down")}}
 				if tt.echo {
 					a.resp.Header.Set(tr.cfg.keyHeader, c.op.key)
 				}
 			}
-			before := a
+			before := deepState(&a, &c.subject)
 
 			v := classify(&tr.cfg, &a, &c.subject)
 
-			assert.Equal(t, before, a, "the attempt is unchanged")
+			assert.Equal(t, before, deepState(&a, &c.subject), "the attempt, what it points to and the subject are unchanged")
 			assert.Equal(t, tt.action, v.d.Action)
 			assert.Equal(t, tt.stop, v.stop)
 			assert.Equal(t, tt.shown, v.shown)
@@ -71,3 +71,38 @@ func TestClassifyWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// classifyState is a deep copy of what classify is given: the attempt, the
+// request and response it points to (headers cloned), what is left of the
+// response body, and the subject.
+type classifyState struct {
+	a          attempt
+	req        http.Request
+	resp       *http.Response
+	bodyLeft   int
+	bodyClosed bool
+	s          subject
+}
+
+func deepState(a *attempt, s *subject) classifyState {
+	st := classifyState{a: *a, req: *a.req, s: *s}
+	st.req.Header = a.req.Header.Clone()
+	if a.resp != nil {
+		resp := *a.resp
+		resp.Header = a.resp.Header.Clone()
+		st.resp = &resp
+		if b, ok := a.resp.Body.(*watchedBody); ok {
+			st.bodyLeft, st.bodyClosed = b.r.Len(), b.closed
+		}
+	}
+	return st
+}
+
+// watchedBody is a response body whose reads and close can be seen.
+type watchedBody struct {
+	r      *strings.Reader
+	closed bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *watchedBody) Close() error               { b.closed = true; return nil }

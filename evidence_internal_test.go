@@ -2,10 +2,11 @@ package resilient
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/stubtest"
 )
 
 // TestEvidenceFreshRouteAgreesWithTheMap: the lock-free copy of the route
@@ -53,8 +54,8 @@ func TestEvidenceFreshRouteAgreesWithTheMap(t *testing.T) {
 // (call.succeeded), is noted as evidence at the time it came.
 func TestPlainSuccessNotesEvidenceWithItsTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(&scripted{codes: []int{200}}) // echoes the key
-		req := newPost(context.Background(), strings.NewReader(`{}`))
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...)) // echoes the key
+		req := stubtest.Post(context.Background(), "{}")
 		if got := roundTrip(t, tr, req); got != 200 {
 			t.Fatalf("status %d", got)
 		}
