@@ -109,6 +109,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	})
 	fs.Float64Var(&c.ShedCost, "shed-cost", c.ShedCost, "work of shedding a request, as a share of serving one")
 	fs.DurationVar(&c.ShedRetryAfter, "shed-retry-after", c.ShedRetryAfter, "Retry-After of the server's 503 when it sheds (0: none)")
+	fs.DurationVar(&c.FailRetryAfter, "fail-retry-after", c.FailRetryAfter, "Retry-After of the 503 of a steady scenario's failures (0: none); -p 0.333 -fail-retry-after 1s is a gray backend, one of three")
 	fs.DurationVar(&c.OutageRetryAfter, "outage-retry-after", c.OutageRetryAfter, "Retry-After of the server's 503 during the outage (0: none)")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "connections per strategy on sockets (0: from the file-descriptor limit)")
 	fs.Float64Var(&c.MaxDisturbed, "max-disturbed", c.MaxDisturbed, "share of a run's operations that may start late before the run is invalid")
