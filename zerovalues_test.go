@@ -151,11 +151,16 @@ func TestOptionZeroValuesSend(t *testing.T) {
 	})
 	t.Run("WithRetryAfterMax(0) waits for a Retry-After", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := &scripted{codes: []int{503, 200}, headers: []string{"Retry-After: 2"}}
+			// Ten healthy first attempts: the 503's delay pauses its
+			// operation only (a host without them would be shedding).
+			s := &scripted{codes: []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 503, 200}, headers: []string{"Retry-After: 2"}}
 			tr := NewTransport(s, WithBackoff(nil), WithRetryAfterMax(0))
+			for range 10 {
+				require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
+			}
 			start := time.Now()
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-			assert.Equal(t, 2, s.n, "retried after the server's delay")
+			assert.Equal(t, 12, s.n, "retried after the server's delay")
 			assert.Equal(t, 2*time.Second, time.Since(start))
 		})
 	})
