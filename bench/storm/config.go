@@ -194,6 +194,10 @@ func SweepPs() []float64 {
 // the server's capacity.
 func SweepOverload() []float64 { return []float64{1.25, 2} }
 
+// GrayPs are the failure rates of the gray scenarios (-gray): one bad
+// backend of 10, or of 3.
+func GrayPs() []float64 { return []float64{0.1, 0.333} }
+
 // Fates, as in Config.Fates.
 const (
 	FatesOperation = "operation"
