@@ -6,9 +6,9 @@ import (
 )
 
 // firsts counts how a host's first attempts ended over a window: the
-// current bucket of firstsBucket and the one before it, so the last 5 to
-// 10 seconds. It tells a gray backend from an overloaded host (see
-// call.observe): lock-free, as every first attempt notes itself.
+// current bucket of firstsBucket and the one before it, so the last 1 to
+// 2 seconds. It tells one bad backend of many from a host that sheds (see
+// call.observe). It is lock-free: every first attempt notes itself.
 //
 // Each bucket is one word: its bucket number (16 bits), then the healthy
 // first attempts (24 bits), then the failed ones (24 bits). A word from an
@@ -18,7 +18,7 @@ type firsts struct {
 }
 
 // firstsBucket is the length of one bucket of firsts.
-const firstsBucket = 5 * time.Second
+const firstsBucket = time.Second
 
 const (
 	firstsCount = 1<<24 - 1 // a count's mask; counts stop there

@@ -117,8 +117,9 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 					resp.Body.Close()
 				}
 				tr.cfg.maxAttempts = 3 // the operation may retry
-				// Past the pauses the attempts before may have set.
-				time.Sleep(2 * time.Second)
+				// Past the pauses the attempts before may have set (1 s),
+				// still within the window (they are in the bucket before).
+				time.Sleep(firstsBucket)
 				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
 				defer cancel()
 				rep := new(Report)

@@ -67,8 +67,8 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 // request retries; pushback holds back its retries (for at most the
 // Retry-After maximum).
 //
-// A 503 with a delay depends on the host's first attempts over the last 5
-// to 10 seconds (firsts). If at least 10 were sent and at most a fifth
+// A 503 with a delay depends on the host's first attempts over the last 1
+// to 2 seconds (firsts). If at least 10 were sent and at most a fifth
 // failed, it pauses this operation only. Its retry waits the delay if the
 // deadline allows, then goes out: one bad backend of many behind a
 // balancer looks so. Otherwise the host is shedding. Its retries are
