@@ -5,63 +5,74 @@ import (
 	"time"
 )
 
-// firsts counts how a host's first attempts ended over a window: the
-// current bucket of firstsBucket and the one before it, so the last 1 to
-// 2 seconds. It tells one bad backend of many from a host that sheds (see
-// call.observe). It is lock-free: every first attempt notes itself.
+// firsts counts how a host's recent first attempts ended, to tell one bad
+// backend of many from a host that sheds (see call.observe). The window
+// is two buckets: the current one and the one before it. A bucket closes
+// after firstsPer first attempts or firstsAge, whichever comes first. So
+// a busy shared Transport judges from its last fraction of a second, and
+// a quiet one from its last seconds, with as much evidence.
 //
-// Each bucket is one word: its bucket number (16 bits), then the healthy
-// first attempts (24 bits), then the failed ones (24 bits). A word from an
-// older bucket counts as empty.
-type firsts struct {
-	b [2]atomic.Uint64
-}
-
-// firstsBucket is the length of one bucket of firsts.
-const firstsBucket = time.Second
+// It is one word, updated lock-free: when the current bucket started (ms,
+// 32 bits), then the healthy and the failed first attempts of the bucket
+// before it and of the current one (8 bits each).
+type firsts struct{ w atomic.Uint64 }
 
 const (
-	firstsCount = 1<<24 - 1 // a count's mask; counts stop there
-	firstsOK    = 1 << 24   // one healthy first attempt, in a word
+	firstsPer   = 200              // first attempts per bucket
+	firstsAge   = 10 * time.Second // a bucket's longest span
+	firstsMin   = 20               // first attempts the window needs to judge
+	firstsRatio = 6                // healthy: at least 6 healthy per failed one
 )
+
+// firstsCounts reads word w at now (ms): the healthy and failed first
+// attempts of the bucket before and of the current one, buckets that aged
+// out emptied (an aged current bucket counts as the one before). fresh
+// reports whether the current bucket can take more: not aged, not full.
+func firstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bool) {
+	pOK, pFail, cOK, cFail = w>>24&0xff, w>>16&0xff, w>>8&0xff, w&0xff
+	age := time.Duration(now-uint32(w>>32)) * time.Millisecond
+	switch {
+	case age > 2*firstsAge:
+		return 0, 0, 0, 0, false
+	case age > firstsAge:
+		return cOK, cFail, 0, 0, false
+	}
+	return pOK, pFail, cOK, cFail, cOK+cFail < firstsPer
+}
+
+func firstsNow(now time.Time) uint32 { return uint32(now.UnixMilli()) }
 
 // note counts a first attempt that ended at now, healthy if ok (a failure
 // otherwise: a 5xx, a 429, a timeout).
 func (f *firsts) note(now time.Time, ok bool) {
-	e := uint64(now.UnixNano()/int64(firstsBucket)) & 0xffff
-	w := &f.b[e&1]
+	ms := firstsNow(now)
 	for {
-		cur := w.Load()
-		next := e << 48 // a new bucket: both counts 0
-		if cur>>48 == e {
-			next = cur
+		cur := f.w.Load()
+		pOK, pFail, cOK, cFail, fresh := firstsCounts(cur, ms)
+		start := cur >> 32
+		if !fresh {
+			start = uint64(ms)
+			if cOK+cFail >= firstsPer { // full: it becomes the bucket before
+				pOK, pFail, cOK, cFail = cOK, cFail, 0, 0
+			}
 		}
-		switch {
-		case ok && next>>24&firstsCount < firstsCount:
-			next += firstsOK
-		case !ok && next&firstsCount < firstsCount:
-			next++
+		if ok {
+			cOK++
+		} else {
+			cFail++
 		}
-		if w.CompareAndSwap(cur, next) {
+		next := start<<32 | pOK<<24 | pFail<<16 | cOK<<8 | cFail
+		if f.w.CompareAndSwap(cur, next) {
 			return
 		}
 	}
 }
 
-// healthy reports whether the host's first attempts in the window ending
-// at now were healthy: at least firstsMin of them, and at least 4 healthy
-// for each failed one (at most a fifth failed).
+// healthy reports whether the host's first attempts in the window were
+// healthy at now: at least firstsMin of them, and at least firstsRatio
+// healthy for each failed one (at most 1 in 7 failed).
 func (f *firsts) healthy(now time.Time) bool {
-	e := uint64(now.UnixNano()/int64(firstsBucket)) & 0xffff
-	var ok, failed uint64
-	for _, b := range [2]uint64{e, (e - 1) & 0xffff} {
-		if w := f.b[b&1].Load(); w>>48 == b {
-			ok += w >> 24 & firstsCount
-			failed += w & firstsCount
-		}
-	}
-	return ok+failed >= firstsMin && ok >= 4*failed
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
+	ok, failed := pOK+cOK, pFail+cFail
+	return ok+failed >= firstsMin && ok >= firstsRatio*failed
 }
-
-// firstsMin is how many first attempts firsts.healthy needs to judge.
-const firstsMin = 10

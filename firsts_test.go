@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The window judges the host healthy from 10 first attempts with at most
-// a fifth failed, and forgets what is older than two buckets.
+// The window judges the host healthy from firstsMin first attempts with at
+// most 1 in 7 failed; a bucket closes after firstsPer first attempts or
+// firstsAge, and what is older than two buckets is forgotten.
 func TestFirstsHealthy(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	tests := []struct {
@@ -23,14 +24,14 @@ func TestFirstsHealthy(t *testing.T) {
 		want       bool
 	}{
 		{"nothing sent", 0, 0, 0, false},
-		{"too few to judge", 9, 0, 0, false},
-		{"ten healthy", 10, 0, 0, true},
-		{"a fifth failed", 8, 2, 0, true},
-		{"more than a fifth failed", 7, 3, 0, false},
-		{"most failed", 4, 6, 0, false},
-		{"still in the window", 10, 0, firstsBucket, true},
-		{"forgotten after the window", 10, 0, 2 * firstsBucket, false},
-		{"old failures forgotten", 0, 10, 2 * firstsBucket, false},
+		{"too few to judge", firstsMin - 1, 0, 0, false},
+		{"enough, all healthy", firstsMin, 0, 0, true},
+		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, true},
+		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, false},
+		{"most failed", firstsMin, 2 * firstsMin, 0, false},
+		{"an aged bucket still counts", firstsMin, 0, firstsAge + time.Second, true},
+		{"forgotten after two ages", firstsMin, 0, 2*firstsAge + time.Second, false},
+		{"old failures forgotten", 0, firstsMin, 2*firstsAge + time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,6 +45,35 @@ func TestFirstsHealthy(t *testing.T) {
 			assert.Equal(t, tt.want, f.healthy(t0.Add(tt.after)))
 		})
 	}
+}
+
+// The window holds the last one to two buckets of first attempts: a full
+// bucket counts as the bucket before while the next fills; two buckets of
+// failures push earlier healthy ones out; a bucket aged out starts afresh,
+// its counts kept as the bucket before.
+func TestFirstsWindowSlides(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	notes := func(f *firsts, n int, at time.Time, ok bool) {
+		for range n {
+			f.note(at, ok)
+		}
+	}
+	var full firsts
+	notes(&full, firstsPer, t0, true)
+	full.note(t0, false) // a new bucket
+	assert.True(t, full.healthy(t0), "the full bucket still counts")
+
+	var pushed firsts
+	notes(&pushed, firstsPer, t0, true)
+	notes(&pushed, 2*firstsPer, t0, false)
+	assert.False(t, pushed.healthy(t0), "two buckets of failures: the healthy ones are out of the window")
+
+	var aged firsts
+	notes(&aged, firstsPer/2, t0, true)
+	later := t0.Add(firstsAge + time.Millisecond)
+	aged.note(later, false) // the aged bucket becomes the one before
+	assert.True(t, aged.healthy(later), "%d healthy before, 1 failed now", firstsPer/2)
+	assert.False(t, aged.healthy(t0.Add(3*firstsAge)), "all aged out")
 }
 
 // answers is a server that answers each request with the next of its
@@ -98,13 +128,13 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 		took     time.Duration // the operation's time
 		hostHeld bool          // other retries to the host held back after it
 	}{
-		{"healthy: the operation waits and retries", times(10, "200"), time.Minute, 200, 2, time.Second, false},
-		{"healthy, under a fifth failed, this 503 included", append(times(9, "200"), "503"), time.Minute, 200, 2, time.Second, false},
-		{"healthy, deadline too short for the wait", times(10, "200"), 500 * time.Millisecond, 503, 1, 0, false},
+		{"healthy: the operation waits and retries", times(20, "200"), time.Minute, 200, 2, time.Second, false},
+		{"healthy, 1 in 7 failed, this 503 included", append(times(18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
+		{"healthy, deadline too short for the wait", times(20, "200"), 500 * time.Millisecond, 503, 1, 0, false},
 		{"no evidence: shedding", nil, time.Minute, 503, 1, 0, true},
-		{"too few first attempts: shedding", times(8, "200"), time.Minute, 503, 1, 0, true},
-		{"more than a fifth failed: shedding", append(times(7, "200"), "503", "503", "503"), time.Minute, 503, 1, 0, true},
-		{"most failed (overload): shedding", append(times(4, "200"), times(6, "503+")...), time.Minute, 503, 1, 0, true},
+		{"too few first attempts: shedding", times(18, "200"), time.Minute, 503, 1, 0, true},
+		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,8 +148,8 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 				}
 				tr.cfg.maxAttempts = 3 // the operation may retry
 				// Past the pauses the attempts before may have set (1 s),
-				// still within the window (they are in the bucket before).
-				time.Sleep(firstsBucket)
+				// still within the window.
+				time.Sleep(time.Second)
 				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
 				defer cancel()
 				rep := new(Report)

@@ -67,13 +67,13 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 // request retries; pushback holds back its retries (for at most the
 // Retry-After maximum).
 //
-// A 503 with a delay depends on the host's first attempts over the last 1
-// to 2 seconds (firsts). If at least 10 were sent and at most a fifth
-// failed, it pauses this operation only. Its retry waits the delay if the
-// deadline allows, then goes out: one bad backend of many behind a
-// balancer looks so. Otherwise the host is shedding. Its retries are
-// refused at once for the delay, never waited out: an overloaded host
-// looks so.
+// A 503 with a delay depends on the host's recent first attempts
+// (firsts): the last 200 to 400 of them, none older than 20 s. If at least
+// 20 were sent and at most 1 in 7 failed, it pauses this operation only.
+// Its retry waits the delay if the deadline allows, then goes out: one bad
+// backend of many behind a balancer looks so. Otherwise the host is
+// shedding. Its retries are refused at once for the delay, never waited
+// out: an overloaded host looks so.
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {

@@ -463,15 +463,16 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestJitterNeverShortensRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// Ten healthy first attempts first: the 503's delay then pauses
-		// its operation only (a host without them would be shedding).
-		steps := make([]step, 0, 12)
-		for range 10 {
+		// Healthy first attempts first (20, the rule's minimum): the 503's
+		// delay then pauses its operation only (a host without them would
+		// be shedding).
+		steps := make([]step, 0, 22)
+		for range 20 {
 			steps = append(steps, replyDeduping(200))
 		}
 		s := newStub(append(steps, replyDeduping(503, "Retry-After: 1"), replyDeduping(200))...)
 		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)))
-		for range 10 {
+		for range 20 {
 			_, err := do(t, tr, post(t, context.Background(), "{}"))
 			require.NoError(t, err)
 		}

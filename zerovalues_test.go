@@ -151,16 +151,20 @@ func TestOptionZeroValuesSend(t *testing.T) {
 	})
 	t.Run("WithRetryAfterMax(0) waits for a Retry-After", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			// Ten healthy first attempts: the 503's delay pauses its
-			// operation only (a host without them would be shedding).
-			s := &scripted{codes: []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 503, 200}, headers: []string{"Retry-After: 2"}}
+			// Healthy first attempts first: the 503's delay then pauses
+			// its operation only (a host without them would be shedding).
+			codes := append(make([]int, 0, firstsMin+2), 503, 200)
+			for range firstsMin {
+				codes = append([]int{200}, codes...)
+			}
+			s := &scripted{codes: codes, headers: []string{"Retry-After: 2"}}
 			tr := NewTransport(s, WithBackoff(nil), WithRetryAfterMax(0))
-			for range 10 {
+			for range firstsMin {
 				require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
 			}
 			start := time.Now()
 			require.Equal(t, 200, roundTrip(t, tr, newGet(context.Background(), "api.test")))
-			assert.Equal(t, 12, s.n, "retried after the server's delay")
+			assert.Equal(t, firstsMin+2, s.n, "retried after the server's delay")
 			assert.Equal(t, 2*time.Second, time.Since(start))
 		})
 	})
