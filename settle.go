@@ -68,7 +68,7 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 // Retry-After maximum).
 //
 // A 503 with a delay depends on the host's recent first attempts
-// (firsts): the last 200 to 400 of them, none older than 20 s. If at least
+// (firsts): two buckets of at most 200 each and 10 s each. If at least
 // 20 were sent and at most 1 in 7 failed, it pauses this operation only.
 // Its retry waits the delay if the deadline allows, then goes out: one bad
 // backend of many behind a balancer looks so. Otherwise the host is
