@@ -9,7 +9,7 @@ import (
 // backend of many from a host that sheds (see call.observe). The window
 // is two buckets: the current one and the one before it. A bucket closes
 // after firstsPer first attempts or firstsAge, whichever comes first. So
-// a busy shared Transport judges from its last fraction of a second, and
+// a busy shared Transport judges from its last second or so, and
 // a quiet one from its last seconds, with as much evidence.
 //
 // It is one word, updated lock-free: when the current bucket started (ms,
