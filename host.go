@@ -53,13 +53,16 @@ type pauses struct {
 	// be back, and a single attempt is what a bare client would send).
 	pauseUntil      atomic.Int64
 	retryPauseUntil atomic.Int64
-	// renewed: the latest answer that asked for a pause (a 429 or 503
-	// with a delay) came while a pause was still on. While that pause
-	// lasts, the host is shedding (see shedding).
+	// renewed: the latest answer that asked for a pause came while a
+	// pause was still on, or was a 503 (set only when most first attempts
+	// failed, see observe). While that pause lasts, the host is shedding.
 	renewed atomic.Bool
 	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
 	// no retry is sent to the host before then.
 	pushbackUntil atomic.Int64
+	// firsts: how the host's recent first attempts ended; it decides
+	// whether a 503's delay pauses the host or one operation (observe).
+	firsts firsts
 }
 
 // transitions are a breaker's state changes, recorded under gobreaker's
@@ -271,19 +274,17 @@ func (ps *pauses) pause(now time.Time, d time.Duration, all bool) {
 	ns := now.UnixNano()
 	until := now.Add(d).UnixNano()
 	cur := p.Load()
-	ps.renewed.Store(cur > ns)
+	ps.renewed.Store(!all || cur > ns)
 	for cur < until && !p.CompareAndSwap(cur, until) {
 		cur = p.Load()
 	}
 }
 
 // shedding reports whether the host is shedding at now: a server-directed
-// pause is on, and it was renewed by an answer that came while it was
-// already on. A retry would then wait out a pause the host keeps renewing,
-// only to add load to a host that sheds it: the gate refuses it before any
-// wait, and the caller has the last answer at once, as from a bare client.
-// A pause set once (one bad backend's 503 on a quiet host) is waited out,
-// and the retry sent.
+// pause is on, and it came from a 503 or was renewed while on. A retry
+// would only add load to a host that sheds it: the gate refuses it before
+// any wait, and the caller has the last answer at once, as from a bare
+// client. A 429's pause set once is waited out, and the retry sent.
 func (ps *pauses) shedding(now time.Time) bool {
 	return ps.renewed.Load() && ps.pausedFor(now, true) > 0
 }

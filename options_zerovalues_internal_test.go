@@ -153,11 +153,20 @@ func TestOptionZeroValuesSend(t *testing.T) {
 	})
 	t.Run("WithRetryAfterMax(0) waits for a Retry-After", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := stubtest.New(stubtest.Deduping([]int{503, 200}, "Retry-After: 2")...)
+			// Healthy first attempts first: the 503's delay then pauses
+			// its operation only (a host without them would be shedding).
+			codes := append(make([]int, 0, firstsMin+2), 503, 200)
+			for range firstsMin {
+				codes = append([]int{200}, codes...)
+			}
+			s := stubtest.New(stubtest.Deduping(codes, "Retry-After: 2")...)
 			tr := NewTransport(s, WithBackoff(nil), WithRetryAfterMax(0))
+			for range firstsMin {
+				require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
+			}
 			start := time.Now()
 			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-			assert.Equal(t, 2, len(s.Attempts()), "retried after the server's delay")
+			assert.Equal(t, firstsMin+2, len(s.Attempts()), "retried after the server's delay")
 			assert.Equal(t, 2*time.Second, time.Since(start))
 		})
 	})

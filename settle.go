@@ -55,15 +55,26 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 		hl = healthNeutral
 	}
 	res.release(&c.applicant, hl)
+	if !res.retry && hl != healthNeutral {
+		c.h.pauses.firsts.note(a.end, hl == healthOK)
+	}
 	c.observe(a, v)
 	return v
 }
 
 // observe tells the host what attempt a showed of it: its latency, a
 // server-directed pause, and evidence that the server dedupes. A 429 with
-// a delay holds back every request to the host, a 503 with one its
-// retries, whether or not this request retries; pushback holds back its
-// retries (for at most the Retry-After maximum).
+// a delay holds back every request to the host, whether or not this
+// request retries; pushback holds back its retries (for at most the
+// Retry-After maximum).
+//
+// A 503 with a delay depends on the host's recent first attempts
+// (firsts): two buckets of at most 200 each and 10 s each. If at least
+// 20 were sent and at most 1 in 7 failed, it pauses this operation only.
+// Its retry waits the delay if the deadline allows, then goes out: one bad
+// backend of many behind a balancer looks so. Otherwise the host is
+// shedding. Its retries are refused at once for the delay, never waited
+// out: an overloaded host looks so.
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
@@ -82,7 +93,9 @@ func (c *call) observe(a *attempt, v verdict) {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		c.h.pauses.pause(a.end, d.Delay, false)
+		if !c.h.pauses.firsts.healthy(a.end) {
+			c.h.pauses.pause(a.end, d.Delay, false)
+		}
 	}
 }
 
@@ -109,6 +122,9 @@ func (c *call) unobserved() bool {
 func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
+	if !res.retry {
+		c.h.pauses.firsts.note(a.end, true)
+	}
 	c.led.attempts++
 	if c.subject.unsafe && !c.op.own &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {

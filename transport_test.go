@@ -457,8 +457,19 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestJitterNeverShortensRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := stubtest.New(stubtest.ReplyDeduping(503, "Retry-After: 1"), stubtest.ReplyDeduping(200))
+		// Healthy first attempts first (20, the rule's minimum): the 503's
+		// delay then pauses its operation only (a host without them would
+		// be shedding).
+		steps := make([]stubtest.Step, 0, 22)
+		for range 20 {
+			steps = append(steps, stubtest.ReplyDeduping(200))
+		}
+		s := stubtest.New(append(steps, stubtest.ReplyDeduping(503, "Retry-After: 1"), stubtest.ReplyDeduping(200))...)
 		tr := resilient.NewTransport(s, resilient.WithBackoff(resilient.FullJitter(time.Millisecond, 10*time.Millisecond)))
+		for range 20 {
+			_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
+			require.NoError(t, err)
+		}
 		start := time.Now()
 		_, err := do(t, tr, stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)

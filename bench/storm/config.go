@@ -96,6 +96,11 @@ type Config struct {
 	// OutageRetryAfter is the Retry-After of the server's 503 during the
 	// outage (0: none).
 	OutageRetryAfter time.Duration
+	// FailRetryAfter is the Retry-After of the 503 a steady scenario's
+	// failures carry (0: none). With p = 1/3 the steady scenario is a gray
+	// backend: one of three behind a per-request balancer always answers
+	// 503 with Retry-After.
+	FailRetryAfter time.Duration
 	// MaxConns bounds the connections each strategy's clients open to the
 	// server on real sockets (http.Transport.MaxConnsPerHost of the
 	// strategy's base transport); 0 derives it from the file-descriptor
@@ -189,6 +194,10 @@ func SweepPs() []float64 {
 // the server's capacity.
 func SweepOverload() []float64 { return []float64{1.25, 2} }
 
+// GrayPs are the failure rates of the gray scenarios (-gray): one bad
+// backend of 10, or of 3.
+func GrayPs() []float64 { return []float64{0.1, 0.333} }
+
 // Fates, as in Config.Fates.
 const (
 	FatesOperation = "operation"
@@ -243,7 +252,7 @@ func (c Config) validateLoad() error {
 		return errors.New("storm: ops and max conns must not be negative")
 	case !(c.ShedCost >= 0 && c.ShedCost <= 1):
 		return errors.New("storm: shed cost must be in [0, 1]")
-	case c.ShedRetryAfter < 0 || c.OutageRetryAfter < 0:
+	case c.ShedRetryAfter < 0 || c.OutageRetryAfter < 0 || c.FailRetryAfter < 0:
 		return errors.New("storm: Retry-After values must not be negative")
 	case !(c.MaxDisturbed >= 0 && c.MaxDisturbed <= 1):
 		return errors.New("storm: max disturbed must be in [0, 1]")

@@ -102,6 +102,11 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 		c.Ps, c.Overload = SweepPs(), SweepOverload()
 		return nil
 	})
+	fs.BoolFunc("gray", "the paired Retry-After scenarios: a gray backend (steady -p 0.1,0.333 whose failures are 503 + Retry-After: 1s, one bad backend of 10 or of 3, per-request balancing) and uniform shedding (-overload 1.5: sheds a third with 503 + Retry-After: 1s), no outage, 3000 operations each, 10 s deadline (later flags override)", func(string) error {
+		c.NoOutage, c.Ps, c.Overload, c.Ops = true, GrayPs(), []float64{1.5}, 3000
+		c.FailRetryAfter, c.OpTimeout = time.Second, 10*time.Second
+		return nil
+	})
 	fs.Func("overload", "comma-separated offered loads of the overload scenarios, as multiples of the server's capacity (default none)", func(s string) error {
 		fs, err := parseFloats(s)
 		c.Overload = fs
@@ -109,6 +114,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	})
 	fs.Float64Var(&c.ShedCost, "shed-cost", c.ShedCost, "work of shedding a request, as a share of serving one")
 	fs.DurationVar(&c.ShedRetryAfter, "shed-retry-after", c.ShedRetryAfter, "Retry-After of the server's 503 when it sheds (0: none)")
+	fs.DurationVar(&c.FailRetryAfter, "fail-retry-after", c.FailRetryAfter, "Retry-After of the 503 of a steady scenario's failures (0: none); -p 0.333 -fail-retry-after 1s is a gray backend, one of three")
 	fs.DurationVar(&c.OutageRetryAfter, "outage-retry-after", c.OutageRetryAfter, "Retry-After of the server's 503 during the outage (0: none)")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "connections per strategy on sockets (0: from the file-descriptor limit)")
 	fs.Float64Var(&c.MaxDisturbed, "max-disturbed", c.MaxDisturbed, "share of a run's operations that may start late before the run is invalid")

@@ -296,7 +296,7 @@ func scenarioTitle(r Result, cfg Config) string {
 	case ScenarioTarget:
 		return "the target as it is (its own failures)"
 	}
-	return fmt.Sprintf("steady, %s %% of requests fail", fmtG(100*r.P))
+	return fmt.Sprintf("steady, %s %% of requests fail", fmtG(math.Round(1000*r.P)/10))
 }
 
 func time2(s float64) string { return strconv.FormatFloat(s, 'g', 3, 64) + "s" }

@@ -178,6 +178,13 @@ func (rp runParams) serverScenario(p float64, outage bool) fakeserver.Scenario {
 	} else if lost := min(cfg.Lost, 1-p); lost > 0 {
 		route.Mix = []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse, Probability: lost}}
 	}
+	if !outage && p > 0 && cfg.FailRetryAfter > 0 {
+		// The failures carry a Retry-After: a 503 fault instead of the
+		// failure rate's plain 503, drawn the same way.
+		route.FailureRate = 0
+		route.Mix = append([]fakeserver.Fault{{Kind: fakeserver.FaultStatus, Status: http.StatusServiceUnavailable,
+			RetryAfter: fakeserver.Duration(cfg.FailRetryAfter), Probability: p}}, route.Mix...)
+	}
 	s := fakeserver.Scenario{Seed: cfg.Seed, Routes: []fakeserver.Route{route}}
 	if c := cfg.Capacity; c.MaxConcurrent > 0 && !rp.driverCapacity() {
 		s.Capacity = &fakeserver.Capacity{

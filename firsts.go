@@ -1,0 +1,78 @@
+package resilient
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// firsts counts how a host's recent first attempts ended, to tell one bad
+// backend of many from a host that sheds (see call.observe). The window
+// is two buckets: the current one and the one before it. A bucket closes
+// after firstsPer first attempts or firstsAge, whichever comes first. So
+// a busy shared Transport judges from its last second or so, and
+// a quiet one from its last seconds, with as much evidence.
+//
+// It is one word, updated lock-free: when the current bucket started (ms,
+// 32 bits), then the healthy and the failed first attempts of the bucket
+// before it and of the current one (8 bits each).
+type firsts struct{ w atomic.Uint64 }
+
+const (
+	firstsPer   = 200              // first attempts per bucket
+	firstsAge   = 10 * time.Second // a bucket's longest span
+	firstsMin   = 20               // first attempts the window needs to judge
+	firstsRatio = 6                // healthy: at least 6 healthy per failed one
+)
+
+// firstsCounts reads word w at now (ms): the healthy and failed first
+// attempts of the bucket before and of the current one, buckets that aged
+// out emptied (an aged current bucket counts as the one before). fresh
+// reports whether the current bucket can take more: not aged, not full.
+func firstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bool) {
+	pOK, pFail, cOK, cFail = w>>24&0xff, w>>16&0xff, w>>8&0xff, w&0xff
+	age := time.Duration(now-uint32(w>>32)) * time.Millisecond
+	switch {
+	case age > 2*firstsAge:
+		return 0, 0, 0, 0, false
+	case age > firstsAge:
+		return cOK, cFail, 0, 0, false
+	}
+	return pOK, pFail, cOK, cFail, cOK+cFail < firstsPer
+}
+
+func firstsNow(now time.Time) uint32 { return uint32(now.UnixMilli()) }
+
+// note counts a first attempt that ended at now, healthy if ok (a failure
+// otherwise: a 5xx, a 429, a timeout).
+func (f *firsts) note(now time.Time, ok bool) {
+	ms := firstsNow(now)
+	for {
+		cur := f.w.Load()
+		pOK, pFail, cOK, cFail, fresh := firstsCounts(cur, ms)
+		start := cur >> 32
+		if !fresh {
+			start = uint64(ms)
+			if cOK+cFail >= firstsPer { // full: it becomes the bucket before
+				pOK, pFail, cOK, cFail = cOK, cFail, 0, 0
+			}
+		}
+		if ok {
+			cOK++
+		} else {
+			cFail++
+		}
+		next := start<<32 | pOK<<24 | pFail<<16 | cOK<<8 | cFail
+		if f.w.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// healthy reports whether the host's first attempts in the window were
+// healthy at now: at least firstsMin of them, and at least firstsRatio
+// healthy for each failed one (at most 1 in 7 failed).
+func (f *firsts) healthy(now time.Time) bool {
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
+	ok, failed := pOK+cOK, pFail+cFail
+	return ok+failed >= firstsMin && ok >= firstsRatio*failed
+}

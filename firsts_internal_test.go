@@ -1,0 +1,177 @@
+package resilient
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/resilienthttp/resilient/internal/stubtest"
+)
+
+// The window judges the host healthy from firstsMin first attempts with at
+// most 1 in 7 failed; a bucket closes after firstsPer first attempts or
+// firstsAge, and what is older than two buckets is forgotten.
+func TestFirstsHealthy(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	tests := []struct {
+		name       string
+		ok, failed int
+		after      time.Duration // when healthy is asked, after the notes
+		want       bool
+	}{
+		{"nothing sent", 0, 0, 0, false},
+		{"too few to judge", firstsMin - 1, 0, 0, false},
+		{"enough, all healthy", firstsMin, 0, 0, true},
+		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, true},
+		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, false},
+		{"most failed", firstsMin, 2 * firstsMin, 0, false},
+		{"an aged bucket still counts", firstsMin, 0, firstsAge + time.Second, true},
+		{"forgotten after two ages", firstsMin, 0, 2*firstsAge + time.Second, false},
+		{"old failures forgotten", 0, firstsMin, 2*firstsAge + time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f firsts
+			for range tt.ok {
+				f.note(t0, true)
+			}
+			for range tt.failed {
+				f.note(t0, false)
+			}
+			assert.Equal(t, tt.want, f.healthy(t0.Add(tt.after)))
+		})
+	}
+}
+
+// The window holds the last one to two buckets of first attempts: a full
+// bucket counts as the bucket before while the next fills; two buckets of
+// failures push earlier healthy ones out; a bucket aged out starts afresh,
+// its counts kept as the bucket before.
+func TestFirstsWindowSlides(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	notes := func(f *firsts, n int, at time.Time, ok bool) {
+		for range n {
+			f.note(at, ok)
+		}
+	}
+	var full firsts
+	notes(&full, firstsPer, t0, true)
+	full.note(t0, false) // a new bucket
+	assert.True(t, full.healthy(t0), "the full bucket still counts")
+
+	var pushed firsts
+	notes(&pushed, firstsPer, t0, true)
+	notes(&pushed, 2*firstsPer, t0, false)
+	assert.False(t, pushed.healthy(t0), "two buckets of failures: the healthy ones are out of the window")
+
+	var aged firsts
+	notes(&aged, firstsPer/2, t0, true)
+	later := t0.Add(firstsAge + time.Millisecond)
+	aged.note(later, false) // the aged bucket becomes the one before
+	assert.True(t, aged.healthy(later), "%d healthy before, 1 failed now", firstsPer/2)
+	assert.False(t, aged.healthy(t0.Add(3*firstsAge)), "all aged out")
+}
+
+// answers is a server that answers each request with the next of its
+// statuses (the last one repeated); "503+" is a 503 with Retry-After: 1.
+type answers struct {
+	mu   sync.Mutex
+	list []string
+	n    int
+}
+
+func (s *answers) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	a := s.list[min(s.n, len(s.list)-1)]
+	s.n++
+	s.mu.Unlock()
+	h := http.Header{}
+	code := 200
+	switch a {
+	case "503":
+		code = 503
+	case "503+":
+		code = 503
+		h.Set("Retry-After", "1")
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
+func times(n int, a string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = a
+	}
+	return out
+}
+
+// A 503 with Retry-After on a host whose recent first attempts were
+// healthy pauses its operation only: the retry waits the delay when the
+// deadline allows, then goes out, and the host's other retries are not
+// held. On a host without that evidence (none, or more than a fifth
+// failed) the host is shedding: the retry is refused at once, and the
+// caller has the 503 as from a bare client, never later than one attempt.
+func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *testing.T) {
+	tests := []struct {
+		name     string
+		before   []string // first attempts before the operation, one each
+		deadline time.Duration
+		want     int           // the operation's status
+		attempts int           // the operation's attempts
+		took     time.Duration // the operation's time
+		hostHeld bool          // other retries to the host held back after it
+	}{
+		{"healthy: the operation waits and retries", times(20, "200"), time.Minute, 200, 2, time.Second, false},
+		{"healthy, 1 in 7 failed, this 503 included", append(times(18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
+		{"healthy, deadline too short for the wait", times(20, "200"), 500 * time.Millisecond, 503, 1, 0, false},
+		{"no evidence: shedding", nil, time.Minute, 503, 1, 0, true},
+		{"too few first attempts: shedding", times(18, "200"), time.Minute, 503, 1, 0, true},
+		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &answers{list: append(append(tt.before, "503+"), "200")}
+				tr := NewTransport(s, WithMaxAttempts(1))
+				for range tt.before { // one attempt each, not retried
+					resp, err := tr.RoundTrip(stubtest.Get(context.Background(), "api.test"))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				tr.cfg.maxAttempts = 3 // the operation may retry
+				// Past the pauses the attempts before may have set (1 s),
+				// still within the window.
+				time.Sleep(time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
+				defer cancel()
+				rep := new(Report)
+				start := time.Now()
+				resp, err := tr.RoundTrip(stubtest.Get(ContextWithReport(ctx, rep), "api.test"))
+				require.NoError(t, err, "the caller has an answer")
+				resp.Body.Close()
+				took := time.Since(start)
+				assert.Equal(t, tt.want, resp.StatusCode)
+				assert.Len(t, rep.Attempts, tt.attempts)
+				assert.Equal(t, tt.took, took)
+				assert.Less(t, took, tt.deadline, "never past the deadline")
+				if tt.attempts == 1 {
+					assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong, "refused before any wait")
+				}
+				// The 503 came at start: did it hold the host's retries?
+				v, ok := tr.hosts.m.Load("api.test")
+				require.True(t, ok)
+				assert.Equal(t, tt.hostHeld, v.(*hostState).pauses.shedding(start), "the host's retries held")
+			})
+		})
+	}
+}
