@@ -29,8 +29,8 @@ func TestBatchOutlivesACallerThatGaveUp(t *testing.T) {
 	s := New(c, WithPrefix("batchtest:"))
 	_, _, err := s.Claim(t.Context(), persist.Record{Operation: "warm", Key: "kwarm"})
 	require.NoError(t, err)
-	claim := func(op string, d time.Duration, errs chan<- error) {
-		ctx, cancel := context.WithTimeout(t.Context(), d)
+	claim := func(op string, deadline time.Time, errs chan<- error) {
+		ctx, cancel := context.WithDeadline(t.Context(), deadline)
 		defer cancel()
 		_, _, err := s.Claim(ctx, persist.Record{Operation: op, Key: "k" + op})
 		errs <- err
@@ -44,8 +44,10 @@ func TestBatchOutlivesACallerThatGaveUp(t *testing.T) {
 			srv.Thaw()
 		}
 	}()
-	// Every sender stuck on a frozen Redis until its call's deadline.
-	const stuck = 3 * time.Second
+	// Every sender stuck on a frozen Redis until its call's deadline (go-redis
+	// bounds a read by the deadline, not by cancellation). One deadline for
+	// all, far enough that a loaded machine starts every sender before it.
+	stuck := time.Now().Add(10 * time.Second)
 	stuckErrs := make(chan error, maxSenders)
 	for i := range maxSenders {
 		go claim("stuck"+string(rune('a'+i)), stuck, stuckErrs)
@@ -53,9 +55,9 @@ func TestBatchOutlivesACallerThatGaveUp(t *testing.T) {
 	}
 	// A, then B, queued behind them.
 	errA, errB := make(chan error, 1), make(chan error, 1)
-	go claim("A", stuck+time.Second, errA)
+	go claim("A", stuck.Add(time.Second), errA)
 	waitFor(t, "A queued", func() bool { _, q := state(); return q == 1 })
-	go claim("B", 30*time.Second, errB)
+	go claim("B", time.Now().Add(time.Minute), errB)
 	waitFor(t, "B queued", func() bool { _, q := state(); return q == 2 })
 	for range maxSenders {
 		assert.ErrorIs(t, <-stuckErrs, context.DeadlineExceeded)
