@@ -15,65 +15,6 @@ import (
 	"github.com/resilienthttp/resilient/persist"
 )
 
-// TestBatchOutlivesACallerThatGaveUp: claims A and B share one script; A's
-// caller gives up while it is in flight (Redis frozen). B, whose deadline
-// is later, still gets its answer once Redis answers: the batch's context
-// ends at the latest deadline of its calls, never at the first caller's,
-// so one caller giving up never fails another. The client honours context
-// deadlines on the socket (ContextTimeoutEnabled), where that matters.
-func TestBatchOutlivesACallerThatGaveUp(t *testing.T) {
-	srv := redistest.Start(t, redistest.Config{})
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
-	t.Cleanup(func() { _ = c.Close() })
-	s := New(c, WithPrefix("batchtest:"))
-	_, _, err := s.Claim(t.Context(), persist.Record{Operation: "warm", Key: "kwarm"})
-	require.NoError(t, err)
-	claim := func(op string, deadline time.Time, errs chan<- error) {
-		ctx, cancel := context.WithDeadline(t.Context(), deadline)
-		defer cancel()
-		_, _, err := s.Claim(ctx, persist.Record{Operation: op, Key: "k" + op})
-		errs <- err
-	}
-	state := func() (senders, queued int) { return batchState(s) }
-
-	srv.Freeze(t)
-	thawed := false
-	defer func() {
-		if !thawed {
-			srv.Thaw()
-		}
-	}()
-	// Every sender stuck on a frozen Redis until its call's deadline (go-redis
-	// bounds a read by the deadline, not by cancellation). One deadline for
-	// all, far enough that a loaded machine starts every sender before it.
-	stuck := time.Now().Add(10 * time.Second)
-	stuckErrs := make(chan error, maxSenders)
-	for i := range maxSenders {
-		go claim("stuck"+string(rune('a'+i)), stuck, stuckErrs)
-		waitFor(t, "one more sender", func() bool { n, q := state(); return n == i+1 && q == 0 })
-	}
-	// A, then B, queued behind them.
-	errA, errB := make(chan error, 1), make(chan error, 1)
-	go claim("A", stuck.Add(time.Second), errA)
-	waitFor(t, "A queued", func() bool { _, q := state(); return q == 1 })
-	go claim("B", time.Now().Add(time.Minute), errB)
-	waitFor(t, "B queued", func() bool { _, q := state(); return q == 2 })
-	for range maxSenders {
-		assert.ErrorIs(t, <-stuckErrs, context.DeadlineExceeded)
-	}
-	// A sender took A and B in one batch (the queue held both) and sent it.
-	waitFor(t, "A and B taken", func() bool { _, q := state(); return q == 0 })
-	require.ErrorIs(t, <-errA, context.DeadlineExceeded, "A gave up in flight")
-	srv.Thaw()
-	thawed = true
-	require.NoError(t, <-errB, "B is answered although A, first in its batch, gave up")
-	rec, claimed, err := s.Claim(t.Context(), persist.Record{Operation: "B", Key: "other"})
-	require.NoError(t, err)
-	assert.False(t, claimed)
-	assert.Equal(t, "kB", rec.Key)
-}
-
 // waitFor polls ok every 5 ms, up to 2000 times, and fails t if it never holds.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
