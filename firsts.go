@@ -70,9 +70,15 @@ func (f *firsts) note(now time.Time, ok bool) {
 
 // healthy reports whether the host's first attempts in the window were
 // healthy at now: at least firstsMin of them, and at least firstsRatio
-// healthy for each failed one (at most 1 in 7 failed).
+// healthy for each failed one (at most 1 in 7 failed). The current bucket,
+// once it holds firstsMin, must pass the ratio too: a fresh surge of
+// failures (a server whose queue just filled) is not hidden by the
+// healthy bucket before it.
 func (f *firsts) healthy(now time.Time) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
+	if cOK+cFail >= firstsMin && cOK < firstsRatio*cFail {
+		return false
+	}
 	ok, failed := pOK+cOK, pFail+cFail
 	return ok+failed >= firstsMin && ok >= firstsRatio*failed
 }

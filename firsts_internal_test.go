@@ -78,6 +78,42 @@ func TestFirstsWindowSlides(t *testing.T) {
 	assert.False(t, aged.healthy(t0.Add(3*firstsAge)), "all aged out")
 }
 
+// A fresh surge of failures is not hidden by a healthy bucket before it:
+// once the current bucket holds firstsMin first attempts, it must pass the
+// ratio too. Below firstsMin it is judged with the window only.
+func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	tests := []struct {
+		name       string
+		ok, failed int // in the current bucket, after a full healthy one
+		want       bool
+	}{
+		{"1 in 7 failed now", 6 * 3, 3, true},
+		{"more than 1 in 7 failed now", 6*3 - 1, 3, false},
+		{"a surge too small to judge alone", 0, firstsMin - 1, true},
+		{"a surge of firstsMin failures", 0, firstsMin, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f firsts
+			for range firstsPer {
+				f.note(t0, true)
+			}
+			for range tt.ok {
+				f.note(t0, true)
+			}
+			for range tt.failed {
+				f.note(t0, false)
+			}
+			pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(t0))
+			require.Equal(t, [4]uint64{firstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
+			ok, failed := pOK+cOK, pFail+cFail
+			require.GreaterOrEqual(t, ok, firstsRatio*failed, "the window alone is healthy")
+			assert.Equal(t, tt.want, f.healthy(t0))
+		})
+	}
+}
+
 // answers is a server that answers each request with the next of its
 // statuses (the last one repeated); "503+" is a 503 with Retry-After: 1.
 type answers struct {
@@ -137,6 +173,10 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 		{"too few first attempts: shedding", times(18, "200"), time.Minute, 503, 1, 0, true},
 		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
 		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
+		// A full healthy bucket, then a queue that fills: the window
+		// alone (217 healthy, 3 failed) would still look healthy.
+		{"a fresh surge after a healthy bucket: shedding", append(times(firstsPer+17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		{"after a healthy bucket, 1 in 7 failed now: healthy", append(times(firstsPer+18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,7 +70,8 @@ func (c *call) judge(a *attempt, res *reservation, r role) verdict {
 //
 // A 503 with a delay depends on the host's recent first attempts
 // (firsts): two buckets of at most 200 each and 10 s each. If at least
-// 20 were sent and at most 1 in 7 failed, it pauses this operation only.
+// 20 were sent and at most 1 in 7 failed (in the current bucket too, once
+// it holds 20), it pauses this operation only.
 // Its retry waits the delay if the deadline allows, then goes out: one bad
 // backend of many behind a balancer looks so. Otherwise the host is
 // shedding. Its retries are refused at once for the delay, never waited
