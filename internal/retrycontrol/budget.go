@@ -93,6 +93,9 @@ func DefaultBudgetConfig() BudgetConfig {
 type Budget struct {
 	p       budgetParams // the zero value means DefaultBudgetConfig
 	buckets [budgetBuckets]budgetBucket
+	// latest is the bucket of the latest epoch deposited to, nil before
+	// the first deposit: a hint for deposit.
+	latest atomic.Pointer[budgetBucket]
 }
 
 // budgetParams is a BudgetConfig resolved by NewBudget.
@@ -100,6 +103,10 @@ type budgetParams struct {
 	ratio   float64 // retries per deposit, ≥ 0
 	reserve float64 // MinPerSecond × window seconds, ≥ 0
 	width   int64   // bucket width in nanoseconds, ≥ 1; 0 in the zero Budget
+	// last is the last epoch deposit finds without a division:
+	// MaxInt64/width/2, so that last×width cannot overflow; 0 in the zero
+	// Budget.
+	last int64
 }
 
 // budgetBucket counts the events of one epoch. Its counts only ever grow by
@@ -125,7 +132,7 @@ func (c BudgetConfig) params() budgetParams {
 	d := DefaultBudgetConfig()
 	ratio, perSecond := OrDefault(c.Ratio, d.Ratio), OrDefault(c.MinPerSecond, d.MinPerSecond)
 	seconds := time.Duration(width * budgetBuckets).Seconds()
-	return budgetParams{ratio: ratio, reserve: perSecond * seconds, width: width}
+	return budgetParams{ratio: ratio, reserve: perSecond * seconds, width: width, last: math.MaxInt64 / width / 2}
 }
 
 // OrDefault resolves a BudgetConfig field: 0 and NaN mean the default, a
@@ -155,19 +162,25 @@ func (b *Budget) params() budgetParams {
 }
 
 // epoch returns the absolute index of the bucket that holds now.
-func (p budgetParams) epoch(now time.Time) int64 {
-	// Nanoseconds since 1970, saturated far from overflow (UnixNano
-	// overflows outside 1678–2262; Sub's overflow check costs more).
+func (p budgetParams) epoch(now time.Time) int64 { return p.epochOf(unixNanos(now)) }
+
+// unixNanos returns now in nanoseconds since 1970, saturated far from
+// overflow (UnixNano overflows outside 1678–2262; Sub's overflow check
+// costs more).
+func unixNanos(now time.Time) int64 {
 	const maxSec = math.MaxInt64/int64(time.Second) - 1
-	var d int64
 	switch s := now.Unix(); {
 	case s > maxSec:
-		d = math.MaxInt64
+		return math.MaxInt64
 	case s < -maxSec:
-		d = math.MinInt64
+		return math.MinInt64
 	default:
-		d = s*int64(time.Second) + int64(now.Nanosecond())
+		return s*int64(time.Second) + int64(now.Nanosecond())
 	}
+}
+
+// epochOf returns the absolute index of the bucket that holds d (unixNanos).
+func (p budgetParams) epochOf(d int64) int64 {
 	e := d / p.width
 	if d%p.width < 0 {
 		e-- // floor, for times before 1970
@@ -204,11 +217,33 @@ func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
 
 // deposit records a first attempt at now; a deposit to a bucket that a
 // later epoch has taken is dropped (see Budget).
+//
+// Most deposits fall in the bucket of the latest one (b.latest): deposit
+// then checks that now lies within that bucket's epoch, without a division,
+// and adds to it. That is what depositIn would do: the epoch of now is the
+// bucket's. Only epochs in [0, p.last] are checked so, where the product
+// of an epoch and the width cannot overflow.
 func (b *Budget) deposit(now time.Time) {
-	e := b.params().epoch(now)
+	if bk := b.latest.Load(); bk != nil {
+		if ep := bk.epoch.Load(); ep >= 0 && ep <= b.p.last {
+			if off := unixNanos(now) - ep*b.p.width; off >= 0 && off < b.p.width {
+				bk.deposits.Add(1)
+				return
+			}
+		}
+	}
+	b.depositIn(b.params().epoch(now))
+}
+
+// depositIn records a first attempt in epoch e, and makes its bucket the
+// latest if e is later than the latest's.
+func (b *Budget) depositIn(e int64) {
 	bk := b.bucket(e)
 	if bk.epoch.Load() == e || bk.current(e) {
 		bk.deposits.Add(1)
+	}
+	if l := b.latest.Load(); l == nil || l.epoch.Load() < e {
+		b.latest.Store(bk)
 	}
 }
 
