@@ -65,7 +65,7 @@ func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, er
 		return hs, nil // ranging over an empty map still costs an iterator
 	}
 	for name, values := range h {
-		if !isToken(name) {
+		if !validFieldName(name) {
 			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
 		}
 		if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
@@ -133,6 +133,18 @@ var tokenChars = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// validFieldName reports whether name is a valid header field name: a
+// token. The common names are known without a look at each byte: a switch
+// compares lengths first, then a few words.
+func validFieldName(name string) bool {
+	switch name {
+	case "Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control", "Connection",
+		"Content-Length", "Content-Type", "Cookie", "Idempotency-Key", "Traceparent", "User-Agent":
+		return true
+	}
+	return isToken(name)
+}
 
 // validMethod reports whether m is a valid method: a token. The common
 // methods are known without a look at each byte.

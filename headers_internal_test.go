@@ -131,3 +131,16 @@ func TestValidMethod(t *testing.T) {
 		require.False(t, validMethod(m), "%q", m)
 	}
 }
+
+// TestValidFieldName: the names known without a look at each byte are
+// tokens, and any other name is valid exactly when it is one.
+func TestValidFieldName(t *testing.T) {
+	for _, n := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control", "Connection",
+		"Content-Length", "Content-Type", "Cookie", "Idempotency-Key", "Traceparent", "User-Agent", "X-Custom", "content-type", "a"} {
+		require.True(t, isToken(n), n)
+		require.True(t, validFieldName(n), n)
+	}
+	for _, n := range []string{"", "Content Type", "Content-Type:", "Accept\r\n", "Ünicode", "(x)"} {
+		require.False(t, validFieldName(n), "%q", n)
+	}
+}
