@@ -81,8 +81,8 @@ func DefaultBudgetConfig() BudgetConfig {
 // traffic.
 //
 // A Budget is safe for concurrent use by multiple goroutines. Deposit is
-// lock-free and does not allocate: one atomic load and one atomic add, except
-// when it opens a bucket. Withdraw is a compare-and-swap loop on its
+// lock-free and does not allocate: two atomic loads (the latest bucket and
+// its epoch) and one atomic add, except when it moves to another bucket. Withdraw is a compare-and-swap loop on its
 // bucket's retry count, so concurrent withdrawals within one bucket never
 // exceed the bound. The accepted approximations, none of which can make a
 // count negative or larger than the number of calls: a Deposit that meets
