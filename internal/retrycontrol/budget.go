@@ -84,8 +84,9 @@ func DefaultBudgetConfig() BudgetConfig {
 // lock-free and does not allocate: two atomic loads (the latest bucket and
 // its epoch) and one atomic add, except when it moves to another bucket.
 // Withdraw is a compare-and-swap loop on its bucket's retry count, so
-// concurrent withdrawals within one bucket never exceed the bound. The accepted approximations, none of which can make a
-// count negative or larger than the number of calls: a Deposit that meets
+// concurrent withdrawals within one bucket never exceed the bound. The
+// accepted approximations, none of which can make a count negative or
+// larger than the number of calls: a Deposit that meets
 // its bucket while another goroutine is resetting it (a few nanoseconds,
 // once per bucket per window) is dropped; Withdraw calls in different
 // buckets at the same moment (at a bucket boundary) do not see each other,
