@@ -52,18 +52,6 @@ func (c *clock) now() time.Time {
 	return t
 }
 
-// addElapsed returns start.Add(d), for the end of an attempt that started
-// at start and took d: with addWithinSecond when d is under a second and
-// start has a monotonic reading, the common case.
-func addElapsed(start time.Time, d time.Duration) time.Time {
-	if fieldsChecked && d >= 0 && d < time.Second {
-		if t, ok := addWithinSecond(&start, d); ok {
-			return t
-		}
-	}
-	return start.Add(d)
-}
-
 // timeFields is the layout of a time.Time: its wall clock (a flag for a
 // monotonic reading, 33 bits of seconds since 1885 and 30 bits of
 // nanoseconds), its monotonic reading, and its location. See the time

@@ -261,18 +261,3 @@ func TestAddWithinSecondIsAdd(t *testing.T) {
 	c := newClock()
 	assert.False(t, c.now().After(time.Now()), "the clock's time is not after time.Now's")
 }
-
-// TestAddElapsedIsAdd: the end of an attempt is its start plus what it
-// took, as time.Time.Add gives it, whatever it took (negative, under a
-// second, over) and whether or not the start has a monotonic reading.
-func TestAddElapsedIsAdd(t *testing.T) {
-	now := time.Now()
-	edge := now.Add(time.Second - time.Duration(now.Nanosecond()) - 1)
-	for _, start := range []time.Time{now, edge, now.Round(0), {}, time.Unix(1<<40, 0)} {
-		for _, d := range []time.Duration{-time.Second, -1, 0, 1, 2, time.Millisecond, time.Second - 1, time.Second, 90 * time.Second} {
-			if got, want := addElapsed(start, d), start.Add(d); got != want {
-				t.Fatalf("%v + %v: got %#v, want %#v", start, d, got, want)
-			}
-		}
-	}
-}

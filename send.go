@@ -121,7 +121,7 @@ func (s *sender) send(a *attempt, t *try) {
 	// One monotonic clock read: time.Now reads the wall clock too, which
 	// the end time can take from start.
 	a.sent, a.took = true, s.t.cfg.since(t.start)
-	a.end = addElapsed(t.start, a.took)
+	a.end = t.start.Add(a.took)
 	a.resp, a.err = asContract(resp, err)
 	if a.err != nil {
 		a.err = sendError(a.req, a.err, w)
