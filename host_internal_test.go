@@ -3,7 +3,6 @@ package resilient
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"testing"
@@ -222,42 +221,4 @@ func TestCachedHostRunsADueSweep(t *testing.T) {
 		assert.Equal(t, now.UnixNano(), a.lastUsed.Load())
 		assert.Greater(t, tr.hosts.nextSweep.Load(), now.UnixNano())
 	})
-}
-
-// TestAddWithinSecondIsAdd: on this Go release the clock's own addition is
-// on (checkTimeFields found time.Time laid out as timeFields), and it gives
-// time.Time.Add's result, field for field, for durations below a second:
-// random ones, and the edges of a second, from bases of this process's
-// clock and from times far apart. Where it does not apply (no monotonic
-// reading) it says so.
-func TestAddWithinSecondIsAdd(t *testing.T) {
-	require.True(t, fieldsChecked, "time.Time is laid out as timeFields")
-	rng := rand.New(rand.NewPCG(3, 4))
-	now := time.Now()
-	bases := []time.Time{now, newClock().now(), now.Add(time.Second - time.Duration(now.Nanosecond()) - 1),
-		now.Add(-time.Duration(now.Nanosecond())), now.Add(100 * 365 * 24 * time.Hour), now.Add(-30 * 365 * 24 * time.Hour)}
-	for range 200 {
-		bases = append(bases, now.Add(time.Duration(rng.Int64N(int64(50*365*24*time.Hour)))-25*365*24*time.Hour))
-	}
-	for _, b := range bases {
-		ds := []time.Duration{0, 1, time.Second - 1, time.Second - time.Duration(b.Nanosecond()), time.Second - time.Duration(b.Nanosecond()) - 1}
-		for range 50 {
-			ds = append(ds, time.Duration(rng.Int64N(int64(time.Second))))
-		}
-		for _, d := range ds {
-			if d < 0 || d >= time.Second {
-				continue
-			}
-			got, ok := addWithinSecond(&b, d)
-			require.True(t, ok)
-			if want := b.Add(d); got != want {
-				t.Fatalf("%v + %v: got %#v, want %#v", b, d, got, want)
-			}
-		}
-	}
-	wall := now.Round(0) // no monotonic reading
-	_, ok := addWithinSecond(&wall, time.Millisecond)
-	assert.False(t, ok)
-	c := newClock()
-	assert.False(t, c.now().After(time.Now()), "the clock's time is not after time.Now's")
 }
