@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -39,9 +38,7 @@ type keySource struct {
 	mu   sync.Mutex
 	left int                 // unread bytes at the end of rand; 0: fill it
 	rand [keyRandBuffer]byte // from crypto/rand
-	// slab holds the bytes of the last keys minted (see mint): those
-	// below its length were handed out and are never written again.
-	slab []byte
+	slab strings.Builder     // the bytes of the last keys minted (see mint)
 }
 
 // keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
@@ -85,12 +82,11 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 // mint returns a new key, as NewKey does. Its keys pass ValidateKey by
 // construction (36 bytes of hex digits and hyphens).
 //
-// The key's bytes are written into a slab shared by keySlabKeys keys, in
-// place, at the slab's end, which then moves past them. Bytes below the end
-// are never written again, as in a strings.Builder, so each key is a
-// string over its bytes (unsafe.String). That saves the allocation of each
-// key's string but that of every keySlabKeys-th, and a copy of each key. A
-// key kept alive keeps its slab alive: at most keySlabKeys*keyLength bytes.
+// The key's bytes are written into a slab shared by keySlabKeys keys. The
+// slab is a strings.Builder: what it has written is never written again,
+// so each key is a substring of its String. That saves the allocation of
+// each key's string but that of every keySlabKeys-th. A key kept alive
+// keeps its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
 	s.mu.Lock() // uuid's own mutex is taken inside: always after this one
 	u, err := uuid.NewV7FromReader((*heldKeySource)(s))
@@ -98,20 +94,17 @@ func (s *keySource) mint() (string, error) {
 		s.mu.Unlock()
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}
-	n := len(s.slab)
-	if cap(s.slab)-n < keyLength {
-		// The keys already handed out keep the old slab.
-		s.slab, n = make([]byte, 0, keySlabKeys*keyLength), 0
+	var b [36]byte
+	formatKey(&b, &u)
+	if s.slab.Cap()-s.slab.Len() < len(b) {
+		s.slab.Reset() // the keys already handed out keep the old slab
+		s.slab.Grow(keySlabKeys * len(b))
 	}
-	s.slab = s.slab[:n+keyLength]
-	b := (*[keyLength]byte)(s.slab[n:])
-	formatKey(b, &u)
+	s.slab.Write(b[:])
+	k := s.slab.String()
 	s.mu.Unlock()
-	return unsafe.String(&b[0], keyLength), nil
+	return k[len(k)-len(b):], nil
 }
-
-// keyLength is the length of a minted key: a UUID's canonical form.
-const keyLength = 36
 
 // keySlabKeys is how many keys share an allocation (see mint).
 const keySlabKeys = 16
@@ -120,7 +113,7 @@ const keySlabKeys = 16
 // hex) into b. It writes a byte of u at a time, at constant offsets, from a
 // table of the 256 digit pairs (bench/README.md, "Why the hot path is
 // written this way").
-func formatKey(b *[keyLength]byte, u *uuid.UUID) {
+func formatKey(b *[36]byte, u *uuid.UUID) {
 	pair := func(i int, x byte) { binary.LittleEndian.PutUint16(b[i:i+2], hexPairs[x]) }
 	pair(0, u[0])
 	pair(2, u[1])
