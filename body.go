@@ -41,9 +41,18 @@ type replayBody struct {
 // pipe. A read error is returned wrapped in ErrBodyNotReplayable, and the
 // body is closed: nothing is sent.
 func (rb *replayBody) init(ctx context.Context, req *http.Request, limit int64, whole bool) error {
+	if req.Body == nil {
+		*rb = replayBody{}
+		return nil
+	}
+	return rb.initBody(ctx, req, limit, whole)
+}
+
+// initBody is init for a request with a body, http.NoBody included.
+func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int64, whole bool) error {
 	*rb = replayBody{}
 	switch {
-	case req.Body == nil || req.Body == http.NoBody:
+	case req.Body == http.NoBody:
 		return nil
 	case req.GetBody != nil:
 		rb.getBody = req.GetBody
@@ -144,6 +153,13 @@ func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
 // once if no attempt holds it. Else the attempt that holds it closes it: a
 // response can come before its request's body is sent (full duplex).
 func (rb *replayBody) close() {
+	if rb.stream != nil || rb.first != nil {
+		rb.release()
+	}
+}
+
+// release is close when rb holds something to release.
+func (rb *replayBody) release() {
 	if rb.stream != nil {
 		rb.stream.end()
 		return

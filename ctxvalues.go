@@ -24,13 +24,18 @@ const (
 // method. An invalid key makes RoundTrip fail with ErrInvalidKey before
 // anything is sent.
 func ContextWithKey(ctx context.Context, key string) context.Context {
+	setCtx(keyCtxKey)
 	return context.WithValue(ctx, keyCtxKey, key)
 }
 
-// keyFromContext returns the key set with ContextWithKey.
-func keyFromContext(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(keyCtxKey).(string)
-	return k, ok
+// keyFromContext returns the key set with ContextWithKey. The three
+// lookups assign named results under the check of ctxKinds: that form is
+// inlined, a return inside the check is not.
+func keyFromContext(ctx context.Context) (k string, ok bool) {
+	if ctxKinds.Load()&(1<<keyCtxKey) != 0 {
+		k, ok = ctx.Value(keyCtxKey).(string)
+	}
+	return
 }
 
 // ContextWithOperation returns a copy of ctx naming a logical operation, such
@@ -40,24 +45,30 @@ func keyFromContext(ctx context.Context) (string, bool) {
 // and repeats the operation sends the same key. Without a Store the name is
 // only reported.
 func ContextWithOperation(ctx context.Context, op string) context.Context {
+	setCtx(opCtxKey)
 	return context.WithValue(ctx, opCtxKey, op)
 }
 
 // operationFromContext returns the name set with ContextWithOperation.
-func operationFromContext(ctx context.Context) (string, bool) {
-	op, ok := ctx.Value(opCtxKey).(string)
-	return op, ok
+func operationFromContext(ctx context.Context) (op string, ok bool) {
+	if ctxKinds.Load()&(1<<opCtxKey) != 0 {
+		op, ok = ctx.Value(opCtxKey).(string)
+	}
+	return
 }
 
 // ContextWithReport returns a copy of ctx that makes the Transport fill r.
 func ContextWithReport(ctx context.Context, r *Report) context.Context {
+	setCtx(reportCtxKey)
 	return context.WithValue(ctx, reportCtxKey, r)
 }
 
 // reportFromContext returns the report set with ContextWithReport, if any.
-func reportFromContext(ctx context.Context) *Report {
-	r, _ := ctx.Value(reportCtxKey).(*Report)
-	return r
+func reportFromContext(ctx context.Context) (r *Report) {
+	if ctxKinds.Load()&(1<<reportCtxKey) != 0 {
+		r, _ = ctx.Value(reportCtxKey).(*Report)
+	}
+	return
 }
 
 // ContextWithOuterRetries returns a copy of ctx that declares whether a
@@ -74,6 +85,21 @@ func ContextWithOuterRetries(ctx context.Context, will bool) context.Context {
 		m = outerAlways
 	}
 	return context.WithValue(ctx, outerCtxKey, m)
+}
+
+// ctxKinds has the bit 1<<k of each ctxKey k that a ContextWith function
+// has put in a context in this process. Until then no request's context
+// is searched for that value. A search walks the context's chain, layer
+// by layer, and most programs set none or one of the four. A context made
+// in one goroutine reaches a request in another only through something
+// that orders the two, so the request sees the bit set before the value.
+var ctxKinds atomic.Uint32
+
+// setCtx records that a context carries a value under k.
+func setCtx(k ctxKey) {
+	if bit := uint32(1) << k; ctxKinds.Load()&bit == 0 {
+		ctxKinds.Or(bit)
+	}
 }
 
 // outerContexts is set once ContextWithOuterRetries has been called: until

@@ -2,9 +2,13 @@ package resilient
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"testing"
 
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type otherKey struct{}
@@ -60,4 +64,59 @@ func TestContextValues(t *testing.T) {
 	_ = ContextWithKey(parent, "k2")
 	k, _ := keyFromContext(parent)
 	assert.Equal(t, "k1", k)
+}
+
+// ctxChildEnv makes the test binary run TestContextKindsInAFreshProcess's
+// body: a process in which no ContextWith function has been called yet.
+const ctxChildEnv = "RESILIENT_CTXKINDS_CHILD"
+
+// TestContextKindsInAFreshProcess: in a process where no ContextWith
+// function has run, a context is searched for none of the Transport's
+// values; the first ContextWith call of each kind makes its value found,
+// by the lookups and by a Transport's request. It runs in a child process:
+// the kinds set are process-wide, and this process's other tests set them.
+func TestContextKindsInAFreshProcess(t *testing.T) {
+	if os.Getenv(ctxChildEnv) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestContextKindsInAFreshProcess$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), ctxChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "--- PASS: TestContextKindsInAFreshProcess")
+		return
+	}
+	require.Zero(t, ctxKinds.Load(), "no ContextWith call yet")
+	bg := context.Background()
+	// A value put under a key without its ContextWith function is not
+	// searched for: the search is skipped.
+	raw := context.WithValue(context.WithValue(bg, keyCtxKey, "raw"), opCtxKey, "raw")
+	_, ok := keyFromContext(raw)
+	assert.False(t, ok)
+	_, ok = operationFromContext(raw)
+	assert.False(t, ok)
+
+	// The first report of the process, through a Transport.
+	var r Report
+	tr := NewTransport(stubtest.New(stubtest.Reply(200)))
+	resp, err := tr.RoundTrip(stubtest.Get(ContextWithReport(bg, &r), "api.test"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Len(t, r.Attempts, 1, "the report is filled")
+	_, ok = keyFromContext(raw)
+	assert.False(t, ok, "a report sets no other kind")
+
+	// The first key of the process: the request sends it.
+	stub := stubtest.New(stubtest.Reply(200))
+	tr = NewTransport(stub)
+	resp, err = tr.RoundTrip(stubtest.Get(ContextWithKey(bg, "k-first"), "api.test"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Len(t, stub.Attempts(), 1)
+	assert.Equal(t, "k-first", stub.Attempts()[0].Header.Get(DefaultKeyHeader))
+
+	op, ok := operationFromContext(ContextWithOperation(bg, "op1"))
+	assert.True(t, ok)
+	assert.Equal(t, "op1", op)
+	k, ok := keyFromContext(raw)
+	assert.True(t, ok, "once a kind is set, every context is searched for it")
+	assert.Equal(t, "raw", k)
 }

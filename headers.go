@@ -8,27 +8,28 @@ import (
 )
 
 // keyField finds the caller's key header the way net/http writes header
-// fields. It looks for the canonical name, else for alt, any spelling of it
-// that checkRequest found. net/http writes a non-canonical map key as is,
-// so req.Header["idempotency-key"] is a key on the wire. keyField returns
-// the map key found.
+// fields: the canonical name, else any other spelling of it. net/http
+// writes a non-canonical map key as is, so req.Header["idempotency-key"] is
+// a key on the wire. alt is the map key checkRequest found for it
+// (headerScan.alt), "" if the header has none: then keyField looks nothing
+// up. canonical is the configured name. keyField returns the map key found.
 func keyField(h http.Header, canonical, alt string) (string, []string) {
-	if vs, ok := h[canonical]; ok {
-		return canonical, vs
+	if alt == "" {
+		return "", nil // the scan saw no spelling of canonical: no lookup
 	}
-	if alt != "" {
-		return alt, h[alt]
-	}
-	return "", nil
+	return alt, h[alt]
 }
 
 // headerScan is what checkHeader's one pass over the caller's header
 // learns besides its validity.
 type headerScan struct {
-	alt        string // a field that spells keyHeader other than canonically, for keyField
-	attemptSet bool   // a field spells attemptHeader (never, if it is "")
-	clipped    bool   // no value slice has spare capacity (see attemptHeader)
-	marked     bool   // a field may carry an SDK's marks (markField)
+	// alt is the map key under which the header holds keyHeader, for
+	// keyField: keyHeader itself if present, else another spelling of it;
+	// "" if none.
+	alt        string
+	attemptSet bool // a field spells attemptHeader (never, if it is "")
+	clipped    bool // no value slice has spare capacity (see attemptHeader)
+	marked     bool // a field may carry an SDK's marks (markField)
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
@@ -45,8 +46,10 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 		return headerScan{}, errors.New("no host in URL")
 	case req.Header == nil:
 		return headerScan{}, errors.New("nil Header")
-	case req.Method != "" && !isToken(req.Method):
+	case req.Method != "" && !validMethod(req.Method):
 		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
+	case len(req.Header) == 0:
+		return headerScan{clipped: true}, nil // ranging over an empty map still costs an iterator
 	}
 	return checkHeader(req.Header, keyHeader, attemptHeader)
 }
@@ -62,11 +65,11 @@ func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, er
 		return hs, nil // ranging over an empty map still costs an iterator
 	}
 	for name, values := range h {
-		if !isToken(name) {
+		if !validFieldName(name) {
 			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
 		}
-		if hs.alt == "" && len(name) == len(keyHeader) && name != keyHeader && strings.EqualFold(name, keyHeader) {
-			hs.alt = name
+		if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
+			hs.alt = name // the canonical spelling wins, whatever the order
 		}
 		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
 			hs.attemptSet = true
@@ -130,6 +133,28 @@ var tokenChars = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// validFieldName reports whether name is a valid header field name: a
+// token. The common names are known without a look at each byte: a switch
+// compares lengths first, then a few words.
+func validFieldName(name string) bool {
+	switch name {
+	case "Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control", "Connection",
+		"Content-Length", "Content-Type", "Cookie", "Idempotency-Key", "Traceparent", "User-Agent":
+		return true
+	}
+	return isToken(name)
+}
+
+// validMethod reports whether m is a valid method: a token. The common
+// methods are known without a look at each byte.
+func validMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodHead:
+		return true
+	}
+	return isToken(m)
+}
 
 func isToken(s string) bool {
 	if s == "" {

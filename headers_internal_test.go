@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +69,78 @@ func BenchmarkValidFieldValue(b *testing.B) {
 				validFieldValueLoop(v)
 			}
 		})
+	}
+}
+
+// keyFieldLookup is keyField as it was before checkHeader found the key
+// field itself: the canonical name looked up, else the other spelling the
+// scan found. The reference for TestKeyFieldFromTheScan.
+func keyFieldLookup(h http.Header, canonical, alt string) (string, []string) {
+	if vs, ok := h[canonical]; ok {
+		return canonical, vs
+	}
+	if alt != "" {
+		return alt, h[alt]
+	}
+	return "", nil
+}
+
+// TestKeyFieldFromTheScan: the key field found from checkRequest's scan is
+// the one a lookup of the canonical name, then of another spelling, finds:
+// the canonical spelling wins whatever the map's order, an empty canonical
+// field included. A header without a spelling of the key header is not
+// looked up at all.
+func TestKeyFieldFromTheScan(t *testing.T) {
+	const canonical = "Idempotency-Key"
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		want   string   // the map key found, "" if none
+		values []string // its values
+	}{
+		{"empty", http.Header{}, "", nil},
+		{"none", http.Header{"Content-Type": {"a"}, "Idempotency-Kez": {"x"}}, "", nil},
+		{"canonical", http.Header{"Content-Type": {"a"}, canonical: {"k1"}}, canonical, []string{"k1"}},
+		{"lower case", http.Header{"idempotency-key": {"k2"}}, "idempotency-key", []string{"k2"}},
+		{"both", http.Header{"idempotency-key": {"k2"}, canonical: {"k1"}, "IDEMPOTENCY-KEY": {"k3"}, "A": {"b"}}, canonical, []string{"k1"}},
+		{"empty canonical", http.Header{"idempotency-key": {"k2"}, canonical: {}}, canonical, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Map order varies from one range to the next: scan often.
+			for range 50 {
+				hs, err := checkHeader(tc.header, canonical, DefaultAttemptHeader)
+				require.NoError(t, err)
+				name, vs := keyField(tc.header, canonical, hs.alt)
+				refName, refVs := keyFieldLookup(tc.header, canonical, hs.alt)
+				require.Equal(t, tc.want, name)
+				require.Equal(t, tc.values, vs)
+				require.Equal(t, refName, name)
+				require.Equal(t, refVs, vs)
+			}
+		})
+	}
+}
+
+// TestValidMethod: the common methods pass without a look at each byte;
+// any other method is valid when it is a token.
+func TestValidMethod(t *testing.T) {
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PROPFIND", "get", "M-SEARCH"} {
+		require.True(t, validMethod(m), m)
+	}
+	for _, m := range []string{"GE T", "GET\n", "PO(ST", "\x00", "ÉTÉ", ""} {
+		require.False(t, validMethod(m), "%q", m)
+	}
+}
+
+// TestValidFieldName: the names known without a look at each byte are
+// tokens, and any other name is valid exactly when it is one.
+func TestValidFieldName(t *testing.T) {
+	for _, n := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control", "Connection",
+		"Content-Length", "Content-Type", "Cookie", "Idempotency-Key", "Traceparent", "User-Agent", "X-Custom", "content-type", "a"} {
+		require.True(t, isToken(n), n)
+		require.True(t, validFieldName(n), n)
+	}
+	for _, n := range []string{"", "Content Type", "Content-Type:", "Accept\r\n", "Ünicode", "(x)"} {
+		require.False(t, validFieldName(n), "%q", n)
 	}
 }

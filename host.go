@@ -107,10 +107,21 @@ const lastUsedStep = int64(time.Millisecond)
 const lastReplace = int64(time.Second)
 
 // host returns the state of the named host, creating it if needed, and
-// marks it used at now.
+// marks it used at now. The common case is the cached host with no sweep
+// due: two loads and a comparison of names.
 func (t *Transport) host(name string, now time.Time) *hostState {
 	ns := now.UnixNano()
-	t.hosts.sweepIfDue(ns) // first: a host found below is not then evicted as idle
+	if h := t.hosts.last.Load(); h != nil && ns < t.hosts.nextSweep.Load() && h.name == name {
+		h.used(ns)
+		return h
+	}
+	return t.findHost(name, ns)
+}
+
+// findHost is host past the cache, or with a sweep due: it sweeps first,
+// so that a host found below is not then evicted as idle.
+func (t *Transport) findHost(name string, ns int64) *hostState {
+	t.hosts.sweepIfDue(ns)
 	h := t.hosts.cached(name)
 	if h == nil {
 		if v, ok := t.hosts.m.Load(name); ok {

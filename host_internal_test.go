@@ -197,3 +197,28 @@ func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 		assert.Equal(t, "busy.test", tr.hosts.last.Load().name)
 	})
 }
+
+// TestCachedHostRunsADueSweep: a request to the cached host runs the sweep
+// when one is due, as a request to any other host does: the idle hosts go,
+// the cached one stays, marked used.
+func TestCachedHostRunsADueSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
+		a := tr.host("a.test", time.Now())
+		tr.host("b.test", time.Now())
+		require.Same(t, a, tr.hosts.last.Load())
+		for range 3 { // no sweep due: both stay
+			time.Sleep(time.Duration(tr.hosts.idleAfter) / 4)
+			assert.Same(t, a, tr.host("a.test", time.Now()))
+			_, ok := tr.hosts.m.Load("b.test")
+			assert.True(t, ok)
+		}
+		time.Sleep(time.Duration(tr.hosts.idleAfter))
+		now := time.Now()
+		assert.Same(t, a, tr.host("a.test", now), "the cached host stays")
+		_, ok := tr.hosts.m.Load("b.test")
+		assert.False(t, ok, "the sweep due ran and evicted the idle host")
+		assert.Equal(t, now.UnixNano(), a.lastUsed.Load())
+		assert.Greater(t, tr.hosts.nextSweep.Load(), now.UnixNano())
+	})
+}

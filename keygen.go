@@ -66,7 +66,15 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 		}
 		s.left = len(s.rand)
 	}
-	n := copy(p, s.rand[len(s.rand)-s.left:])
+	off := len(s.rand) - s.left
+	if len(p) == len(uuid.UUID{}) && s.left >= len(p) {
+		// A UUID's bytes, the one read mint makes: a copy of fixed size,
+		// without memmove's call.
+		*(*uuid.UUID)(p) = *(*uuid.UUID)(s.rand[off:])
+		s.left -= len(p)
+		return len(p), nil
+	}
+	n := copy(p, s.rand[off:])
 	s.left -= n
 	return n, nil
 }

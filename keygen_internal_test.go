@@ -276,3 +276,33 @@ func TestKeyTime(t *testing.T) {
 	_, ok = keyTime("not-a-uuid")
 	assert.False(t, ok)
 }
+
+// TestKeySourceReadsUUIDsInOrder: reads of a UUID's 16 bytes (mint's, a
+// copy of fixed size) hand out the buffer in order, each byte once, then
+// refill it, as reads of other sizes do.
+func TestKeySourceReadsUUIDsInOrder(t *testing.T) {
+	var s keySource
+	var first [16]byte
+	if n, err := s.Read(first[:]); n != 16 || err != nil {
+		t.Fatalf("Read = %d, %v", n, err)
+	}
+	buf := s.rand // the buffer filled by the first read
+	got := append([]byte(nil), first[:]...)
+	for len(got) < keyRandBuffer {
+		var u uuid.UUID
+		if n, err := (*heldKeySource)(&s).Read(u[:]); n != 16 || err != nil {
+			t.Fatalf("Read = %d, %v", n, err)
+		}
+		got = append(got, u[:]...)
+	}
+	if !bytes.Equal(got, buf[:]) {
+		t.Fatal("16-byte reads did not hand out the buffer in order")
+	}
+	if s.left != 0 {
+		t.Fatalf("left = %d after the whole buffer", s.left)
+	}
+	var next uuid.UUID
+	if _, err := s.Read(next[:]); err != nil || s.left != keyRandBuffer-16 || !bytes.Equal(next[:], s.rand[:16]) {
+		t.Fatalf("the read after the buffer did not refill it: %v, left %d", err, s.left)
+	}
+}

@@ -81,11 +81,12 @@ func DefaultBudgetConfig() BudgetConfig {
 // traffic.
 //
 // A Budget is safe for concurrent use by multiple goroutines. Deposit is
-// lock-free and does not allocate: one atomic load and one atomic add, except
-// when it opens a bucket. Withdraw is a compare-and-swap loop on its
-// bucket's retry count, so concurrent withdrawals within one bucket never
-// exceed the bound. The accepted approximations, none of which can make a
-// count negative or larger than the number of calls: a Deposit that meets
+// lock-free and does not allocate: two atomic loads (the latest bucket and
+// its epoch) and one atomic add, except when it moves to another bucket.
+// Withdraw is a compare-and-swap loop on its bucket's retry count, so
+// concurrent withdrawals within one bucket never exceed the bound. The
+// accepted approximations, none of which can make a count negative or
+// larger than the number of calls: a Deposit that meets
 // its bucket while another goroutine is resetting it (a few nanoseconds,
 // once per bucket per window) is dropped; Withdraw calls in different
 // buckets at the same moment (at a bucket boundary) do not see each other,
@@ -93,6 +94,9 @@ func DefaultBudgetConfig() BudgetConfig {
 type Budget struct {
 	p       budgetParams // the zero value means DefaultBudgetConfig
 	buckets [budgetBuckets]budgetBucket
+	// latest is the bucket of the latest epoch deposited to, nil before
+	// the first deposit: a hint for deposit.
+	latest atomic.Pointer[budgetBucket]
 }
 
 // budgetParams is a BudgetConfig resolved by NewBudget.
@@ -100,6 +104,10 @@ type budgetParams struct {
 	ratio   float64 // retries per deposit, ≥ 0
 	reserve float64 // MinPerSecond × window seconds, ≥ 0
 	width   int64   // bucket width in nanoseconds, ≥ 1; 0 in the zero Budget
+	// last is the last epoch deposit finds without a division:
+	// MaxInt64/width/2, so that last×width cannot overflow; 0 in the zero
+	// Budget.
+	last int64
 }
 
 // budgetBucket counts the events of one epoch. Its counts only ever grow by
@@ -125,7 +133,7 @@ func (c BudgetConfig) params() budgetParams {
 	d := DefaultBudgetConfig()
 	ratio, perSecond := OrDefault(c.Ratio, d.Ratio), OrDefault(c.MinPerSecond, d.MinPerSecond)
 	seconds := time.Duration(width * budgetBuckets).Seconds()
-	return budgetParams{ratio: ratio, reserve: perSecond * seconds, width: width}
+	return budgetParams{ratio: ratio, reserve: perSecond * seconds, width: width, last: math.MaxInt64 / width / 2}
 }
 
 // OrDefault resolves a BudgetConfig field: 0 and NaN mean the default, a
@@ -155,19 +163,25 @@ func (b *Budget) params() budgetParams {
 }
 
 // epoch returns the absolute index of the bucket that holds now.
-func (p budgetParams) epoch(now time.Time) int64 {
-	// Nanoseconds since 1970, saturated far from overflow (UnixNano
-	// overflows outside 1678–2262; Sub's overflow check costs more).
+func (p budgetParams) epoch(now time.Time) int64 { return p.epochOf(unixNanos(now)) }
+
+// unixNanos returns now in nanoseconds since 1970, saturated far from
+// overflow (UnixNano overflows outside 1678–2262; Sub's overflow check
+// costs more).
+func unixNanos(now time.Time) int64 {
 	const maxSec = math.MaxInt64/int64(time.Second) - 1
-	var d int64
 	switch s := now.Unix(); {
 	case s > maxSec:
-		d = math.MaxInt64
+		return math.MaxInt64
 	case s < -maxSec:
-		d = math.MinInt64
+		return math.MinInt64
 	default:
-		d = s*int64(time.Second) + int64(now.Nanosecond())
+		return s*int64(time.Second) + int64(now.Nanosecond())
 	}
+}
+
+// epochOf returns the absolute index of the bucket that holds d (unixNanos).
+func (p budgetParams) epochOf(d int64) int64 {
 	e := d / p.width
 	if d%p.width < 0 {
 		e-- // floor, for times before 1970
@@ -204,11 +218,33 @@ func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
 
 // deposit records a first attempt at now; a deposit to a bucket that a
 // later epoch has taken is dropped (see Budget).
+//
+// Most deposits fall in the bucket of the latest one (b.latest): deposit
+// then checks that now lies within that bucket's epoch, without a division,
+// and adds to it. That is what depositIn would do: the epoch of now is the
+// bucket's. Only epochs in [0, p.last] are checked so, where the product
+// of an epoch and the width cannot overflow.
 func (b *Budget) deposit(now time.Time) {
-	e := b.params().epoch(now)
+	if bk := b.latest.Load(); bk != nil {
+		if ep := bk.epoch.Load(); ep >= 0 && ep <= b.p.last {
+			if off := unixNanos(now) - ep*b.p.width; off >= 0 && off < b.p.width {
+				bk.deposits.Add(1)
+				return
+			}
+		}
+	}
+	b.depositIn(b.params().epoch(now))
+}
+
+// depositIn records a first attempt in epoch e, and makes its bucket the
+// latest if e is later than the latest's.
+func (b *Budget) depositIn(e int64) {
 	bk := b.bucket(e)
 	if bk.epoch.Load() == e || bk.current(e) {
 		bk.deposits.Add(1)
+	}
+	if l := b.latest.Load(); l == nil || l.epoch.Load() < e {
+		b.latest.Store(bk)
 	}
 }
 

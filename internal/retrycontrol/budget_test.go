@@ -2,6 +2,7 @@ package retrycontrol
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -441,4 +442,80 @@ func TestBudgetSpendAt(t *testing.T) {
 	budgetDeposit(b, later, 10)
 	assert.Equal(t, 5, drain(b.WithdrawAt, later, 100), "spent retries leave with their bucket")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { b.SpendAt(later) }))
+}
+
+// depositByDivision is deposit as it was before the latest bucket's hint:
+// the epoch of now by division, always. The reference for
+// TestDepositMatchesDivision.
+func depositByDivision(b *Budget, now time.Time) {
+	e := b.params().epoch(now)
+	bk := b.bucket(e)
+	if bk.epoch.Load() == e || bk.current(e) {
+		bk.deposits.Add(1)
+	}
+}
+
+// TestDepositMatchesDivision: deposits through the latest bucket's hint
+// leave every bucket (epoch and counts) as deposits that divide each time
+// would. The times walk forward and back, across bucket boundaries, before
+// 1970, at the ends of time.Time's range (saturated), with monotonic
+// readings and without, for widths down to 1 ns, and for the zero Budget.
+func TestDepositMatchesDivision(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	starts := []time.Time{
+		budgetT0, time.Now(), time.Unix(0, 0), time.Unix(-1, 999_999_999), time.Unix(0, -3),
+		time.Unix(math.MaxInt64/int64(time.Second)-5, 0), time.Unix(-math.MaxInt64/int64(time.Second)+5, 0),
+		time.Unix(1<<40, 0), time.Unix(-1<<40, 0), {}, time.Date(2262, 4, 11, 23, 47, 16, 854_775_000, time.UTC),
+	}
+	windows := []time.Duration{0, 10 * time.Second, time.Second, 30 * time.Nanosecond, 10 * time.Nanosecond, 7 * time.Millisecond}
+	// From the saturated past to the saturated future: with 5 ns buckets the
+	// past's epoch times the width is below MinInt64, and the difference
+	// between the two wraps into the first bucket's width.
+	far := []time.Time{time.Unix(-1<<40, 0), time.Unix(1<<40, 0), time.Unix(-1<<40, 0), time.Unix(1<<40, 0)}
+	for _, w := range []time.Duration{50 * time.Nanosecond, 70 * time.Nanosecond, 10 * time.Second} {
+		hinted, divided := NewBudget(BudgetConfig{Window: w}), NewBudget(BudgetConfig{Window: w})
+		for _, now := range far {
+			hinted.DepositAt(now)
+			depositByDivision(divided, now)
+		}
+		for j := range hinted.buckets {
+			h, d := &hinted.buckets[j], &divided.buckets[j]
+			require.Equal(t, d.epoch.Load(), h.epoch.Load(), "window %v, bucket %d", w, j)
+			require.Equal(t, d.deposits.Load(), h.deposits.Load(), "window %v, bucket %d", w, j)
+		}
+	}
+	for _, w := range windows {
+		for _, t0 := range starts {
+			hinted, divided := &Budget{}, &Budget{}
+			if w != 0 {
+				hinted, divided = NewBudget(BudgetConfig{Window: w}), NewBudget(BudgetConfig{Window: w})
+			}
+			width := hinted.params().width
+			now := t0
+			for i := range 2000 {
+				switch rng.IntN(6) {
+				case 0: // the same time again
+				case 1:
+					now = now.Add(time.Duration(rng.Int64N(width + 1)))
+				case 2:
+					now = now.Add(-time.Duration(rng.Int64N(width + 1)))
+				case 3:
+					now = now.Add(time.Duration(rng.Int64N(30*width + 1)))
+				case 4:
+					now = now.Add(-time.Duration(rng.Int64N(30*width + 1)))
+				case 5:
+					now = t0.Add(time.Duration(rng.Int64N(3*width+1) - width))
+				}
+				hinted.DepositAt(now)
+				depositByDivision(divided, now)
+				for j := range hinted.buckets {
+					h, d := &hinted.buckets[j], &divided.buckets[j]
+					if h.epoch.Load() != d.epoch.Load() || h.deposits.Load() != d.deposits.Load() || h.withdrawals.Load() != d.withdrawals.Load() {
+						t.Fatalf("window %v, start %v, deposit %d at %v: bucket %d is epoch %d with %d deposits, want epoch %d with %d",
+							w, t0, i, now, j, h.epoch.Load(), h.deposits.Load(), d.epoch.Load(), d.deposits.Load())
+					}
+				}
+			}
+		}
+	}
 }
