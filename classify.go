@@ -546,21 +546,6 @@ func jsonMediaType(ct string) (problem, ok bool) {
 	return false, false
 }
 
-// verdict is classify's judgment of one attempt.
-type verdict struct {
-	d Decision
-	// err is the attempt's error as the caller is to see it: its own,
-	// joined with the caller's context's error when the caller gave up.
-	err error
-	// stop is why the Transport will not retry the attempt when it
-	// overrode the classifier (ErrUnsafeRetry); nil otherwise.
-	stop error
-	// shown: the answer to an unsafe keyed request shows that the server
-	// dedupes by the key (showsDedupe), evidence for its route that
-	// observe records.
-	shown bool
-}
-
 // subject is what classify judges the attempts of a call against. Their
 // evidence that the server dedupes goes there too (evidence.go). The loop
 // (transport.go) builds it once per call.
@@ -579,22 +564,22 @@ type subject struct {
 	ev     *evidence     // the host's
 }
 
-// classify returns the decision of cfg's Classifier on a, an attempt of s.
-// It adds what the Transport knows better than any classifier:
+// classify returns the decision of cfg's Classifier on a, an attempt of s,
+// and a's replay headers (read once for a keyed answer). It adds what the
+// Transport knows better than any classifier:
 //
 //   - a cancelled caller is terminal;
 //   - no response is no success;
-//   - a write that got no answer of its own may have been applied;
-//   - an unsafe request that may have been applied is not retried without
-//     evidence that the server dedupes it (subject.refusesRetry).
+//   - a write that got no answer of its own may have been applied.
 //
-// It changes nothing: the verdict says it all.
-func classify(cfg *config, a *attempt, s *subject) verdict {
+// It is the decision's first step (decide.go); the unsafe-retry guard
+// follows it (call.verdict). It changes nothing: the verdict says it all.
+func classify(cfg *config, a *attempt, s *subject) (verdict, replayHeaders) {
+	var rh replayHeaders
 	if !a.sent {
-		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}
+		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}, rh
 	}
 	v := verdict{err: a.err}
-	var rh replayHeaders
 	if s.key != "" && a.resp != nil {
 		rh = replayHeadersOf(a.resp.Header)
 	}
@@ -623,14 +608,7 @@ func classify(cfg *config, a *attempt, s *subject) verdict {
 	if (a.err != nil && a.writes.any && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && v.d.Action != Success && a.writes.again) {
 		v.d.Unknown = true
 	}
-	if s.guarded() {
-		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, cfg.keyHeader, s.key, v.d)
-		if s.refusesRetry(a, v.d, v.shown) {
-			v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
-			v.stop = ErrUnsafeRetry
-		}
-	}
-	return v
+	return v, rh
 }
 
 // terminal returns d made terminal, and ambiguous too if ambiguous.

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestClassifyWritesNothing: classify's verdict says everything it found
+// TestClassifyWritesNothing: the verdict (call.verdict: classify, then the
+// unsafe-retry guard) says everything it found
 // (the decision, the error as the caller is to see it, why the Transport
 // will not retry, whether the answer shows the server dedupes), and it
 // changes nothing: not the attempt, nor anything it points to (the request,
@@ -55,7 +56,7 @@ func TestClassifyWritesNothing(t *testing.T) {
 			}
 			before := deepState(&a, &c.subject)
 
-			v := classify(&tr.cfg, &a, &c.subject)
+			v := c.verdict(&a)
 
 			assert.Equal(t, before, deepState(&a, &c.subject), "the attempt, what it points to and the subject are unchanged")
 			assert.Equal(t, tt.action, v.d.Action)

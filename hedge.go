@@ -209,3 +209,164 @@ func (hg *hedging) after(hist *latencies) time.Duration {
 func shed(a *attempt, d Decision) bool {
 	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
 }
+
+// hedgeDelay returns how long to wait before hedging the call's next
+// attempt, having sent hedges so far. It returns 0 if the attempt is not to
+// be hedged.
+func (c *call) hedgeDelay(hedges int) time.Duration {
+	hg := c.t.cfg.hedge
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
+		return 0
+	}
+	return hg.after(c.h.latency.hist)
+}
+
+// hedged sends attempt n, the i-th of the call, admitted by res, as a
+// hedged round. While no definitive answer has come, it sends up to budget
+// hedges, numbered n+1, n+2…. Each goes delay after the previous copy.
+// Each copy runs in its own goroutine with its own context, a child of the
+// caller's. hedged returns the answer that ends the round, its verdict and
+// the number of hedges sent. In order, as each copy answers:
+//
+//   - a hedge whose body could not be rewound never left: it gives back
+//     what it took (withdraw), and the copies in flight go on;
+//   - the copy is settled (settle), racing the copies still in flight;
+//   - the first definitive answer wins: the other copies are cancelled,
+//     waited for and settled as losers, their answers discarded;
+//   - a retryable answer, or a server's refusal (a 5xx or 429 it says not
+//     to retry, such as pushback) while another copy is in flight, is
+//     discarded and the round waits for the other copy;
+//   - the last copy's answer ends the round when every copy failed and the
+//     timer has not sent another.
+//
+// Every goroutine of the round has ended when hedged returns. The winner's
+// context is cancelled when its body is closed.
+func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
+	round := newHedgeRound(1+budget, delay)
+	c.launch(round, *res, i, n, false, res.delay)
+	round.arm()
+	defer round.end()
+	sent := 0
+	var (
+		last  attempt
+		lastV verdict
+	)
+	for round.inflight > 0 {
+		got, tick := round.next()
+		if tick {
+			if c.hedge(round, i+sent+1, n+sent+1, delay) {
+				sent++
+				if sent < budget {
+					round.arm()
+				}
+			} // else not sent; the copies in flight go on
+			continue
+		}
+		cp, a := &round.copies[got.k], got.a
+		if !a.sent && round.inflight > 0 {
+			c.withdraw(cp)
+			last, lastV = a, verdict{}
+			continue
+		}
+		ro := alone
+		if round.inflight > 0 {
+			ro = racing
+		}
+		v := c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, round)
+		if wins(ro, &a, v) {
+			c.keepCopy(&a, cp.cancel)
+			return a, v, sent
+		}
+		if round.inflight > 0 {
+			if a.resp != nil {
+				discard(a.resp)
+			}
+			cp.cancel()
+		} else {
+			c.keepCopy(&a, cp.cancel)
+		}
+		last, lastV = a, v
+	}
+	return last, lastV, sent
+}
+
+// wins reports whether copy a of a hedged round, in role ro, decided v,
+// ends the round: a definitive answer, and not a server's refusal while
+// another copy is in flight. A server's refusal (a 5xx or 429 it will not
+// have us retry, pushback above all) to one copy says nothing of the copy
+// it is still serving. A hedge is a retry to the server, the first to be
+// shed.
+func wins(ro role, a *attempt, v verdict) bool {
+	return v.d.Action != Retry && !(ro == racing && shed(a, v.d))
+}
+
+// launch sends copy n of a hedged round, the i-th of the call, admitted by
+// res. The copy runs in a goroutine and a context of its own.
+func (c *call) launch(round *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, newSender(c.t, c.req, &c.op), c.op.try(ctx, i, n, res.at, nil))
+}
+
+// hedge sends hedge n, the i-th attempt of the call, of round. It goes
+// delay after the copy before it, if attempts are left and the gate admits
+// it.
+func (c *call) hedge(round *hedgeRound, i, n int, delay time.Duration) bool {
+	if c.led.attempts+round.inflight >= c.t.cfg.maxAttempts {
+		return false
+	}
+	res, err := c.h.reserveHedge(&c.applicant, c.t.cfg.now())
+	if err != nil {
+		return false
+	}
+	c.launch(round, res, i, n, true, delay)
+	c.led.hedgeSent(n, delay)
+	return true
+}
+
+// withdraw gives back what copy cp took: it never left (its body could
+// not be rewound), and is not counted.
+func (c *call) withdraw(cp *hedgeCopy) {
+	cp.res.cancel()
+	cp.cancel()
+	c.led.hedgeWithdrawn(cp.n)
+}
+
+// keepCopy ties the copy's context to what the caller gets: cancelled when
+// the response body is closed, at once when there is no response.
+func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
+	if a.resp == nil {
+		cancel()
+		return
+	}
+	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+}
+
+// settleLosers cancels the copies of round still in flight once another
+// has won. It waits for each and settles it as a loser. A copy cancelled
+// because another answered is CategoryCanceled, neutral for the host. An
+// answer that came anyway is discarded. Its failure counts against the
+// host; its healthy answer earns no token.
+func (c *call) settleLosers(round *hedgeRound) {
+	round.cancelRest()
+	for round.inflight > 0 {
+		got := round.result()
+		cp, a := &round.copies[got.k], got.a
+		if !a.sent {
+			c.withdraw(cp)
+			continue
+		}
+		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil)
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+	}
+}
+
+// cut records, for the hedge delay's quantile, how long a loser cut short
+// without an answer had taken: a lower bound of its latency.
+func (l *latency) cut(a *attempt) {
+	if l.hist != nil && a.sent {
+		l.hist.record(a.took)
+	}
+}

@@ -5,15 +5,6 @@ import (
 	"time"
 )
 
-// settle settles attempt a, admitted by res, that waited wait: judge
-// classifies it, releases res and has the host observe it, then the
-// ledger notes it.
-func (c *call) settle(a *attempt, res *reservation, wait time.Duration) verdict {
-	v := c.judge(a, res, alone)
-	c.led.note(a, v.d, wait, false)
-	return v
-}
-
 // role is what else is in flight when an attempt is settled: a hedged
 // round's copies (hedge.go) credit the host less than an attempt alone.
 type role uint8
@@ -24,41 +15,57 @@ const (
 	loser              // another copy won: this one is cut short
 )
 
-// judge is settling's first part. classify judges attempt a. Its
-// reservation res is released with what a says of the host, cancelled if
-// a never left. The host observes a.
+// settle is the one settle step of every attempt: the loop's, a hedged
+// round's copy (racing, or alone once the others have ended) and a loser.
+// a was admitted by res and sent after wait; hedge says it was a hedge. In
+// order:
 //
-// r lowers the credit of a hedged round's copies. A loser earns no token;
-// the round's one healthy answer does, so hedges cannot pay for
+//  1. a plain success that ends an unobserved call (call.succeeded);
+//  2. a loser cut short without an answer: cancelled, not classified;
+//  3. the verdict (decide.go: classify, then the unsafe-retry guard);
+//  4. res released with what a says of the host, the host observes a;
+//  5. for a copy that wins round (nil outside a hedged round), its
+//     losers settled first, so that the Report lists them before it;
+//  6. the ledger notes a.
+//
+// ro lowers the credit of a hedged round's copies. A loser earns no
+// token; the round's one healthy answer does, so hedges cannot pay for
 // themselves. A copy the server sheds (pushback) while another is in
-// flight says nothing of the host. A loser cut short without an answer is
-// not classified: it is cancelled. Its time until then counts for the
-// host's quantile, as a lower bound of what it would have taken. So the
-// slow answers hedging cuts short are not forgotten.
-func (c *call) judge(a *attempt, res *reservation, r role) verdict {
-	if r == loser && a.resp == nil {
-		res.release(&c.applicant, healthNeutral)
-		if c.h.latency.hist != nil && a.sent {
-			c.h.latency.hist.record(a.took)
-		}
-		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+// flight says nothing of the host. A loser cut short without an answer
+// counts its time until then for the host's quantile, as a lower bound of
+// what it would have taken. So the slow answers hedging cuts short are
+// not forgotten.
+func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, round *hedgeRound) verdict {
+	if c.quick && res.first && plainSuccess(a.resp, a.err) {
+		return c.succeeded(a, res)
 	}
-	v := classify(&c.t.cfg, a, &c.subject)
-	a.err = v.err
-	if !a.sent {
-		res.cancel()
+	if ro == loser && a.resp == nil {
+		res.release(&c.applicant, healthNeutral)
+		c.h.latency.cut(a)
+		v := verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+		c.led.note(a, v.d, wait, hedge)
 		return v
 	}
-	hl := healthOf(a.resp, a.err, v.d)
-	switch {
-	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
-		hl = healthNeutral
+	v := c.verdict(a)
+	a.err = v.err
+	if a.sent {
+		hl := healthOf(a.resp, a.err, v.d)
+		switch {
+		case ro == loser && hl == healthOK, ro == racing && v.d.Pushback && shed(a, v.d):
+			hl = healthNeutral
+		}
+		res.release(&c.applicant, hl)
+		if !res.retry && hl != healthNeutral {
+			c.h.pauses.firsts.note(a.end, hl == healthOK)
+		}
+		c.observe(a, v)
+	} else {
+		res.cancel()
 	}
-	res.release(&c.applicant, hl)
-	if !res.retry && hl != healthNeutral {
-		c.h.pauses.firsts.note(a.end, hl == healthOK)
+	if round != nil && wins(ro, a, v) {
+		c.settleLosers(round)
 	}
-	c.observe(a, v)
+	c.led.note(a, v.d, wait, hedge)
 	return v
 }
 
@@ -118,8 +125,8 @@ func (c *call) unobserved() bool {
 // subject.noteShown records it, as observe would; an own key needs no
 // evidence. The attempt is counted, for the recent attempts of an own key.
 // The resends count, which only a Report or an Event would show, is not
-// kept.
-func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
+// kept. The verdict says the call is done: a's response is the caller's.
+func (c *call) succeeded(a *attempt, res *reservation) verdict {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	if !res.retry {
@@ -131,5 +138,5 @@ func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
 		c.subject.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
-	return a.resp
+	return verdict{d: Decision{Action: Success}, done: true}
 }
