@@ -141,16 +141,23 @@ const (
 	stripeTypeIdempotency = "idempotency_error"      // the key was used with other parameters
 )
 
-// DefaultClassifier implements this classification table:
+// DefaultClassifier implements this classification table. Its middle
+// column is what the Transport does. "Unsafe" is a keyed request whose
+// method is not idempotent (POST, PATCH). Its answers below marked "keyed
+// unsafe: with evidence" are Retry decisions, which the Transport carries
+// out only with evidence that the server dedupes by the key (the unsafe-retry guard;
+// see "Unsafe requests" in the package documentation). Without it, the
+// answer is returned as a bare client would get it, with ErrUnsafeRetry.
 //
 //	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
 //	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
-//	reset, EOF, timeout after send        retry if the method is idempotent or keyed    DEPENDENCY.timeout / TRANSIENT
-//	408, 425                              retry                                         DEPENDENCY.timeout
+//	reset, EOF, timeout after send        retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.timeout / TRANSIENT
+//	408, 425                              retry; keyed unsafe: with evidence            DEPENDENCY.timeout
 //	429                                   retry, Retry-After or RateLimit delay         RATE_LIMIT.exceeded
-//	500                                   retry if idempotent or keyed                  TRANSIENT
-//	502, 503, 504                         retry if idempotent or keyed (503 always)     DEPENDENCY.unavailable / .timeout
-//	other 5xx except 501, 505             retry if idempotent or keyed                  TRANSIENT
+//	500                                   retry if idempotent; keyed unsafe: with evidence  TRANSIENT
+//	502, 504                              retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.unavailable / .timeout
+//	503                                   retry; keyed unsafe: with evidence            DEPENDENCY.unavailable
+//	other 5xx except 501, 505             retry if idempotent; keyed unsafe: with evidence  TRANSIENT
 //	keyed 409, "in progress" answer       retry after Retry-After, else backoff         CONFLICT.in_progress
 //	keyed 409, no answer, Retry-After     retry after Retry-After (as in progress)      CONFLICT.in_progress
 //	keyed 400/409/422, "mismatch" answer  terminal                                      CONFLICT.idempotency.payload_mismatch
@@ -160,6 +167,12 @@ const (
 //	the client's own limits (see below)   terminal                                      TERMINAL
 //	context canceled                      terminal                                      CANCELED
 //	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
+//
+// An unkeyed request of an unsafe method is retried after a failed dial,
+// a 408, 425, 429 or 503 (a 503 is shed before processing, by
+// convention). Its other 5xx and errors after sending are terminal, as for
+// a bare client. A keyed unsafe request needs no evidence when the failure
+// proves it was not applied: a failed dial, nothing written, a 429.
 //
 // The idempotency answers are recognised by status, by whether the request
 // carried a key, and by the structured members of a JSON body. They are
