@@ -164,6 +164,22 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 	return r.spend(g, now)
 }
 
+// reserveOuterRetry admits into r, at now, the attempt of g, an outer loop's
+// retry, or refuses it. It applies the gate's policies for a retry, but not
+// the waits: the loop waited as it chose.
+func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
+	if h.pauses.pushedBack(now) {
+		return ErrPushback
+	}
+	if !g.fits(now, g.expectedLatency(h)) {
+		return ErrDelayTooLong
+	}
+	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+		return ErrCircuitOpen
+	}
+	return r.spend(g, now)
+}
+
 // reset makes r a new reservation at now to h. It is of a retry (attempt
 // n > 0 of the operation) if retry. It is of the first attempt of this
 // RoundTrip call if first, of a redirect hop if hop. reserve sets its

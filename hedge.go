@@ -204,12 +204,6 @@ func (hg *hedging) after(hist *latencies) time.Duration {
 	return hg.delay
 }
 
-// shed reports whether attempt a, decided d, is a server's refusal: a 5xx
-// or 429 it says not to retry.
-func shed(a *attempt, d Decision) bool {
-	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
-}
-
 // hedgeDelay returns how long to wait before hedging the call's next
 // attempt, having sent hedges so far. It returns 0 if the attempt is not to
 // be hedged.
@@ -272,7 +266,13 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		if round.inflight > 0 {
 			ro = racing
 		}
-		v := c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, round)
+		// A winning copy has the others settled as losers before the
+		// ledger notes it, so that the Report lists them first.
+		v := c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, func(v verdict) {
+			if wins(ro, &a, v) {
+				c.settleLosers(round)
+			}
+		})
 		if wins(ro, &a, v) {
 			c.keepCopy(&a, cp.cancel)
 			return a, v, sent
@@ -360,13 +360,5 @@ func (c *call) settleLosers(round *hedgeRound) {
 			discard(a.resp)
 		}
 		cp.cancel()
-	}
-}
-
-// cut records, for the hedge delay's quantile, how long a loser cut short
-// without an answer had taken: a lower bound of its latency.
-func (l *latency) cut(a *attempt) {
-	if l.hist != nil && a.sent {
-		l.hist.record(a.took)
 	}
 }

@@ -24,8 +24,8 @@ const (
 //  2. a loser cut short without an answer: cancelled, not classified;
 //  3. the verdict (decide.go: classify, then the unsafe-retry guard);
 //  4. res released with what a says of the host, the host observes a;
-//  5. for a copy that wins round (nil outside a hedged round), its
-//     losers settled first, so that the Report lists them before it;
+//  5. before, if not nil, given the verdict (a hedged round settles its
+//     losers then, when a wins);
 //  6. the ledger notes a.
 //
 // ro lowers the credit of a hedged round's copies. A loser earns no
@@ -35,7 +35,7 @@ const (
 // counts its time until then for the host's quantile, as a lower bound of
 // what it would have taken. So the slow answers hedging cuts short are
 // not forgotten.
-func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, round *hedgeRound) verdict {
+func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict)) verdict {
 	if c.quick && res.first && plainSuccess(a.resp, a.err) {
 		return c.succeeded(a, res)
 	}
@@ -62,8 +62,8 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 	} else {
 		res.cancel()
 	}
-	if round != nil && wins(ro, a, v) {
-		c.settleLosers(round)
+	if before != nil {
+		before(v)
 	}
 	c.led.note(a, v.d, wait, hedge)
 	return v
@@ -139,4 +139,18 @@ func (c *call) succeeded(a *attempt, res *reservation) verdict {
 	}
 	c.op.body.close()
 	return verdict{d: Decision{Action: Success}, done: true}
+}
+
+// shed reports whether attempt a, decided d, is a server's refusal: a 5xx
+// or 429 it says not to retry.
+func shed(a *attempt, d Decision) bool {
+	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
+}
+
+// cut records, for the hedge delay's quantile, how long a loser cut short
+// without an answer had taken: a lower bound of its latency.
+func (l *latency) cut(a *attempt) {
+	if l.hist != nil && a.sent {
+		l.hist.record(a.took)
+	}
 }
