@@ -559,26 +559,9 @@ func jsonMediaType(ct string) (problem, ok bool) {
 	return false, false
 }
 
-// subject is what classify judges the attempts of a call against. Their
-// evidence that the server dedupes goes there too (evidence.go). The loop
-// (transport.go) builds it once per call.
-type subject struct {
-	// ctx is the caller's: an attempt that failed once it ended is the
-	// caller giving up.
-	ctx context.Context
-	key string // the operation's key, "" if none
-	// unsafe: the request is keyed and its method is not idempotent. Its
-	// answers may show that the server dedupes. A retry after it may have
-	// been applied needs evidence that it does.
-	unsafe bool
-	own    bool          // the key is the application's (operation.own)
-	cfg    *config       // for the declared servers (WithDedupingServer)
-	req    *http.Request // the caller's: its route, looked up only when needed
-	ev     *evidence     // the host's
-}
-
-// classify returns the decision of cfg's Classifier on a, an attempt of s,
-// and a's replay headers (read once for a keyed answer). It adds what the
+// classify returns the decision of cfg's Classifier on a, an attempt of a
+// call in ctx (the caller's) keyed with key ("" if none), and a's replay
+// headers (read once for a keyed answer). It adds what the
 // Transport knows better than any classifier:
 //
 //   - a cancelled caller is terminal;
@@ -587,13 +570,13 @@ type subject struct {
 //
 // It is the decision's first step (decide.go); the unsafe-retry guard
 // follows it (call.verdict). It changes nothing: the verdict says it all.
-func classify(cfg *config, a *attempt, s *subject) (verdict, replayHeaders) {
+func classify(cfg *config, a *attempt, ctx context.Context, key string) (verdict, replayHeaders) {
 	var rh replayHeaders
 	if !a.sent {
 		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}, rh
 	}
 	v := verdict{err: a.err}
-	if s.key != "" && a.resp != nil {
+	if key != "" && a.resp != nil {
 		rh = replayHeadersOf(a.resp.Header)
 	}
 	switch {
@@ -601,12 +584,12 @@ func classify(cfg *config, a *attempt, s *subject) (verdict, replayHeaders) {
 		// DefaultClassifier's first case (success), without building
 		// its Outcome.
 		v.d = Decision{Action: Success, Replayed: rh.replay()}
-	case a.err != nil && s.ctx.Err() != nil:
+	case a.err != nil && ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
-		v.err = withCause(s.ctx.Err(), a.err)
+		v.err = withCause(ctx.Err(), a.err)
 		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
-		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: s.key != "", Now: a.end})
+		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: a.end})
 	}
 	if a.err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it

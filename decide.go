@@ -52,17 +52,17 @@ type verdict struct {
 // verdict returns the verdict on attempt a of c: decision steps 1 and 2.
 // It changes nothing: the verdict says it all.
 func (c *call) verdict(a *attempt) verdict {
-	s := &c.subject
-	v, rh := classify(&c.t.cfg, a, s) // 1. classify
-	if !a.sent || !s.unsafe {
+	op := &c.op
+	v, rh := classify(&c.t.cfg, a, c.ctx, op.key) // 1. classify
+	if !a.sent || !op.unsafe {
 		return v
 	}
 	// 2. the unsafe-retry guard. Three things show that the server
 	// dedupes: this answer (shown), the application vouching for it, or
 	// an earlier answer on a's route. The evidence of earlier answers is
 	// looked up only for a retry.
-	v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.t.cfg.keyHeader, s.key, v.d)
-	if !v.shown && v.d.Action == Retry && !notApplied(a) && !s.vouched() && !s.ev.has(routeOf(s.req), a.end) {
+	v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.t.cfg.keyHeader, op.key, v.d)
+	if !v.shown && v.d.Action == Retry && !notApplied(a) && !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end) {
 		v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
 		v.stop = ErrUnsafeRetry
 	}
@@ -118,20 +118,20 @@ func notApplied(a *attempt) bool {
 	return a.resp != nil && a.resp.StatusCode == http.StatusTooManyRequests
 }
 
-// vouched reports whether the application vouches that s's server
+// vouched reports whether the application vouches that c's server
 // dedupes by the key: the key is its own, or it declared the server
 // (WithDedupingServer). Asked only after the cheaper questions: a success
 // needs it only when its answer showed that the server dedupes.
-func (s *subject) vouched() bool {
-	return s.own || s.cfg.declaredDeduping(s.req)
+func (c *call) vouched() bool {
+	return c.op.own || c.t.cfg.declaredDeduping(c.req)
 }
 
-// noteShown records, as evidence for s's route at end, that an answer to
-// s, an unsafe request, showed that the server dedupes by its key, unless
-// the application vouches for the server anyway (subject.vouched).
-// Evidence is recorded from any answer, a success included.
-func (s *subject) noteShown(end time.Time) {
-	if !s.vouched() {
-		s.ev.note(routeOf(s.req), end)
+// noteShown records, as evidence for c's route at end, that an answer to
+// c, an unsafe request, showed that the server dedupes by its key, unless
+// the application vouches for the server anyway (call.vouched). Evidence
+// is recorded from any answer, a success included.
+func (c *call) noteShown(end time.Time) {
+	if !c.vouched() {
+		c.h.evidence.note(routeOf(c.req), end)
 	}
 }

@@ -88,7 +88,7 @@ func (c *call) observe(a *attempt, v verdict) {
 		c.h.latency.observe(a.took)
 	}
 	if v.shown {
-		c.subject.noteShown(a.end)
+		c.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
 		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
@@ -122,7 +122,7 @@ func (c *call) unobserved() bool {
 // builds no Decision, Report or Events. The classifier's answer is a
 // success. The host hears a healthy answer and its latency. The answer to
 // a minted key on an unsafe request may show that the server dedupes.
-// subject.noteShown records it, as observe would; an own key needs no
+// call.noteShown records it, as observe would; an own key needs no
 // evidence. The attempt is counted, for the recent attempts of an own key.
 // The resends count, which only a Report or an Event would show, is not
 // kept. The verdict says the call is done: a's response is the caller's.
@@ -133,9 +133,9 @@ func (c *call) succeeded(a *attempt, res *reservation) verdict {
 		c.h.pauses.firsts.note(a.end, true)
 	}
 	c.led.attempts++
-	if c.subject.unsafe && !c.op.own &&
+	if c.op.unsafe && !c.op.own &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
-		c.subject.noteShown(a.end) // all the guard does on a success
+		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
 	return verdict{d: Decision{Action: Success}, done: true}

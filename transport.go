@@ -76,7 +76,7 @@ func (t *Transport) CloseIdleConnections() {
 // call is the state of one RoundTrip, one part per step of the loop. It
 // holds the operation (resolved once), the host whose gate admits each
 // attempt, and the ledger. It holds the values the loop builds once for the
-// gate (applicant) and for classify (subject). Each attempt's result lives
+// gate (applicant). Each attempt's result lives
 // in the loop's iteration.
 type call struct {
 	t   *Transport
@@ -91,10 +91,9 @@ type call struct {
 	// loop: what a call without marks holds of a loop (loopsite.go),
 	// nil until it fails or is recognised as a loop's re-send.
 	loop *loopCall
-	// applicant: what the gate knows of c; subject: what classify judges
-	// c's attempts against. Built once c's first attempt is numbered.
+	// applicant: what the gate knows of c, built once c's first attempt
+	// is numbered.
 	applicant applicant
-	subject   subject
 	// quick: nothing observes c (call.unobserved), so a plain success of
 	// its first attempt ends it at once (call.succeeded).
 	quick bool
@@ -136,7 +135,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	var l loop
 	l.base = c.firstNumber(own, now)
 	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
-	c.subject = c.subjectOf()
 	if own || c.outer != nil {
 		c.applicant.lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written
@@ -174,6 +172,10 @@ func (c *call) resolve() error {
 			return c.fail(f.reason, f.cat, f.err)
 		}
 	}
+	// unsafe: a keyed request whose method is not idempotent. Its answers
+	// may show that the server dedupes; its retry after an answer that may
+	// have been applied needs evidence that it does (decide.go).
+	op.unsafe = op.key != "" && !idempotentMethod(c.req.Method)
 	c.led.resolved(op.key, !op.body.replayable())
 	return nil
 }
@@ -220,13 +222,6 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 		}
 	}
 	return base
-}
-
-// subjectOf returns what classify judges c's attempts against, once c's
-// operation is resolved and its host known.
-func (c *call) subjectOf() subject {
-	return subject{ctx: c.ctx, key: c.op.key, unsafe: c.op.key != "" && !idempotentMethod(c.req.Method),
-		own: c.op.own, cfg: &c.t.cfg, req: c.req, ev: &c.h.evidence}
 }
 
 // loop is the state of the retry loop between its steps.
