@@ -44,9 +44,6 @@ type verdict struct {
 	// dedupes by the key (showsDedupe), evidence for its route that
 	// observe records.
 	shown bool
-	// done: the attempt, a plain success, ended the call already
-	// (call.succeeded); its response is the caller's.
-	done bool
 }
 
 // verdict returns the verdict on attempt a of c: decision steps 1 and 2.

@@ -127,21 +127,21 @@ func newHedgeRound(copies int, delay time.Duration) *hedgeRound {
 	return &hedgeRound{results: make(chan hedgeResult, copies), copies: make([]hedgeCopy, 0, copies), delay: delay}
 }
 
-// launch sends copy cp in a goroutine of its own: snd sends t, a try with
-// a context of the copy's own.
-func (r *hedgeRound) launch(cp hedgeCopy, snd sender, t try) {
+// launch sends copy cp in a goroutine of its own: snd sends p, a plan
+// with a context of the copy's own.
+func (r *hedgeRound) launch(cp hedgeCopy, snd sender, p *plan) {
 	k := len(r.copies)
 	r.copies = append(r.copies, cp)
 	job := struct {
 		snd sender
-		t   try
-	}{snd, t} // the goroutine's one allocation
+		p   plan
+	}{snd, *p} // the goroutine's one allocation
 	r.inflight++
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		var a attempt
-		job.snd.send(&a, &job.t)
+		job.snd.send(&a, &job.p)
 		r.results <- hedgeResult{k, a}
 	}()
 }
@@ -268,11 +268,12 @@ func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (
 		}
 		// A winning copy has the others settled as losers before the
 		// ledger notes it, so that the Report lists them first.
-		v := c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, func(v verdict) {
+		var v verdict
+		c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, func(v verdict) {
 			if wins(ro, &a, v) {
 				c.settleLosers(round)
 			}
-		})
+		}, &v)
 		if wins(ro, &a, v) {
 			c.keepCopy(&a, cp.cancel)
 			return a, v, sent
@@ -304,7 +305,9 @@ func wins(ro role, a *attempt, v verdict) bool {
 // res. The copy runs in a goroutine and a context of its own.
 func (c *call) launch(round *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, newSender(c.t, c.req, &c.op), c.op.try(ctx, i, n, res.at, nil))
+	var p plan
+	c.op.plan(&p, ctx, i, n, res.at, nil)
+	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.op.sender(c.t, c.req), &p)
 }
 
 // hedge sends hedge n, the i-th attempt of the call, of round. It goes
@@ -355,7 +358,8 @@ func (c *call) settleLosers(round *hedgeRound) {
 			c.withdraw(cp)
 			continue
 		}
-		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil)
+		var v verdict
+		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil, &v)
 		if a.resp != nil {
 			discard(a.resp)
 		}

@@ -17,7 +17,9 @@ const (
 
 // settle is the one settle step of every attempt: the loop's, a hedged
 // round's copy (racing, or alone once the others have ended) and a loser.
-// a was admitted by res and sent after wait; hedge says it was a hedge. In
+// a was admitted by res and sent after wait; hedge says it was a hedge.
+// Its verdict is written to v, in place; done says that a, a plain
+// success, ended the call already (its response is the caller's). In
 // order:
 //
 //  1. a plain success that ends an unobserved call (call.succeeded);
@@ -35,18 +37,19 @@ const (
 // counts its time until then for the host's quantile, as a lower bound of
 // what it would have taken. So the slow answers hedging cuts short are
 // not forgotten.
-func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict)) verdict {
+func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
 	if c.quick && res.first && plainSuccess(a.resp, a.err) {
-		return c.succeeded(a, res)
+		c.succeeded(a, res)
+		return true
 	}
 	if ro == loser && a.resp == nil {
 		res.release(&c.applicant, healthNeutral)
 		c.h.latency.cut(a)
-		v := verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+		*v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
 		c.led.note(a, v.d, wait, hedge)
-		return v
+		return false
 	}
-	v := c.verdict(a)
+	*v = c.verdict(a)
 	a.err = v.err
 	if a.sent {
 		hl := healthOf(a.resp, a.err, v.d)
@@ -58,15 +61,15 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 		if !res.retry && hl != healthNeutral {
 			c.h.pauses.firsts.note(a.end, hl == healthOK)
 		}
-		c.observe(a, v)
+		c.observe(a, *v)
 	} else {
 		res.cancel()
 	}
 	if before != nil {
-		before(v)
+		before(*v)
 	}
 	c.led.note(a, v.d, wait, hedge)
-	return v
+	return false
 }
 
 // observe tells the host what attempt a showed of it: its latency, a
@@ -125,8 +128,8 @@ func (c *call) unobserved() bool {
 // call.noteShown records it, as observe would; an own key needs no
 // evidence. The attempt is counted, for the recent attempts of an own key.
 // The resends count, which only a Report or an Event would show, is not
-// kept. The verdict says the call is done: a's response is the caller's.
-func (c *call) succeeded(a *attempt, res *reservation) verdict {
+// kept. a's response is the caller's.
+func (c *call) succeeded(a *attempt, res *reservation) {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	if !res.retry {
@@ -138,7 +141,6 @@ func (c *call) succeeded(a *attempt, res *reservation) verdict {
 		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
-	return verdict{d: Decision{Action: Success}, done: true}
 }
 
 // shed reports whether attempt a, decided d, is a server's refusal: a 5xx

@@ -258,9 +258,11 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
 			l.hedges += sent
 		} else {
-			t, snd := c.op.try(c.ctx, i, n, l.res.at, l.prev.resp), newSender(c.t, c.req, &c.op)
-			snd.send(&l.a, &t)
-			if l.v = c.settle(&l.a, &l.res, alone, l.res.delay, false, nil); l.v.done {
+			var p plan
+			c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
+			snd := c.op.sender(c.t, c.req)
+			snd.send(&l.a, &p)
+			if c.settle(&l.a, &l.res, alone, l.res.delay, false, nil, &l.v) {
 				return l.a.resp, nil
 			}
 		}
