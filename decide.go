@@ -66,15 +66,15 @@ func (c *call) verdict(a *attempt) verdict {
 	return v
 }
 
-// decide decides whether c retries after attempt l.a, settled with
-// verdict l.v: decision steps 3 and 4. The retry would be attempt n, the
+// decide decides whether c retries after attempt l.cur, settled with
+// verdict l.curV: decision steps 3 and 4. The retry would be attempt n, the
 // i-th of c. It returns nil when the gate reserved it (l.res, after
 // l.delay), else why not: the verdict's stop (nil for a final answer),
 // a limit's reason, or the gate's (refused).
 func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
-	d := l.v.d
+	d := l.curV.d
 	if d.Action != Retry {
-		return l.v.stop, false // 1–2: final, or the guard's ErrUnsafeRetry
+		return l.curV.stop, false // 1–2: final, or the guard's ErrUnsafeRetry
 	}
 	// 3. the call's limits.
 	cfg := &c.t.cfg

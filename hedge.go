@@ -127,69 +127,69 @@ func newHedgeRound(copies int, delay time.Duration) *hedgeRound {
 	return &hedgeRound{results: make(chan hedgeResult, copies), copies: make([]hedgeCopy, 0, copies), delay: delay}
 }
 
-// launch sends copy cp in a goroutine of its own: snd sends p, a plan
+// launch sends copy cp in a goroutine of its own: s sends p, a plan
 // with a context of the copy's own.
-func (r *hedgeRound) launch(cp hedgeCopy, snd sender, p *plan) {
-	k := len(r.copies)
-	r.copies = append(r.copies, cp)
+func (hr *hedgeRound) launch(cp hedgeCopy, s sender, p *plan) {
+	k := len(hr.copies)
+	hr.copies = append(hr.copies, cp)
 	job := struct {
-		snd sender
-		p   plan
-	}{snd, *p} // the goroutine's one allocation
-	r.inflight++
-	r.wg.Add(1)
+		s sender
+		p plan
+	}{s, *p} // the goroutine's one allocation
+	hr.inflight++
+	hr.wg.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer hr.wg.Done()
 		var a attempt
-		job.snd.send(&a, &job.p)
-		r.results <- hedgeResult{k, a}
+		job.s.send(&a, &job.p)
+		hr.results <- hedgeResult{k, a}
 	}()
 }
 
 // arm starts the timer of the next copy.
-func (r *hedgeRound) arm() {
-	if r.timer == nil {
-		r.timer = time.NewTimer(r.delay)
+func (hr *hedgeRound) arm() {
+	if hr.timer == nil {
+		hr.timer = time.NewTimer(hr.delay)
 	} else {
-		r.timer.Reset(r.delay)
+		hr.timer.Reset(hr.delay)
 	}
-	r.tick = r.timer.C
+	hr.tick = hr.timer.C
 }
 
 // next waits for the timer (tick) or for a copy's result.
-func (r *hedgeRound) next() (res hedgeResult, tick bool) {
+func (hr *hedgeRound) next() (res hedgeResult, tick bool) {
 	select {
-	case <-r.tick:
-		r.tick = nil
+	case <-hr.tick:
+		hr.tick = nil
 		return res, true
-	case res = <-r.results:
-		return r.arrived(res), false
+	case res = <-hr.results:
+		return hr.arrived(res), false
 	}
 }
 
 // result waits for a copy's result.
-func (r *hedgeRound) result() hedgeResult { return r.arrived(<-r.results) }
+func (hr *hedgeRound) result() hedgeResult { return hr.arrived(<-hr.results) }
 
 // arrived counts out the copy whose result res has come.
-func (r *hedgeRound) arrived(res hedgeResult) hedgeResult {
-	r.inflight--
-	r.copies[res.k].done = true
+func (hr *hedgeRound) arrived(res hedgeResult) hedgeResult {
+	hr.inflight--
+	hr.copies[res.k].done = true
 	return res
 }
 
 // cancelRest cancels the copies still in flight.
-func (r *hedgeRound) cancelRest() {
-	for k := range r.copies {
-		if !r.copies[k].done {
-			r.copies[k].cancel()
+func (hr *hedgeRound) cancelRest() {
+	for k := range hr.copies {
+		if !hr.copies[k].done {
+			hr.copies[k].cancel()
 		}
 	}
 }
 
 // end stops the timer and waits for every goroutine of the round.
-func (r *hedgeRound) end() {
-	r.timer.Stop()
-	r.wg.Wait()
+func (hr *hedgeRound) end() {
+	hr.timer.Stop()
+	hr.wg.Wait()
 }
 
 // after returns the hedge delay for a host whose recent latencies are

@@ -38,7 +38,7 @@ const (
 // what it would have taken. So the slow answers hedging cuts short are
 // not forgotten.
 func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
-	if c.quick && res.first && plainSuccess(a.resp, a.err) {
+	if c.endsOnSuccess && res.first && plainSuccess(a.resp, a.err) {
 		c.succeeded(a, res)
 		return true
 	}

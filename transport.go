@@ -94,9 +94,9 @@ type call struct {
 	// applicant: what the gate knows of c, built once c's first attempt
 	// is numbered.
 	applicant applicant
-	// quick: nothing observes c (call.unobserved), so a plain success of
-	// its first attempt ends it at once (call.succeeded).
-	quick bool
+	// endsOnSuccess: nothing observes c (call.unobserved), so a plain
+	// success of its first attempt ends it at once (call.succeeded).
+	endsOnSuccess bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -139,7 +139,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		c.applicant.lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written
 		// this way").
-		defer c.ended(&l.a, l.base, own)
+		defer c.ended(&l.cur, l.base, own)
 	}
 	return c.run(&l, now)
 }
@@ -226,8 +226,8 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 
 // loop is the state of the retry loop between its steps.
 type loop struct {
-	a, prev  attempt // this iteration's attempt, and the one before
-	v, prevV verdict // their verdicts
+	cur, prev   attempt // this iteration's attempt, and the one before
+	curV, prevV verdict // their verdicts
 	res      reservation
 	delay    time.Duration // the backoff before the next attempt
 	base     int           // attempts sent under the key by earlier calls
@@ -241,9 +241,9 @@ type loop struct {
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
 func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
-	c.quick = c.unobserved()
+	c.endsOnSuccess = c.unobserved()
 	if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
-		return c.refuse(&l.a, l.v.d, err, false) // the first attempt refused before any wait
+		return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
 	}
 	for i := 0; ; i++ {
 		n := l.base + i
@@ -252,22 +252,22 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
-			l.prev, l.prevV = l.a, l.v
+			l.prev, l.prevV = l.cur, l.curV
 		}
 		if hd := c.hedgeDelay(l.hedges); hd > 0 {
-			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
+			l.cur, l.curV, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
 			l.hedges += sent
 		} else {
 			var p plan
 			c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
-			snd := c.op.sender(c.t, c.req)
-			snd.send(&l.a, &p)
-			if c.settle(&l.a, &l.res, alone, l.res.delay, false, nil, &l.v) {
-				return l.a.resp, nil
+			s := c.op.sender(c.t, c.req)
+			s.send(&l.cur, &p)
+			if c.settle(&l.cur, &l.res, alone, l.res.delay, false, nil, &l.curV) {
+				return l.cur.resp, nil
 			}
 		}
 		if l.prev.resp != nil {
-			if !l.a.sent {
+			if !l.cur.sent {
 				// The retry never left (its body could not be rewound):
 				// the last answer stands, as the caller would have had it.
 				return c.finish(&l.prev, l.prevV.d, ErrBodyNotReplayable)
@@ -276,9 +276,9 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 		}
 		i += sent // hedges took the attempt numbers after n
 		if stop, refused := c.decide(l, i+1, l.base+i+1); refused {
-			return c.refuse(&l.a, l.v.d, stop, false) // a retry refused before any wait
-		} else if l.v.d.Action != Retry || stop != nil {
-			return c.finish(&l.a, l.v.d, stop)
+			return c.refuse(&l.cur, l.curV.d, stop, false) // a retry refused before any wait
+		} else if l.curV.d.Action != Retry || stop != nil {
+			return c.finish(&l.cur, l.curV.d, stop)
 		}
 	}
 }
@@ -289,18 +289,18 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 // gave up.
 func (c *call) admit(l *loop, i, n int) (end bool, resp *http.Response, err error) {
 	if i > 0 {
-		c.led.retrying(n, &l.a, l.v.d, l.res.delay)
-		if l.a.resp != nil {
-			keep(l.a.resp)
+		c.led.retrying(n, &l.cur, l.curV.d, l.res.delay)
+		if l.cur.resp != nil {
+			keep(l.cur.resp)
 		}
 	}
 	if err := l.res.wait(&c.applicant); err != nil {
-		if l.a.resp != nil && !errors.Is(err, c.ctx.Err()) {
-			resp, err = c.finish(&l.a, l.v.d, err) // the retry was not sent: the last answer stands
+		if l.cur.resp != nil && !errors.Is(err, c.ctx.Err()) {
+			resp, err = c.finish(&l.cur, l.curV.d, err) // the retry was not sent: the last answer stands
 			return true, resp, err
 		}
-		drop(l.a.resp)
-		resp, err = c.refuse(&l.a, l.v.d, err, true)
+		drop(l.cur.resp)
+		resp, err = c.refuse(&l.cur, l.curV.d, err, true)
 		return true, resp, err
 	}
 	return false, nil, nil
