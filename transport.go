@@ -228,10 +228,10 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 type loop struct {
 	cur, prev   attempt // this iteration's attempt, and the one before
 	curV, prevV verdict // their verdicts
-	res      reservation
-	delay    time.Duration // the backoff before the next attempt
-	base     int           // attempts sent under the key by earlier calls
-	hedges   int           // hedges sent so far
+	res         reservation
+	delay       time.Duration // the backoff before the next attempt
+	base        int           // attempts sent under the key by earlier calls
+	hedges      int           // hedges sent so far
 }
 
 // run is the retry loop, from the first attempt, admitted at now. Each
