@@ -50,7 +50,7 @@ type verdict struct {
 // It changes nothing: the verdict says it all.
 func (c *call) verdict(a *attempt) verdict {
 	op := &c.op
-	v, rh := classify(&c.t.cfg, a, c.ctx, op.key) // 1. classify
+	v, rh := classify(c.cfg, a, c.ctx, op.key) // 1. classify
 	if !a.sent || !op.unsafe {
 		return v
 	}
@@ -58,7 +58,7 @@ func (c *call) verdict(a *attempt) verdict {
 	// dedupes: this answer (shown), the application vouching for it, or
 	// an earlier answer on a's route. The evidence of earlier answers is
 	// looked up only for a retry.
-	v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.t.cfg.keyHeader, op.key, v.d)
+	v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
 	if !v.shown && v.d.Action == Retry && !notApplied(a) && !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end) {
 		v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
 		v.stop = ErrUnsafeRetry
@@ -77,7 +77,7 @@ func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
 		return l.curV.stop, false // 1–2: final, or the guard's ErrUnsafeRetry
 	}
 	// 3. the call's limits.
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	switch {
 	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne(), c.deferToSite():
 		return ErrRetriesExhausted, false // a single attempt's: the outer loop retries
@@ -120,7 +120,7 @@ func notApplied(a *attempt) bool {
 // (WithDedupingServer). Asked only after the cheaper questions: a success
 // needs it only when its answer showed that the server dedupes.
 func (c *call) vouched() bool {
-	return c.op.own || c.t.cfg.declaredDeduping(c.req)
+	return c.op.own || c.cfg.declaredDeduping(c.req)
 }
 
 // noteShown records, as evidence for c's route at end, that an answer to

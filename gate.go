@@ -282,7 +282,7 @@ func (r *reservation) wait(g *applicant) error {
 		r.at = g.cfg.now()
 	}
 	if h.breaker != nil {
-		if err := r.allow(g, r.first && g.cfg.breaker.RetriesOnly); err != nil {
+		if err := r.allow(g, r.first && g.cfg.retriesOnlyBreaker()); err != nil {
 			r.cancel()
 			return err
 		}
@@ -382,10 +382,11 @@ func (r *reservation) release(g *applicant, hl health) {
 	if !r.settled() {
 		return
 	}
-	if hl == healthOK && r.h.tokens != nil {
-		r.h.tokens.Earn()
-		if r.h.shares.owing.Load() != 0 {
-			r.h.shares.earn(routeOf(g.req), r.h.tokens.params().refill)
+	h := r.h
+	if hl == healthOK && h.tokens != nil {
+		h.tokens.Earn()
+		if h.shares.owing.Load() != 0 {
+			h.shares.earn(routeOf(g.req), h.tokens.params().refill)
 		}
 	}
 	if r.done != nil {
@@ -397,9 +398,13 @@ func (r *reservation) release(g *applicant, hl health) {
 		default:
 			r.done(errBreakerExcluded)
 		}
-		r.h.dispatchTransitions(g.cfg.observers)
+		h.dispatchTransitions(g.cfg.observers)
 	}
 }
+
+// retriesOnlyBreaker reports whether the host's breaker holds back
+// retries only (BreakerConfig.RetriesOnly).
+func (c *config) retriesOnlyBreaker() bool { return c.breaker.RetriesOnly }
 
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.

@@ -192,12 +192,12 @@ func (hr *hedgeRound) end() {
 	hr.wg.Wait()
 }
 
-// after returns the hedge delay for a host whose recent latencies are
-// hist (nil if it keeps none): the quantile's when the host has enough of
-// them, else the fixed delay.
-func (hg *hedging) after(hist *latencies) time.Duration {
-	if hg.quantile > 0 && hist != nil {
-		if d, ok := hist.quantile(hg.quantile); ok {
+// after returns the hedge delay for a host whose recent latencies are l
+// (l.hist nil if it keeps none): the quantile's when the host has enough
+// of them, else the fixed delay.
+func (hg *hedging) after(l *latency) time.Duration {
+	if hg.quantile > 0 && l.hist != nil {
+		if d, ok := l.hist.quantile(hg.quantile); ok {
 			return d
 		}
 	}
@@ -208,16 +208,16 @@ func (hg *hedging) after(hist *latencies) time.Duration {
 // attempt, having sent hedges so far. It returns 0 if the attempt is not to
 // be hedged.
 func (c *call) hedgeDelay(hedges int) time.Duration {
-	hg := c.t.cfg.hedge
+	hg := c.cfg.hedge
 	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
 		return 0
 	}
-	return hg.after(c.h.latency.hist)
+	return hg.after(&c.h.latency)
 }
 
 // hedged sends attempt n, the i-th of the call, admitted by res, as a
-// hedged round. While no definitive answer has come, it sends up to budget
-// hedges, numbered n+1, n+2…. Each goes delay after the previous copy.
+// hedged round, the call having sent hedges so far. While no definitive
+// answer has come, it sends the hedges left (HedgingConfig.MaxHedges), numbered n+1, n+2…. Each goes delay after the previous copy.
 // Each copy runs in its own goroutine with its own context, a child of the
 // caller's. hedged returns the answer that ends the round, its verdict and
 // the number of hedges sent. In order, as each copy answers:
@@ -235,7 +235,9 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 //
 // Every goroutine of the round has ended when hedged returns. The winner's
 // context is cancelled when its body is closed.
-func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
+func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (attempt, verdict, int) {
+	hg := c.cfg.hedge
+	budget := hg.max - hedges
 	round := newHedgeRound(1+budget, delay)
 	c.launch(round, *res, i, n, false, res.delay)
 	round.arm()
@@ -314,10 +316,10 @@ func (c *call) launch(round *hedgeRound, res reservation, i, n int, hedge bool, 
 // delay after the copy before it, if attempts are left and the gate admits
 // it.
 func (c *call) hedge(round *hedgeRound, i, n int, delay time.Duration) bool {
-	if c.led.attempts+round.inflight >= c.t.cfg.maxAttempts {
+	if c.led.attempts+round.inflight >= c.cfg.maxAttempts {
 		return false
 	}
-	res, err := c.h.reserveHedge(&c.applicant, c.t.cfg.now())
+	res, err := c.h.reserveHedge(&c.applicant, c.cfg.now())
 	if err != nil {
 		return false
 	}

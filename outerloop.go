@@ -68,7 +68,7 @@ func WithOuterRetries(will bool, hosts ...string) Option {
 
 // outerMode returns WithOuterRetries' setting for c's request.
 func (c *call) outerMode() outerMode {
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	if cfg.outerHosts == nil && !outerContexts.Load() {
 		return cfg.outer
 	}

@@ -73,7 +73,8 @@ func (op *operation) plan(p *plan, ctx context.Context, i, n int, start time.Tim
 // its own, so that hedged copies send at once: a pointer to the operation
 // would have the call escape to the heap with the copies' goroutines.
 type sender struct {
-	t     *Transport
+	base  http.RoundTripper // the Transport's
+	cfg   *config           // the Transport's
 	req   *http.Request
 	key   string // the operation's key, "" if none
 	field string // the caller's spelling of the key header, "" if the Transport adds it
@@ -84,7 +85,7 @@ type sender struct {
 // sender returns the sender of op, resolved, for the caller's request
 // req to t.
 func (op *operation) sender(t *Transport, req *http.Request) sender {
-	return sender{t: t, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
+	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
 // send sends attempt p through the base transport. It sends the caller's
@@ -118,10 +119,10 @@ func (s *sender) send(a *attempt, p *plan) {
 		// that its connection is free for it.
 		drop(p.held)
 	}
-	resp, err := s.t.base.RoundTrip(a.req)
+	resp, err := s.base.RoundTrip(a.req)
 	// One monotonic clock read: time.Now reads the wall clock too, which
 	// the end time can take from start.
-	a.sent, a.took = true, s.t.cfg.since(p.start)
+	a.sent, a.took = true, s.cfg.since(p.start)
 	a.end = p.start.Add(a.took)
 	a.resp, a.err = asContract(resp, err)
 	if a.err != nil {
@@ -188,7 +189,7 @@ func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 // attempt headers. It has its own body. cancel, if not nil, ends the
 // attempt's context.
 func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
-	cfg := &s.t.cfg
+	cfg := s.cfg
 	ctx := p.ctx
 	if cfg.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, cfg.attemptTimeout)
@@ -222,7 +223,7 @@ func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, can
 // header of its own. It adds the key header, watched by w (nil for an
 // unkeyed request), and the attempt header.
 func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
-	cfg := &s.t.cfg
+	cfg := s.cfg
 	// A first attempt has no attempt header (absent means 0), unless the
 	// caller's header has one to overwrite.
 	attempt := cfg.attemptHeader != "" && (p.n > 0 || s.attemptSet)

@@ -59,7 +59,7 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 		}
 		res.release(&c.applicant, hl)
 		if !res.retry && hl != healthNeutral {
-			c.h.pauses.firsts.note(a.end, hl == healthOK)
+			c.h.noteFirst(a.end, hl == healthOK)
 		}
 		c.observe(a, *v)
 	} else {
@@ -94,16 +94,16 @@ func (c *call) observe(a *attempt, v verdict) {
 		c.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
-		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
+		c.h.pauses.pushBack(a.end, min(d.Delay, c.cfg.retryAfterMax))
 	}
-	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
+	if a.resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
 	switch a.resp.StatusCode {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		if !c.h.pauses.firsts.healthy(a.end) {
+		if !c.h.firstsHealthy(a.end) {
 			c.h.pauses.pause(a.end, d.Delay, false)
 		}
 	}
@@ -116,7 +116,7 @@ func (c *call) observe(a *attempt, v verdict) {
 // must be no Store record to finish. Such an attempt ends the call
 // (call.succeeded).
 func (c *call) unobserved() bool {
-	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
+	return !c.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.cfg.store == nil)
 }
 
 // succeeded ends c after its first attempt a, a plain success, when
@@ -133,11 +133,11 @@ func (c *call) succeeded(a *attempt, res *reservation) {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	if !res.retry {
-		c.h.pauses.firsts.note(a.end, true)
+		c.h.noteFirst(a.end, true)
 	}
 	c.led.attempts++
 	if c.op.unsafe && !c.op.own &&
-		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
+		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
 		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
@@ -156,3 +156,11 @@ func (l *latency) cut(a *attempt) {
 		l.hist.record(a.took)
 	}
 }
+
+// noteFirst notes a first attempt's answer to h at end, healthy if ok, in
+// the window of the host's recent first attempts (firsts.go).
+func (h *hostState) noteFirst(end time.Time, ok bool) { h.pauses.firsts.note(end, ok) }
+
+// firstsHealthy reports whether h's recent first attempts say it is
+// healthy at now (firsts.go).
+func (h *hostState) firstsHealthy(now time.Time) bool { return h.pauses.firsts.healthy(now) }

@@ -65,6 +65,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	return t
 }
 
+// loopsKnown reports whether t remembers a failure of a call without
+// marks, or a call site that loops (loopsite.go).
+func (t *Transport) loopsKnown() bool { return t.loops.n.Load() != 0 }
+
 // CloseIdleConnections closes idle connections of the base transport, if it
 // supports it (http.Client.CloseIdleConnections calls it).
 func (t *Transport) CloseIdleConnections() {
@@ -80,6 +84,7 @@ func (t *Transport) CloseIdleConnections() {
 // in the loop's iteration.
 type call struct {
 	t   *Transport
+	cfg *config // t's
 	req *http.Request
 	ctx context.Context
 	op  operation
@@ -117,7 +122,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	c := &call{t: t, req: req, ctx: req.Context()}
+	c := &call{t: t, cfg: &t.cfg, req: req, ctx: req.Context()}
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
@@ -149,7 +154,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // nothing was sent and the caller's body is closed; the error is the
 // ledger's.
 func (c *call) resolve() error {
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	op := &c.op
 	op.name, _ = operationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
@@ -158,7 +163,7 @@ func (c *call) resolve() error {
 	// it is not claimed again.
 	claims := op.name != "" && cfg.store != nil && !op.hop
 	var scan *call // the call to scan for a loop's re-send without marks (loopsite.go)
-	if c.t.loops.n.Load() != 0 && !op.hop && c.outerMode() == outerAuto {
+	if c.t.loopsKnown() && !op.hop && c.outerMode() == outerAuto {
 		scan = c
 	}
 	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims, scan)
@@ -210,7 +215,7 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 	if own {
 		base = c.t.recent.attempts(c.op.key, now)
 	}
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	if c.outer != nil || base > 0 || cfg.outer == outerAlways || cfg.outerHosts != nil || outerContexts.Load() {
 		mode := c.outerMode()
 		if c.loop != nil {
@@ -255,7 +260,7 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 			l.prev, l.prevV = l.cur, l.curV
 		}
 		if hd := c.hedgeDelay(l.hedges); hd > 0 {
-			l.cur, l.curV, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
+			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
 			var p plan
@@ -277,8 +282,8 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 		i += sent // hedges took the attempt numbers after n
 		if stop, refused := c.decide(l, i+1, l.base+i+1); refused {
 			return c.refuse(&l.cur, l.curV.d, stop, false) // a retry refused before any wait
-		} else if l.curV.d.Action != Retry || stop != nil {
-			return c.finish(&l.cur, l.curV.d, stop)
+		} else if d := l.curV.d; d.Action != Retry || stop != nil {
+			return c.finish(&l.cur, d, stop)
 		}
 	}
 }
@@ -314,7 +319,7 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	if d.Action == Retry || stop == ErrUnsafeRetry {
 		c.failedRetryably(stop != ErrBodyNotReplayable) // loopsite.go: a loop may send it again
 	}
-	if c.t.cfg.store != nil {
+	if c.cfg.store != nil {
 		c.record(c.led.definitive(a, d))
 	}
 	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
@@ -349,7 +354,7 @@ func (c *call) stopped(reason error) error {
 // record tells the Store how c's operation ended (operation.record); the
 // observers hear of a Store's error.
 func (c *call) record(definitive bool) {
-	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
+	if err := c.op.record(c.cfg, c.ctx, definitive, c.led.attempts); err != nil {
 		c.led.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: err})
 	}
 }
@@ -371,7 +376,7 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 		resp, err = c.finish(a, d, reason)
 	}
 	if err != nil && c.outer.refuses() {
-		if r := refusalResponse(c.req, err, c.t.cfg.now()); r != nil {
+		if r := refusalResponse(c.req, err, c.cfg.now()); r != nil {
 			return r, nil
 		}
 	}
@@ -385,7 +390,7 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 // a retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *attempt, base int, own bool) {
 	if own {
-		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.now())
 	}
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)

@@ -3,8 +3,10 @@
 // method declared in the other. A pair that calls each other both ways is
 // listed with the call sites of each way: the calls that run back up. With
 // -files, only the pairs where both files are in the comma-separated list.
+// With -chains, it lists instead the chains of three field selections or
+// more (c.t.cfg.hedge: t, cfg and hedge are fields) in those files.
 //
-//	go run ./scripts/calls [-files a.go,b.go] [-all] [DIR]
+//	go run ./scripts/calls [-files a.go,b.go] [-all] [-chains] [DIR]
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 func main() {
 	only := flag.String("files", "", "comma-separated file names: only the pairs among them")
 	all := flag.Bool("all", false, "list every pair, not only those that call both ways")
+	chains := flag.Bool("chains", false, "list the chains of three field selections or more")
 	flag.Parse()
 	dir := "."
 	if flag.NArg() > 0 {
@@ -41,7 +44,7 @@ func main() {
 			files = append(files, f)
 		}
 	}
-	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
 	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
 	pkg, err := conf.Check("root", fset, files, info)
 	if err != nil {
@@ -53,6 +56,10 @@ func main() {
 		if f != "" {
 			keep[f] = true
 		}
+	}
+	if *chains {
+		listChains(fset, files, info, keep)
+		return
 	}
 	type pair struct{ from, to string }
 	edges := map[pair]int{}
@@ -111,4 +118,49 @@ func main() {
 		}
 	}
 	fmt.Printf("pairs: %d, calling both ways: %d, calls that run back up (the smaller way of each): %d\n", len(pairs), both, back)
+}
+
+// listChains prints each selector chain of three field selections or more
+// in files (those in keep, if any), the longest of each chain only.
+func listChains(fset *token.FileSet, files []*ast.File, info *types.Info, keep map[string]bool) {
+	depth := func(e ast.Expr) int {
+		n := 0
+		for {
+			sel, ok := e.(*ast.SelectorExpr)
+			if !ok {
+				return n
+			}
+			s := info.Selections[sel]
+			if s == nil || s.Kind() != types.FieldVal {
+				return n
+			}
+			n += len(s.Index()) // an embedded field's selection counts each step
+			e = sel.X
+		}
+	}
+	total := 0
+	for _, f := range files {
+		name := filepath.Base(fset.Position(f.Pos()).Filename)
+		if len(keep) > 0 && !keep[name] {
+			continue
+		}
+		inner := map[ast.Expr]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || inner[sel] {
+				return true
+			}
+			inner[sel.X] = true
+			x := ast.Expr(sel)
+			if s := info.Selections[sel]; s != nil && s.Kind() != types.FieldVal {
+				x = sel.X // a method call on a chain: the chain is its receiver
+			}
+			if depth(x) >= 3 {
+				total++
+				fmt.Printf("%s: %s\n", fset.Position(sel.Pos()), types.ExprString(x))
+			}
+			return true
+		})
+	}
+	fmt.Printf("chains of three field selections or more: %d\n", total)
 }
