@@ -57,12 +57,14 @@ type plan struct {
 	rewind func() (io.ReadCloser, error)
 }
 
-// plan fills p with what attempt n, the i-th of op's call, admitted at
-// start, is sent with: op hands over its body for it. p is filled in
-// place: a returned plan would be copied.
+// plan fills p, a new plan, with what attempt n, the i-th of op's call,
+// admitted at start, is sent with: op hands over its body for it. p is
+// filled in place: a returned plan would be copied.
 func (op *operation) plan(p *plan, ctx context.Context, i, n int, start time.Time, held *http.Response) {
-	body, err := op.body.body(i)
-	*p = plan{ctx: ctx, i: i, n: n, body: body, bodyErr: err, start: start, held: held}
+	// Field by field: p is zero (a new plan), and a composite literal
+	// would be built aside and copied.
+	p.body, p.bodyErr = op.body.body(i)
+	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
 	if i > 0 || !op.asIs {
 		p.rewind = op.body.rewind()
 	}
