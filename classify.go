@@ -143,11 +143,12 @@ const (
 
 // DefaultClassifier implements this classification table. Its middle
 // column is what the Transport does. "Unsafe" is a keyed request whose
-// method is not idempotent (POST, PATCH). Its answers below marked "keyed
-// unsafe: with evidence" are Retry decisions, which the Transport carries
-// out only with evidence that the server dedupes by the key (the unsafe-retry guard;
-// see "Unsafe requests" in the package documentation). Without it, the
-// answer is returned as a bare client would get it, with ErrUnsafeRetry.
+// method is not idempotent (POST, PATCH). The answers marked "keyed
+// unsafe: with evidence" are Retry decisions. The Transport carries them
+// out only with evidence that the server dedupes by the key: the
+// unsafe-retry guard (see "Unsafe requests" in the package documentation).
+// Without it, the answer is returned as a bare client would get it, with
+// ErrUnsafeRetry.
 //
 //	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
 //	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
@@ -560,8 +561,8 @@ func jsonMediaType(ct string) (problem, ok bool) {
 }
 
 // classify returns the decision of cfg's Classifier on a, an attempt of a
-// call in ctx (the caller's) keyed with key ("" if none), and a's replay
-// headers (read once for a keyed answer). It adds what the
+// call in ctx (the caller's) keyed with key ("" if none). It returns a's
+// replay headers too, read once for a keyed answer. It adds what the
 // Transport knows better than any classifier:
 //
 //   - a cancelled caller is terminal;

@@ -242,7 +242,7 @@ type loop struct {
 // run is the retry loop, from the first attempt, admitted at now. Each
 // attempt is, in order: admitted by the gate (reserved, then waited for),
 // sent (or a hedged round of copies, hedge.go), settled (settle.go), and
-// decided (decide.go): the decision reserves the retry, or names why the
+// decided (decide.go). The decision reserves the retry, or names why the
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
 func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
