@@ -141,16 +141,24 @@ const (
 	stripeTypeIdempotency = "idempotency_error"      // the key was used with other parameters
 )
 
-// DefaultClassifier implements this classification table:
+// DefaultClassifier implements this classification table. Its middle
+// column is what the Transport does. "Unsafe" is a keyed request whose
+// method is not idempotent (POST, PATCH). The answers marked "keyed
+// unsafe: with evidence" are Retry decisions. The Transport carries them
+// out only with evidence that the server dedupes by the key: the
+// unsafe-retry guard (see "Unsafe requests" in the package documentation).
+// Without it, the answer is returned as a bare client would get it, with
+// ErrUnsafeRetry.
 //
 //	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
 //	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
-//	reset, EOF, timeout after send        retry if the method is idempotent or keyed    DEPENDENCY.timeout / TRANSIENT
-//	408, 425                              retry                                         DEPENDENCY.timeout
+//	reset, EOF, timeout after send        retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.timeout / TRANSIENT
+//	408, 425                              retry; keyed unsafe: with evidence            DEPENDENCY.timeout
 //	429                                   retry, Retry-After or RateLimit delay         RATE_LIMIT.exceeded
-//	500                                   retry if idempotent or keyed                  TRANSIENT
-//	502, 503, 504                         retry if idempotent or keyed (503 always)     DEPENDENCY.unavailable / .timeout
-//	other 5xx except 501, 505             retry if idempotent or keyed                  TRANSIENT
+//	500                                   retry if idempotent; keyed unsafe: with evidence  TRANSIENT
+//	502, 504                              retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.unavailable / .timeout
+//	503                                   retry; keyed unsafe: with evidence            DEPENDENCY.unavailable
+//	other 5xx except 501, 505             retry if idempotent; keyed unsafe: with evidence  TRANSIENT
 //	keyed 409, "in progress" answer       retry after Retry-After, else backoff         CONFLICT.in_progress
 //	keyed 409, no answer, Retry-After     retry after Retry-After (as in progress)      CONFLICT.in_progress
 //	keyed 400/409/422, "mismatch" answer  terminal                                      CONFLICT.idempotency.payload_mismatch
@@ -160,6 +168,12 @@ const (
 //	the client's own limits (see below)   terminal                                      TERMINAL
 //	context canceled                      terminal                                      CANCELED
 //	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
+//
+// An unkeyed request of an unsafe method is retried after a failed dial,
+// a 408, 425, 429 or 503 (a 503 is shed before processing, by
+// convention). Its other 5xx and errors after sending are terminal, as for
+// a bare client. A keyed unsafe request needs no evidence when the failure
+// proves it was not applied: a failed dial, nothing written, a 429.
 //
 // The idempotency answers are recognised by status, by whether the request
 // carried a key, and by the structured members of a JSON body. They are
@@ -546,56 +560,24 @@ func jsonMediaType(ct string) (problem, ok bool) {
 	return false, false
 }
 
-// verdict is classify's judgment of one attempt.
-type verdict struct {
-	d Decision
-	// err is the attempt's error as the caller is to see it: its own,
-	// joined with the caller's context's error when the caller gave up.
-	err error
-	// stop is why the Transport will not retry the attempt when it
-	// overrode the classifier (ErrUnsafeRetry); nil otherwise.
-	stop error
-	// shown: the answer to an unsafe keyed request shows that the server
-	// dedupes by the key (showsDedupe), evidence for its route that
-	// observe records.
-	shown bool
-}
-
-// subject is what classify judges the attempts of a call against. Their
-// evidence that the server dedupes goes there too (evidence.go). The loop
-// (transport.go) builds it once per call.
-type subject struct {
-	// ctx is the caller's: an attempt that failed once it ended is the
-	// caller giving up.
-	ctx context.Context
-	key string // the operation's key, "" if none
-	// unsafe: the request is keyed and its method is not idempotent. Its
-	// answers may show that the server dedupes. A retry after it may have
-	// been applied needs evidence that it does.
-	unsafe bool
-	own    bool          // the key is the application's (operation.own)
-	cfg    *config       // for the declared servers (WithDedupingServer)
-	req    *http.Request // the caller's: its route, looked up only when needed
-	ev     *evidence     // the host's
-}
-
-// classify returns the decision of cfg's Classifier on a, an attempt of s.
-// It adds what the Transport knows better than any classifier:
+// classify returns the decision of cfg's Classifier on a, an attempt of a
+// call in ctx (the caller's) keyed with key ("" if none). It returns a's
+// replay headers too, read once for a keyed answer. It adds what the
+// Transport knows better than any classifier:
 //
 //   - a cancelled caller is terminal;
 //   - no response is no success;
-//   - a write that got no answer of its own may have been applied;
-//   - an unsafe request that may have been applied is not retried without
-//     evidence that the server dedupes it (subject.refusesRetry).
+//   - a write that got no answer of its own may have been applied.
 //
-// It changes nothing: the verdict says it all.
-func classify(cfg *config, a *attempt, s *subject) verdict {
+// It is the decision's first step (decide.go); the unsafe-retry guard
+// follows it (call.verdict). It changes nothing: the verdict says it all.
+func classify(cfg *config, a *attempt, ctx context.Context, key string) (verdict, replayHeaders) {
+	var rh replayHeaders
 	if !a.sent {
-		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}
+		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}, rh
 	}
 	v := verdict{err: a.err}
-	var rh replayHeaders
-	if s.key != "" && a.resp != nil {
+	if key != "" && a.resp != nil {
 		rh = replayHeadersOf(a.resp.Header)
 	}
 	switch {
@@ -603,12 +585,12 @@ func classify(cfg *config, a *attempt, s *subject) verdict {
 		// DefaultClassifier's first case (success), without building
 		// its Outcome.
 		v.d = Decision{Action: Success, Replayed: rh.replay()}
-	case a.err != nil && s.ctx.Err() != nil:
+	case a.err != nil && ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
-		v.err = withCause(s.ctx.Err(), a.err)
+		v.err = withCause(ctx.Err(), a.err)
 		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
-		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: s.key != "", Now: a.end})
+		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: a.end})
 	}
 	if a.err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it
@@ -623,14 +605,7 @@ func classify(cfg *config, a *attempt, s *subject) verdict {
 	if (a.err != nil && a.writes.any && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && v.d.Action != Success && a.writes.again) {
 		v.d.Unknown = true
 	}
-	if s.guarded() {
-		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, cfg.keyHeader, s.key, v.d)
-		if s.refusesRetry(a, v.d, v.shown) {
-			v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
-			v.stop = ErrUnsafeRetry
-		}
-	}
-	return v
+	return v, rh
 }
 
 // terminal returns d made terminal, and ambiguous too if ambiguous.

@@ -12,11 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestClassifyWritesNothing: classify's verdict says everything it found
+// TestClassifyWritesNothing: the verdict (call.verdict: classify, then the
+// unsafe-retry guard) says everything it found
 // (the decision, the error as the caller is to see it, why the Transport
 // will not retry, whether the answer shows the server dedupes), and it
 // changes nothing: not the attempt, nor anything it points to (the request,
-// the response, their headers, the body), not the subject, not the host's
+// the response, their headers, the body), not the operation, not the host's
 // evidence, which observe records from the verdict.
 func TestClassifyWritesNothing(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -41,9 +42,8 @@ func TestClassifyWritesNothing(t *testing.T) {
 			req, err := http.NewRequestWithContext(tt.ctx, http.MethodPost, "http://api.test/v1/charges", nil)
 			require.NoError(t, err)
 			now := time.Unix(1_700_000_000, 0)
-			c := &call{t: tr, req: req, ctx: tt.ctx, h: tr.host(req.URL.Host, now)}
-			c.op.key = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70"
-			c.subject = c.subjectOf()
+			c := &call{t: tr, cfg: &tr.cfg, req: req, ctx: tt.ctx, h: tr.host(req.URL.Host, now)}
+			c.op.key, c.op.unsafe = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70", true
 			a := attempt{n: 0, req: req, sent: true, end: now, writes: writes{traced: true, any: true}}
 			if tt.status == 0 {
 				a.err = resetErr
@@ -53,11 +53,11 @@ func TestClassifyWritesNothing(t *testing.T) {
 					a.resp.Header.Set(tr.cfg.keyHeader, c.op.key)
 				}
 			}
-			before := deepState(&a, &c.subject)
+			before := deepState(&a, &c.op)
 
-			v := classify(&tr.cfg, &a, &c.subject)
+			v := c.verdict(&a)
 
-			assert.Equal(t, before, deepState(&a, &c.subject), "the attempt, what it points to and the subject are unchanged")
+			assert.Equal(t, before, deepState(&a, &c.op), "the attempt, what it points to and the operation are unchanged")
 			assert.Equal(t, tt.action, v.d.Action)
 			assert.Equal(t, tt.stop, v.stop)
 			assert.Equal(t, tt.shown, v.shown)
@@ -74,18 +74,20 @@ func TestClassifyWritesNothing(t *testing.T) {
 
 // classifyState is a deep copy of what classify is given: the attempt, the
 // request and response it points to (headers cloned), what is left of the
-// response body, and the subject.
+// response body, and what the verdict reads of the operation.
 type classifyState struct {
 	a          attempt
 	req        http.Request
 	resp       *http.Response
 	bodyLeft   int
 	bodyClosed bool
-	s          subject
+	key        string
+	own        bool
+	unsafe     bool
 }
 
-func deepState(a *attempt, s *subject) classifyState {
-	st := classifyState{a: *a, req: *a.req, s: *s}
+func deepState(a *attempt, op *operation) classifyState {
+	st := classifyState{a: *a, req: *a.req, key: op.key, own: op.own, unsafe: op.unsafe}
 	st.req.Header = a.req.Header.Clone()
 	if a.resp != nil {
 		resp := *a.resp

@@ -164,6 +164,22 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 	return r.spend(g, now)
 }
 
+// reserveOuterRetry admits into r, at now, the attempt of g, an outer loop's
+// retry, or refuses it. It applies the gate's policies for a retry, but not
+// the waits: the loop waited as it chose.
+func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
+	if h.pauses.pushedBack(now) {
+		return ErrPushback
+	}
+	if !g.fits(now, g.expectedLatency(h)) {
+		return ErrDelayTooLong
+	}
+	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+		return ErrCircuitOpen
+	}
+	return r.spend(g, now)
+}
+
 // reset makes r a new reservation at now to h. It is of a retry (attempt
 // n > 0 of the operation) if retry. It is of the first attempt of this
 // RoundTrip call if first, of a redirect hop if hop. reserve sets its
@@ -266,7 +282,7 @@ func (r *reservation) wait(g *applicant) error {
 		r.at = g.cfg.now()
 	}
 	if h.breaker != nil {
-		if err := r.allow(g, r.first && g.cfg.breaker.RetriesOnly); err != nil {
+		if err := r.allow(g, r.first && g.cfg.retriesOnlyBreaker()); err != nil {
 			r.cancel()
 			return err
 		}
@@ -366,10 +382,11 @@ func (r *reservation) release(g *applicant, hl health) {
 	if !r.settled() {
 		return
 	}
-	if hl == healthOK && r.h.tokens != nil {
-		r.h.tokens.Earn()
-		if r.h.shares.owing.Load() != 0 {
-			r.h.shares.earn(routeOf(g.req), r.h.tokens.params().refill)
+	h := r.h
+	if hl == healthOK && h.tokens != nil {
+		h.tokens.Earn()
+		if h.shares.owing.Load() != 0 {
+			h.shares.earn(routeOf(g.req), h.tokens.params().refill)
 		}
 	}
 	if r.done != nil {
@@ -381,9 +398,13 @@ func (r *reservation) release(g *applicant, hl health) {
 		default:
 			r.done(errBreakerExcluded)
 		}
-		r.h.dispatchTransitions(g.cfg.observers)
+		h.dispatchTransitions(g.cfg.observers)
 	}
 }
+
+// retriesOnlyBreaker reports whether the host's breaker holds back
+// retries only (BreakerConfig.RetriesOnly).
+func (c *config) retriesOnlyBreaker() bool { return c.breaker.RetriesOnly }
 
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.
@@ -407,10 +428,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
-	case <-t.C:
+	case <-timer.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

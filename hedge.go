@@ -127,85 +127,244 @@ func newHedgeRound(copies int, delay time.Duration) *hedgeRound {
 	return &hedgeRound{results: make(chan hedgeResult, copies), copies: make([]hedgeCopy, 0, copies), delay: delay}
 }
 
-// launch sends copy cp in a goroutine of its own: snd sends t, a try with
-// a context of the copy's own.
-func (r *hedgeRound) launch(cp hedgeCopy, snd sender, t try) {
-	k := len(r.copies)
-	r.copies = append(r.copies, cp)
+// launch sends copy cp in a goroutine of its own: s sends p, a plan
+// with a context of the copy's own.
+func (hr *hedgeRound) launch(cp hedgeCopy, s sender, p *plan) {
+	k := len(hr.copies)
+	hr.copies = append(hr.copies, cp)
 	job := struct {
-		snd sender
-		t   try
-	}{snd, t} // the goroutine's one allocation
-	r.inflight++
-	r.wg.Add(1)
+		s sender
+		p plan
+	}{s, *p} // the goroutine's one allocation
+	hr.inflight++
+	hr.wg.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer hr.wg.Done()
 		var a attempt
-		job.snd.send(&a, &job.t)
-		r.results <- hedgeResult{k, a}
+		job.s.send(&a, &job.p)
+		hr.results <- hedgeResult{k, a}
 	}()
 }
 
 // arm starts the timer of the next copy.
-func (r *hedgeRound) arm() {
-	if r.timer == nil {
-		r.timer = time.NewTimer(r.delay)
+func (hr *hedgeRound) arm() {
+	if hr.timer == nil {
+		hr.timer = time.NewTimer(hr.delay)
 	} else {
-		r.timer.Reset(r.delay)
+		hr.timer.Reset(hr.delay)
 	}
-	r.tick = r.timer.C
+	hr.tick = hr.timer.C
 }
 
 // next waits for the timer (tick) or for a copy's result.
-func (r *hedgeRound) next() (res hedgeResult, tick bool) {
+func (hr *hedgeRound) next() (res hedgeResult, tick bool) {
 	select {
-	case <-r.tick:
-		r.tick = nil
+	case <-hr.tick:
+		hr.tick = nil
 		return res, true
-	case res = <-r.results:
-		return r.arrived(res), false
+	case res = <-hr.results:
+		return hr.arrived(res), false
 	}
 }
 
 // result waits for a copy's result.
-func (r *hedgeRound) result() hedgeResult { return r.arrived(<-r.results) }
+func (hr *hedgeRound) result() hedgeResult { return hr.arrived(<-hr.results) }
 
 // arrived counts out the copy whose result res has come.
-func (r *hedgeRound) arrived(res hedgeResult) hedgeResult {
-	r.inflight--
-	r.copies[res.k].done = true
+func (hr *hedgeRound) arrived(res hedgeResult) hedgeResult {
+	hr.inflight--
+	hr.copies[res.k].done = true
 	return res
 }
 
 // cancelRest cancels the copies still in flight.
-func (r *hedgeRound) cancelRest() {
-	for k := range r.copies {
-		if !r.copies[k].done {
-			r.copies[k].cancel()
+func (hr *hedgeRound) cancelRest() {
+	for k := range hr.copies {
+		if !hr.copies[k].done {
+			hr.copies[k].cancel()
 		}
 	}
 }
 
 // end stops the timer and waits for every goroutine of the round.
-func (r *hedgeRound) end() {
-	r.timer.Stop()
-	r.wg.Wait()
+func (hr *hedgeRound) end() {
+	hr.timer.Stop()
+	hr.wg.Wait()
 }
 
-// after returns the hedge delay for a host whose recent latencies are
-// hist (nil if it keeps none): the quantile's when the host has enough of
-// them, else the fixed delay.
-func (hg *hedging) after(hist *latencies) time.Duration {
-	if hg.quantile > 0 && hist != nil {
-		if d, ok := hist.quantile(hg.quantile); ok {
+// after returns the hedge delay for a host whose recent latencies are l
+// (l.hist nil if it keeps none): the quantile's when the host has enough
+// of them, else the fixed delay.
+func (hg *hedging) after(l *latency) time.Duration {
+	if hg.quantile > 0 && l.hist != nil {
+		if d, ok := l.hist.quantile(hg.quantile); ok {
 			return d
 		}
 	}
 	return hg.delay
 }
 
-// shed reports whether attempt a, decided d, is a server's refusal: a 5xx
-// or 429 it says not to retry.
-func shed(a *attempt, d Decision) bool {
-	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
+// hedgeDelay returns how long to wait before hedging the call's next
+// attempt, having sent hedges so far. It returns 0 if the attempt is not to
+// be hedged.
+func (c *call) hedgeDelay(hedges int) time.Duration {
+	hg := c.cfg.hedge
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
+		return 0
+	}
+	return hg.after(&c.h.latency)
+}
+
+// hedged sends attempt n, the i-th of the call, admitted by res, as a
+// hedged round, the call having sent hedges so far. While no definitive
+// answer has come, it sends the hedges left (HedgingConfig.MaxHedges), numbered n+1, n+2…. Each goes delay after the previous copy.
+// Each copy runs in its own goroutine with its own context, a child of the
+// caller's. hedged returns the answer that ends the round, its verdict and
+// the number of hedges sent. In order, as each copy answers:
+//
+//   - a hedge whose body could not be rewound never left: it gives back
+//     what it took (withdraw), and the copies in flight go on;
+//   - the copy is settled (settle), racing the copies still in flight;
+//   - the first definitive answer wins: the other copies are cancelled,
+//     waited for and settled as losers, their answers discarded;
+//   - a retryable answer, or a server's refusal (a 5xx or 429 it says not
+//     to retry, such as pushback) while another copy is in flight, is
+//     discarded and the round waits for the other copy;
+//   - the last copy's answer ends the round when every copy failed and the
+//     timer has not sent another.
+//
+// Every goroutine of the round has ended when hedged returns. The winner's
+// context is cancelled when its body is closed.
+func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (attempt, verdict, int) {
+	hg := c.cfg.hedge
+	budget := hg.max - hedges
+	round := newHedgeRound(1+budget, delay)
+	c.launch(round, *res, i, n, false, res.delay)
+	round.arm()
+	defer round.end()
+	sent := 0
+	var (
+		last  attempt
+		lastV verdict
+	)
+	for round.inflight > 0 {
+		got, tick := round.next()
+		if tick {
+			if c.hedge(round, i+sent+1, n+sent+1, delay) {
+				sent++
+				if sent < budget {
+					round.arm()
+				}
+			} // else not sent; the copies in flight go on
+			continue
+		}
+		cp, a := &round.copies[got.k], got.a
+		if !a.sent && round.inflight > 0 {
+			c.withdraw(cp)
+			last, lastV = a, verdict{}
+			continue
+		}
+		ro := alone
+		if round.inflight > 0 {
+			ro = racing
+		}
+		// A winning copy has the others settled as losers before the
+		// ledger notes it, so that the Report lists them first.
+		var v verdict
+		c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, func(v verdict) {
+			if wins(ro, &a, v) {
+				c.settleLosers(round)
+			}
+		}, &v)
+		if wins(ro, &a, v) {
+			c.keepCopy(&a, cp.cancel)
+			return a, v, sent
+		}
+		if round.inflight > 0 {
+			if a.resp != nil {
+				discard(a.resp)
+			}
+			cp.cancel()
+		} else {
+			c.keepCopy(&a, cp.cancel)
+		}
+		last, lastV = a, v
+	}
+	return last, lastV, sent
+}
+
+// wins reports whether copy a of a hedged round, in role ro, decided v,
+// ends the round: a definitive answer, and not a server's refusal while
+// another copy is in flight. A server's refusal (a 5xx or 429 it will not
+// have us retry, pushback above all) to one copy says nothing of the copy
+// it is still serving. A hedge is a retry to the server, the first to be
+// shed.
+func wins(ro role, a *attempt, v verdict) bool {
+	return v.d.Action != Retry && !(ro == racing && shed(a, v.d))
+}
+
+// launch sends copy n of a hedged round, the i-th of the call, admitted by
+// res. The copy runs in a goroutine and a context of its own.
+func (c *call) launch(round *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	var p plan
+	c.op.plan(&p, ctx, i, n, res.at, nil)
+	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.op.sender(c.t, c.req), &p)
+}
+
+// hedge sends hedge n, the i-th attempt of the call, of round. It goes
+// delay after the copy before it, if attempts are left and the gate admits
+// it.
+func (c *call) hedge(round *hedgeRound, i, n int, delay time.Duration) bool {
+	if c.led.attempts+round.inflight >= c.cfg.maxAttempts {
+		return false
+	}
+	res, err := c.h.reserveHedge(&c.applicant, c.cfg.now())
+	if err != nil {
+		return false
+	}
+	c.launch(round, res, i, n, true, delay)
+	c.led.hedgeSent(n, delay)
+	return true
+}
+
+// withdraw gives back what copy cp took: it never left (its body could
+// not be rewound), and is not counted.
+func (c *call) withdraw(cp *hedgeCopy) {
+	cp.res.cancel()
+	cp.cancel()
+	c.led.hedgeWithdrawn(cp.n)
+}
+
+// keepCopy ties the copy's context to what the caller gets: cancelled when
+// the response body is closed, at once when there is no response.
+func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
+	if a.resp == nil {
+		cancel()
+		return
+	}
+	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+}
+
+// settleLosers cancels the copies of round still in flight once another
+// has won. It waits for each and settles it as a loser. A copy cancelled
+// because another answered is CategoryCanceled, neutral for the host. An
+// answer that came anyway is discarded. Its failure counts against the
+// host; its healthy answer earns no token.
+func (c *call) settleLosers(round *hedgeRound) {
+	round.cancelRest()
+	for round.inflight > 0 {
+		got := round.result()
+		cp, a := &round.copies[got.k], got.a
+		if !a.sent {
+			c.withdraw(cp)
+			continue
+		}
+		var v verdict
+		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil, &v)
+		if a.resp != nil {
+			discard(a.resp)
+		}
+		cp.cancel()
+	}
 }

@@ -25,6 +25,9 @@ type operation struct {
 	// ContextWithKey, a named operation in a Store. The application vouches
 	// that the server dedupes by it.
 	own bool
+	// unsafe is true when the request is keyed and its method is not
+	// idempotent (call.resolve).
+	unsafe bool
 	// hop is true when the request is a redirect hop sent by http.Client
 	// (req.Response set): it continues an operation already counted.
 	hop bool

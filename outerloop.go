@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // The policy this file carries out is in doc.go, under "Outer retry
@@ -70,7 +68,7 @@ func WithOuterRetries(will bool, hosts ...string) Option {
 
 // outerMode returns WithOuterRetries' setting for c's request.
 func (c *call) outerMode() outerMode {
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	if cfg.outerHosts == nil && !outerContexts.Load() {
 		return cfg.outer
 	}
@@ -203,22 +201,6 @@ func (o *outerCall) sendsOne() bool { return o != nil && o.single }
 // outer loop's attempt whose SDK honours a do-not-retry answer (the marks'
 // table).
 func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.respond }
-
-// reserveOuterRetry admits into r, at now, the attempt of g, an outer loop's
-// retry, or refuses it. It applies the gate's policies for a retry, but not
-// the waits: the loop waited as it chose.
-func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
-	if h.pauses.pushedBack(now) {
-		return ErrPushback
-	}
-	if !g.fits(now, g.expectedLatency(h)) {
-		return ErrDelayTooLong
-	}
-	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
-		return ErrCircuitOpen
-	}
-	return r.spend(g, now)
-}
 
 // pendingWindow is how long a pending call is remembered after its last
 // attempt. It is longer than the longest wait of the SDKs that send no call

@@ -39,14 +39,14 @@ type writes struct {
 	resends int
 }
 
-// try is what one attempt is sent with:
+// plan is what one attempt is sent with:
 //
 //   - its context;
 //   - its place: the i-th of this call, attempt n of the operation;
 //   - its body: the operation's, or why it could not be had;
 //   - when the gate admitted it: the start of its duration;
 //   - the answer it replaces, dropped once it is on its way.
-type try struct {
+type plan struct {
 	ctx     context.Context
 	i, n    int
 	body    io.ReadCloser
@@ -57,22 +57,26 @@ type try struct {
 	rewind func() (io.ReadCloser, error)
 }
 
-// try returns what attempt n, the i-th of op's call, admitted at start, is
-// sent with: op hands over its body for it.
-func (op *operation) try(ctx context.Context, i, n int, start time.Time, held *http.Response) try {
-	body, err := op.body.body(i)
-	t := try{ctx: ctx, i: i, n: n, body: body, bodyErr: err, start: start, held: held}
+// plan fills p, a new plan, with what attempt n, the i-th of op's call,
+// admitted at start, is sent with: op hands over its body for it. p is
+// filled in place: a returned plan would be copied.
+func (op *operation) plan(p *plan, ctx context.Context, i, n int, start time.Time, held *http.Response) {
+	// Field by field: p is zero (a new plan), and a composite literal
+	// would be built aside and copied.
+	p.body, p.bodyErr = op.body.body(i)
+	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
 	if i > 0 || !op.asIs {
-		t.rewind = op.body.rewind()
+		p.rewind = op.body.rewind()
 	}
-	return t
 }
 
 // sender sends the attempts of one operation. It holds what send needs of
 // the Transport, the caller's request and the operation. It is a value of
-// its own, so that hedged copies send at once.
+// its own, so that hedged copies send at once: a pointer to the operation
+// would have the call escape to the heap with the copies' goroutines.
 type sender struct {
-	t     *Transport
+	base  http.RoundTripper // the Transport's
+	cfg   *config           // the Transport's
 	req   *http.Request
 	key   string // the operation's key, "" if none
 	field string // the caller's spelling of the key header, "" if the Transport adds it
@@ -80,29 +84,29 @@ type sender struct {
 	asIs, clipped, attemptSet bool
 }
 
-// newSender returns the sender of op, resolved, for the caller's request
+// sender returns the sender of op, resolved, for the caller's request
 // req to t.
-func newSender(t *Transport, req *http.Request, op *operation) sender {
-	return sender{t: t, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
+func (op *operation) sender(t *Transport, req *http.Request) sender {
+	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
-// send sends attempt t through the base transport. It sends the caller's
+// send sends attempt p through the base transport. It sends the caller's
 // request itself when nothing is to be added to it (op.asIs). Otherwise it
 // sends a copy carrying the key and attempt headers. The result is written
 // to a, filled in place: a returned attempt would be copied. send never
 // mutates the caller's request and writes nothing but a. It shares nothing
 // with other attempts, so that hedged copies are sent at once.
-func (s *sender) send(a *attempt, t *try) {
-	*a = attempt{n: t.n}
-	if t.bodyErr != nil {
-		a.err = t.bodyErr // only a retry can get here (GetBody failed); nothing is sent
+func (s *sender) send(a *attempt, p *plan) {
+	*a = attempt{n: p.n}
+	if p.bodyErr != nil {
+		a.err = p.bodyErr // only a retry can get here (GetBody failed); nothing is sent
 		return
 	}
 	var (
 		w      *writeWatch
 		cancel context.CancelFunc
 	)
-	if t.i == 0 && s.asIs {
+	if p.i == 0 && s.asIs {
 		// An unkeyed first attempt with nothing to add is the caller's
 		// request, as a bare client would send it: no copy of it or of its
 		// header. The RoundTripper contract forbids changing the request,
@@ -110,18 +114,18 @@ func (s *sender) send(a *attempt, t *try) {
 		// first attempt.
 		a.req = s.req
 	} else {
-		a.req, w, cancel = s.attemptRequest(t)
+		a.req, w, cancel = s.attemptRequest(p)
 	}
-	if t.held != nil {
+	if p.held != nil {
 		// The retry is on its way: the answer it replaces goes now, so
 		// that its connection is free for it.
-		drop(t.held)
+		drop(p.held)
 	}
-	resp, err := s.t.base.RoundTrip(a.req)
+	resp, err := s.base.RoundTrip(a.req)
 	// One monotonic clock read: time.Now reads the wall clock too, which
 	// the end time can take from start.
-	a.sent, a.took = true, s.t.cfg.since(t.start)
-	a.end = t.start.Add(a.took)
+	a.sent, a.took = true, s.cfg.since(p.start)
+	a.end = p.start.Add(a.took)
 	a.resp, a.err = asContract(resp, err)
 	if a.err != nil {
 		a.err = sendError(a.req, a.err, w)
@@ -181,14 +185,14 @@ type wrapped struct{ first, err error }
 func (e wrapped) Error() string   { return e.first.Error() }
 func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 
-// attemptRequest returns attempt t's copy of the caller's request. The copy
+// attemptRequest returns attempt p's copy of the caller's request. The copy
 // has its own context: the attempt timeout's, and the write watch of a
 // keyed attempt. It has its own header: the caller's fields and the key and
 // attempt headers. It has its own body. cancel, if not nil, ends the
 // attempt's context.
-func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
-	cfg := &s.t.cfg
-	ctx := t.ctx
+func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
+	cfg := s.cfg
+	ctx := p.ctx
 	if cfg.attemptTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, cfg.attemptTimeout)
 	}
@@ -203,10 +207,10 @@ func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, canc
 		ctx = w.context(ctx)
 	}
 	areq = s.req.WithContext(ctx)
-	s.attemptFields(areq, t, w)
-	areq.Body = t.body
-	areq.GetBody = t.rewind
-	if w != nil && areq.GetBody != nil && t.body != http.NoBody {
+	s.attemptFields(areq, p, w)
+	areq.Body = p.body
+	areq.GetBody = p.rewind
+	if w != nil && areq.GetBody != nil && p.body != http.NoBody {
 		// Count the rewinds net/http makes to re-send the attempt on its
 		// own (nothing written on a reused connection, an HTTP/2 stream
 		// the server refused): Report.Resends. A bodyless request is
@@ -217,14 +221,14 @@ func (s *sender) attemptRequest(t *try) (areq *http.Request, w *writeWatch, canc
 	return areq, w, cancel
 }
 
-// attemptFields gives areq, attempt t's copy of the caller's request, a
+// attemptFields gives areq, attempt p's copy of the caller's request, a
 // header of its own. It adds the key header, watched by w (nil for an
 // unkeyed request), and the attempt header.
-func (s *sender) attemptFields(areq *http.Request, t *try, w *writeWatch) {
-	cfg := &s.t.cfg
+func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
+	cfg := s.cfg
 	// A first attempt has no attempt header (absent means 0), unless the
 	// caller's header has one to overwrite.
-	attempt := cfg.attemptHeader != "" && (t.n > 0 || s.attemptSet)
+	attempt := cfg.attemptHeader != "" && (p.n > 0 || s.attemptSet)
 	key := w != nil && s.field == ""
 	if !attempt && !key {
 		// The first attempt of a request whose key the caller set in its
@@ -238,7 +242,7 @@ func (s *sender) attemptFields(areq *http.Request, t *try, w *writeWatch) {
 	if key {
 		extra++
 	}
-	areq.Header = attemptHeader(s.req.Header, extra, t.i == 0 && s.clipped) // never nil: checkRequest refused a nil Header
+	areq.Header = attemptHeader(s.req.Header, extra, p.i == 0 && s.clipped) // never nil: checkRequest refused a nil Header
 	if key {
 		// Under the spelling net/http does not take for a mark of
 		// idempotence (see config.keyWire): it then re-sends the request
@@ -246,7 +250,7 @@ func (s *sender) attemptFields(areq *http.Request, t *try, w *writeWatch) {
 		areq.Header[cfg.keyWire] = w.key[:]
 	}
 	if attempt {
-		areq.Header[cfg.attemptHeader] = attemptValue(t.n)
+		areq.Header[cfg.attemptHeader] = attemptValue(p.n)
 	}
 }
 

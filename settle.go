@@ -5,15 +5,6 @@ import (
 	"time"
 )
 
-// settle settles attempt a, admitted by res, that waited wait: judge
-// classifies it, releases res and has the host observe it, then the
-// ledger notes it.
-func (c *call) settle(a *attempt, res *reservation, wait time.Duration) verdict {
-	v := c.judge(a, res, alone)
-	c.led.note(a, v.d, wait, false)
-	return v
-}
-
 // role is what else is in flight when an attempt is settled: a hedged
 // round's copies (hedge.go) credit the host less than an attempt alone.
 type role uint8
@@ -24,42 +15,61 @@ const (
 	loser              // another copy won: this one is cut short
 )
 
-// judge is settling's first part. classify judges attempt a. Its
-// reservation res is released with what a says of the host, cancelled if
-// a never left. The host observes a.
+// settle is the one settle step of every attempt: the loop's, a hedged
+// round's copy (racing, or alone once the others have ended) and a loser.
+// a was admitted by res and sent after wait; hedge says it was a hedge.
+// Its verdict is written to v, in place; done says that a, a plain
+// success, ended the call already (its response is the caller's). In
+// order:
 //
-// r lowers the credit of a hedged round's copies. A loser earns no token;
-// the round's one healthy answer does, so hedges cannot pay for
+//  1. a plain success that ends an unobserved call (call.succeeded);
+//  2. a loser cut short without an answer: cancelled, not classified;
+//  3. the verdict (decide.go: classify, then the unsafe-retry guard);
+//  4. res released with what a says of the host, the host observes a;
+//  5. before, if not nil, given the verdict (a hedged round settles its
+//     losers then, when a wins);
+//  6. the ledger notes a.
+//
+// ro lowers the credit of a hedged round's copies. A loser earns no
+// token; the round's one healthy answer does, so hedges cannot pay for
 // themselves. A copy the server sheds (pushback) while another is in
-// flight says nothing of the host. A loser cut short without an answer is
-// not classified: it is cancelled. Its time until then counts for the
-// host's quantile, as a lower bound of what it would have taken. So the
-// slow answers hedging cuts short are not forgotten.
-func (c *call) judge(a *attempt, res *reservation, r role) verdict {
-	if r == loser && a.resp == nil {
+// flight says nothing of the host. A loser cut short without an answer
+// counts its time until then for the host's quantile, as a lower bound of
+// what it would have taken. So the slow answers hedging cuts short are
+// not forgotten.
+func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
+	if c.endsOnSuccess && res.first && plainSuccess(a.resp, a.err) {
+		c.succeeded(a, res)
+		return true
+	}
+	if ro == loser && a.resp == nil {
 		res.release(&c.applicant, healthNeutral)
-		if c.h.latency.hist != nil && a.sent {
-			c.h.latency.hist.record(a.took)
-		}
-		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+		c.h.latency.cut(a)
+		*v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+		c.led.note(a, v.d, wait, hedge)
+		return false
 	}
-	v := classify(&c.t.cfg, a, &c.subject)
+	*v = c.verdict(a)
 	a.err = v.err
-	if !a.sent {
+	if a.sent {
+		hl := healthOf(a.resp, a.err, v.d)
+		switch {
+		case ro == loser && hl == healthOK, ro == racing && v.d.Pushback && shed(a, v.d):
+			hl = healthNeutral
+		}
+		res.release(&c.applicant, hl)
+		if !res.retry && hl != healthNeutral {
+			c.h.noteFirst(a.end, hl == healthOK)
+		}
+		c.observe(a, *v)
+	} else {
 		res.cancel()
-		return v
 	}
-	hl := healthOf(a.resp, a.err, v.d)
-	switch {
-	case r == loser && hl == healthOK, r == racing && v.d.Pushback && shed(a, v.d):
-		hl = healthNeutral
+	if before != nil {
+		before(*v)
 	}
-	res.release(&c.applicant, hl)
-	if !res.retry && hl != healthNeutral {
-		c.h.pauses.firsts.note(a.end, hl == healthOK)
-	}
-	c.observe(a, v)
-	return v
+	c.led.note(a, v.d, wait, hedge)
+	return false
 }
 
 // observe tells the host what attempt a showed of it: its latency, a
@@ -82,19 +92,19 @@ func (c *call) observe(a *attempt, v verdict) {
 		c.h.latency.observe(a.took)
 	}
 	if v.shown {
-		c.subject.noteShown(a.end)
+		c.noteShown(a.end)
 	}
 	if d.Pushback && a.resp != nil {
-		c.h.pauses.pushBack(a.end, min(d.Delay, c.t.cfg.retryAfterMax))
+		c.h.pauses.pushBack(a.end, min(d.Delay, c.cfg.retryAfterMax))
 	}
-	if a.resp == nil || d.Delay <= 0 || d.Delay > c.t.cfg.retryAfterMax {
+	if a.resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
 	switch a.resp.StatusCode {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		if !c.h.pauses.firsts.healthy(a.end) {
+		if !c.h.firstsHealthy(a.end) {
 			c.h.pauses.pause(a.end, d.Delay, false)
 		}
 	}
@@ -107,7 +117,7 @@ func (c *call) observe(a *attempt, v verdict) {
 // must be no Store record to finish. Such an attempt ends the call
 // (call.succeeded).
 func (c *call) unobserved() bool {
-	return !c.t.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.t.cfg.store == nil)
+	return !c.cfg.observed && c.led.rep == nil && (c.op.name == "" || c.cfg.store == nil)
 }
 
 // succeeded ends c after its first attempt a, a plain success, when
@@ -116,21 +126,42 @@ func (c *call) unobserved() bool {
 // builds no Decision, Report or Events. The classifier's answer is a
 // success. The host hears a healthy answer and its latency. The answer to
 // a minted key on an unsafe request may show that the server dedupes.
-// subject.noteShown records it, as observe would; an own key needs no
+// call.noteShown records it, as observe would; an own key needs no
 // evidence. The attempt is counted, for the recent attempts of an own key.
 // The resends count, which only a Report or an Event would show, is not
-// kept.
-func (c *call) succeeded(a *attempt, res *reservation) *http.Response {
+// kept. a's response is the caller's.
+func (c *call) succeeded(a *attempt, res *reservation) {
 	res.release(&c.applicant, healthOK)
 	c.h.latency.observe(a.took)
 	if !res.retry {
-		c.h.pauses.firsts.note(a.end, true)
+		c.h.noteFirst(a.end, true)
 	}
 	c.led.attempts++
-	if c.subject.unsafe && !c.op.own &&
-		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.t.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
-		c.subject.noteShown(a.end) // all the guard does on a success
+	if c.op.unsafe && !c.op.own &&
+		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
+		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
-	return a.resp
 }
+
+// shed reports whether attempt a, decided d, is a server's refusal: a 5xx
+// or 429 it says not to retry.
+func shed(a *attempt, d Decision) bool {
+	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
+}
+
+// cut records, for the hedge delay's quantile, how long a loser cut short
+// without an answer had taken: a lower bound of its latency.
+func (l *latency) cut(a *attempt) {
+	if l.hist != nil && a.sent {
+		l.hist.record(a.took)
+	}
+}
+
+// noteFirst notes a first attempt's answer to h at end, healthy if ok, in
+// the window of the host's recent first attempts (firsts.go).
+func (h *hostState) noteFirst(end time.Time, ok bool) { h.pauses.firsts.note(end, ok) }
+
+// firstsHealthy reports whether h's recent first attempts say it is
+// healthy at now (firsts.go).
+func (h *hostState) firstsHealthy(now time.Time) bool { return h.pauses.firsts.healthy(now) }

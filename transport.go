@@ -65,6 +65,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	return t
 }
 
+// loopsKnown reports whether t remembers a failure of a call without
+// marks, or a call site that loops (loopsite.go).
+func (t *Transport) loopsKnown() bool { return t.loops.n.Load() != 0 }
+
 // CloseIdleConnections closes idle connections of the base transport, if it
 // supports it (http.Client.CloseIdleConnections calls it).
 func (t *Transport) CloseIdleConnections() {
@@ -76,10 +80,11 @@ func (t *Transport) CloseIdleConnections() {
 // call is the state of one RoundTrip, one part per step of the loop. It
 // holds the operation (resolved once), the host whose gate admits each
 // attempt, and the ledger. It holds the values the loop builds once for the
-// gate (applicant) and for classify (subject). Each attempt's result lives
+// gate (applicant). Each attempt's result lives
 // in the loop's iteration.
 type call struct {
 	t   *Transport
+	cfg *config // t's
 	req *http.Request
 	ctx context.Context
 	op  operation
@@ -91,10 +96,12 @@ type call struct {
 	// loop: what a call without marks holds of a loop (loopsite.go),
 	// nil until it fails or is recognised as a loop's re-send.
 	loop *loopCall
-	// applicant: what the gate knows of c; subject: what classify judges
-	// c's attempts against. Built once c's first attempt is numbered.
+	// applicant: what the gate knows of c, built once c's first attempt
+	// is numbered.
 	applicant applicant
-	subject   subject
+	// endsOnSuccess: nothing observes c (call.unobserved), so a plain
+	// success of its first attempt ends it at once (call.succeeded).
+	endsOnSuccess bool
 }
 
 // RoundTrip sends req, retrying as configured. See Transport for the
@@ -115,7 +122,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	c := &call{t: t, req: req, ctx: req.Context()}
+	c := &call{t: t, cfg: &t.cfg, req: req, ctx: req.Context()}
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
@@ -133,12 +140,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	var l loop
 	l.base = c.firstNumber(own, now)
 	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
-	c.subject = c.subjectOf()
 	if own || c.outer != nil {
 		c.applicant.lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written
 		// this way").
-		defer c.ended(&l.a, l.base, own)
+		defer c.ended(&l.cur, l.base, own)
 	}
 	return c.run(&l, now)
 }
@@ -148,7 +154,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // nothing was sent and the caller's body is closed; the error is the
 // ledger's.
 func (c *call) resolve() error {
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	op := &c.op
 	op.name, _ = operationFromContext(c.ctx)
 	op.hop = c.req.Response != nil
@@ -157,7 +163,7 @@ func (c *call) resolve() error {
 	// it is not claimed again.
 	claims := op.name != "" && cfg.store != nil && !op.hop
 	var scan *call // the call to scan for a loop's re-send without marks (loopsite.go)
-	if c.t.loops.n.Load() != 0 && !op.hop && c.outerMode() == outerAuto {
+	if c.t.loopsKnown() && !op.hop && c.outerMode() == outerAuto {
 		scan = c
 	}
 	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims, scan)
@@ -171,6 +177,10 @@ func (c *call) resolve() error {
 			return c.fail(f.reason, f.cat, f.err)
 		}
 	}
+	// unsafe: a keyed request whose method is not idempotent. Its answers
+	// may show that the server dedupes; its retry after an answer that may
+	// have been applied needs evidence that it does (decide.go).
+	op.unsafe = op.key != "" && !idempotentMethod(c.req.Method)
 	c.led.resolved(op.key, !op.body.replayable())
 	return nil
 }
@@ -205,7 +215,7 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 	if own {
 		base = c.t.recent.attempts(c.op.key, now)
 	}
-	cfg := &c.t.cfg
+	cfg := c.cfg
 	if c.outer != nil || base > 0 || cfg.outer == outerAlways || cfg.outerHosts != nil || outerContexts.Load() {
 		mode := c.outerMode()
 		if c.loop != nil {
@@ -219,124 +229,86 @@ func (c *call) firstNumber(own bool, now time.Time) int {
 	return base
 }
 
-// subjectOf returns what classify judges c's attempts against, once c's
-// operation is resolved and its host known.
-func (c *call) subjectOf() subject {
-	return subject{ctx: c.ctx, key: c.op.key, unsafe: c.op.key != "" && !idempotentMethod(c.req.Method),
-		own: c.op.own, cfg: &c.t.cfg, req: c.req, ev: &c.h.evidence}
-}
-
 // loop is the state of the retry loop between its steps.
 type loop struct {
-	a, prev  attempt // this iteration's attempt, and the one before
-	v, prevV verdict // their verdicts
-	res      reservation
-	delay    time.Duration // the backoff before the next attempt
-	base     int           // attempts sent under the key by earlier calls
-	hedges   int           // hedges sent so far
+	cur, prev   attempt // this iteration's attempt, and the one before
+	curV, prevV verdict // their verdicts
+	res         reservation
+	delay       time.Duration // the backoff before the next attempt
+	base        int           // attempts sent under the key by earlier calls
+	hedges      int           // hedges sent so far
 }
 
-// run is the retry loop, from the first attempt, admitted at now. The gate
-// admits each attempt, send sends it (or a hedged round its copies), and
-// settle settles it. The call ends with a definitive answer, or when the
-// gate or next refuses another attempt.
+// run is the retry loop, from the first attempt, admitted at now. Each
+// attempt is, in order: admitted by the gate (reserved, then waited for),
+// sent (or a hedged round of copies, hedge.go), settled (settle.go), and
+// decided (decide.go). The decision reserves the retry, or names why the
+// call ends. The call ends with a definitive answer, or when a limit or the
+// gate refuses another attempt.
 func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
-	quick := c.unobserved()
+	c.endsOnSuccess = c.unobserved()
+	if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
+		return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
+	}
 	for i := 0; ; i++ {
 		n := l.base + i
-		if i > 0 {
-			now = c.t.cfg.now()
-		}
-		if end, resp, err := c.admit(l, i, n, now); end {
+		if end, resp, err := c.admit(l, i, n); end {
 			return resp, err
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
-			l.prev, l.prevV = l.a, l.v
+			l.prev, l.prevV = l.cur, l.curV
 		}
 		if hd := c.hedgeDelay(l.hedges); hd > 0 {
-			l.a, l.v, sent = c.hedged(&l.res, i, n, c.t.cfg.hedge.max-l.hedges, hd)
+			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
-			t, snd := c.op.try(c.ctx, i, n, l.res.at, l.prev.resp), newSender(c.t, c.req, &c.op)
-			snd.send(&l.a, &t)
-			if i == 0 && quick && plainSuccess(l.a.resp, l.a.err) {
-				return c.succeeded(&l.a, &l.res), nil
+			var p plan
+			c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
+			s := c.op.sender(c.t, c.req)
+			s.send(&l.cur, &p)
+			if c.settle(&l.cur, &l.res, alone, l.res.delay, false, nil, &l.curV) {
+				return l.cur.resp, nil
 			}
-			l.v = c.settle(&l.a, &l.res, l.res.delay)
 		}
 		if l.prev.resp != nil {
-			if !l.a.sent {
+			if !l.cur.sent {
 				// The retry never left (its body could not be rewound):
 				// the last answer stands, as the caller would have had it.
 				return c.finish(&l.prev, l.prevV.d, ErrBodyNotReplayable)
 			}
 			drop(l.prev.resp) // the retry replaced it
 		}
-		if l.v.d.Action != Retry {
-			return c.finish(&l.a, l.v.d, l.v.stop)
-		}
-		var err error
-		if l.delay, err = c.next(n+sent+1, l.v.d, l.delay); err != nil {
-			return c.finish(&l.a, l.v.d, err)
-		}
 		i += sent // hedges took the attempt numbers after n
+		if stop, refused := c.decide(l, i+1, l.base+i+1); refused {
+			return c.refuse(&l.cur, l.curV.d, stop, false) // a retry refused before any wait
+		} else if d := l.curV.d; d.Action != Retry || stop != nil {
+			return c.finish(&l.cur, d, stop)
+		}
 	}
 }
 
-// admit has the gate admit attempt n, the i-th of c, at now. It reserves
-// what the attempt takes without blocking, then waits. A retry refused at
-// the reservation ends c with the last answer at once. end says that c
-// ends, with resp or err: a refused retry, or a caller that gave up.
-func (c *call) admit(l *loop, i, n int, now time.Time) (end bool, resp *http.Response, err error) {
-	// polling: the last answer said the operation is in progress (a 409
-	// from a call of the key in another process).
-	polling := i > 0 && l.v.d.Category == CategoryInProgress
-	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, now); err != nil {
-		resp, err = c.refuse(&l.a, l.v.d, err, false) // a retry refused before any wait
-		return true, resp, err
-	}
+// admit waits for the gate to admit attempt n, the i-th of c, reserved
+// (l.res) by the gate at the start of run or by the decision to retry. end
+// says that c ends, with resp or err: a refused retry, or a caller that
+// gave up.
+func (c *call) admit(l *loop, i, n int) (end bool, resp *http.Response, err error) {
 	if i > 0 {
-		c.led.retrying(n, &l.a, l.v.d, l.res.delay)
-		if l.a.resp != nil {
-			keep(l.a.resp)
+		c.led.retrying(n, &l.cur, l.curV.d, l.res.delay)
+		if l.cur.resp != nil {
+			keep(l.cur.resp)
 		}
 	}
 	if err := l.res.wait(&c.applicant); err != nil {
-		if l.a.resp != nil && !errors.Is(err, c.ctx.Err()) {
-			resp, err = c.finish(&l.a, l.v.d, err) // the retry was not sent: the last answer stands
+		if l.cur.resp != nil && !errors.Is(err, c.ctx.Err()) {
+			resp, err = c.finish(&l.cur, l.curV.d, err) // the retry was not sent: the last answer stands
 			return true, resp, err
 		}
-		drop(l.a.resp)
-		resp, err = c.refuse(&l.a, l.v.d, err, true)
+		drop(l.cur.resp)
+		resp, err = c.refuse(&l.cur, l.curV.d, err, true)
 		return true, resp, err
 	}
 	return false, nil, nil
-}
-
-// next returns the delay before retrying as attempt n after decision d. Or
-// it returns why not to retry: attempts used up, a body that cannot be
-// replayed, a server delay over the maximum. The gate decides the rest
-// (deadline, tokens, breaker).
-func (c *call) next(n int, d Decision, prev time.Duration) (time.Duration, error) {
-	cfg := &c.t.cfg
-	switch {
-	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne(), c.deferToSite():
-		return 0, ErrRetriesExhausted // a single attempt's: the outer loop retries
-	case !c.op.body.replayable():
-		return 0, ErrBodyNotReplayable
-	case d.Delay > cfg.retryAfterMax:
-		return 0, ErrDelayTooLong
-	}
-	delay := d.Delay
-	if cfg.backoff != nil {
-		delay = max(delay, cfg.backoff.Delay(n, prev))
-	}
-	// A retry goes out after delay: the server must still hold its key.
-	if err := c.op.keyAge(cfg, cfg.now().Add(delay)); err != nil {
-		return 0, ErrKeyExpired
-	}
-	return delay, nil
 }
 
 // finish ends the call after attempt a, decided d. The caller's body is
@@ -347,7 +319,7 @@ func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error
 	if d.Action == Retry || stop == ErrUnsafeRetry {
 		c.failedRetryably(stop != ErrBodyNotReplayable) // loopsite.go: a loop may send it again
 	}
-	if c.t.cfg.store != nil {
+	if c.cfg.store != nil {
 		c.record(c.led.definitive(a, d))
 	}
 	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
@@ -382,7 +354,7 @@ func (c *call) stopped(reason error) error {
 // record tells the Store how c's operation ended (operation.record); the
 // observers hear of a Store's error.
 func (c *call) record(definitive bool) {
-	if err := c.op.record(&c.t.cfg, c.ctx, definitive, c.led.attempts); err != nil {
+	if err := c.op.record(c.cfg, c.ctx, definitive, c.led.attempts); err != nil {
 		c.led.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: err})
 	}
 }
@@ -404,7 +376,7 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 		resp, err = c.finish(a, d, reason)
 	}
 	if err != nil && c.outer.refuses() {
-		if r := refusalResponse(c.req, err, c.t.cfg.now()); r != nil {
+		if r := refusalResponse(c.req, err, c.cfg.now()); r != nil {
 			return r, nil
 		}
 	}
@@ -418,7 +390,7 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 // a retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *attempt, base int, own bool) {
 	if own {
-		c.t.recent.record(c.op.key, base+c.led.attempts, c.t.cfg.now())
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.now())
 	}
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)
@@ -426,165 +398,5 @@ func (c *call) ended(a *attempt, base int, own bool) {
 	c.loop.ended(&c.t.loops)
 	if own {
 		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
-	}
-}
-
-// hedgeDelay returns how long to wait before hedging the call's next
-// attempt, having sent hedges so far. It returns 0 if the attempt is not to
-// be hedged.
-func (c *call) hedgeDelay(hedges int) time.Duration {
-	hg := c.t.cfg.hedge
-	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
-		return 0
-	}
-	return hg.after(c.h.latency.hist)
-}
-
-// hedged sends attempt n, the i-th of the call, admitted by res. While no
-// definitive answer has come, it sends up to budget hedges, numbered n+1,
-// n+2…. Each goes delay after the previous copy. Each copy runs in its own
-// goroutine with its own context, a child of the caller's. Every copy is
-// settled here. hedged returns the answer that ends the round, its verdict
-// and the number of hedges sent.
-//
-// The first definitive answer wins. The other copies are cancelled and
-// waited for, their answers noted and discarded. A copy may answer
-// retryably, or with a server's refusal: a 5xx or 429 it says not to retry,
-// such as pushback. While another copy is in flight, that answer is
-// discarded and the round waits for the other copy. The round ends with the
-// last answer when every copy failed and the timer has not sent another.
-// Every goroutine of the round has ended when hedged returns. The winner's
-// context is cancelled when its body is closed.
-func (c *call) hedged(res *reservation, i, n, budget int, delay time.Duration) (attempt, verdict, int) {
-	r := newHedgeRound(1+budget, delay)
-	c.launch(r, *res, i, n, false, res.delay)
-	r.arm()
-	defer r.end()
-	sent := 0
-	var (
-		last  attempt
-		lastV verdict
-	)
-	for r.inflight > 0 {
-		res, tick := r.next()
-		if tick {
-			if c.hedge(r, i+sent+1, n+sent+1, delay) {
-				sent++
-				if sent < budget {
-					r.arm()
-				}
-			} // else not sent; the copies in flight go on
-			continue
-		}
-		a, v, won := c.settleCopy(r, res)
-		if won {
-			return a, v, sent
-		}
-		last, lastV = a, v
-	}
-	return last, lastV, sent
-}
-
-// launch sends copy n of a hedged round, the i-th of the call, admitted by
-// res. The copy runs in a goroutine and a context of its own.
-func (c *call) launch(r *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
-	ctx, cancel := context.WithCancel(c.ctx)
-	r.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, newSender(c.t, c.req, &c.op), c.op.try(ctx, i, n, res.at, nil))
-}
-
-// hedge sends hedge n, the i-th attempt of the call, of round r. It goes
-// delay after the copy before it, if attempts are left and the gate admits
-// it.
-func (c *call) hedge(r *hedgeRound, i, n int, delay time.Duration) bool {
-	if c.led.attempts+r.inflight >= c.t.cfg.maxAttempts {
-		return false
-	}
-	res, err := c.h.reserveHedge(&c.applicant, c.t.cfg.now())
-	if err != nil {
-		return false
-	}
-	c.launch(r, res, i, n, true, delay)
-	c.led.hedgeSent(n, delay)
-	return true
-}
-
-// settleCopy settles the copy of round r that answered. It reports whether
-// the copy won: the round ends with it, the other copies settled.
-func (c *call) settleCopy(r *hedgeRound, res hedgeResult) (attempt, verdict, bool) {
-	cp := &r.copies[res.k]
-	a := res.a
-	if !a.sent && r.inflight > 0 {
-		// A hedge whose body could not be rewound (GetBody failed)
-		// never left: it gives back what it took, and the copy in
-		// flight goes on.
-		c.withdraw(cp)
-		return a, verdict{}, false
-	}
-	ro := alone
-	if r.inflight > 0 {
-		ro = racing
-	}
-	v := c.judge(&a, &cp.res, ro)
-	// A server's refusal (a 5xx or 429 it will not have us retry,
-	// pushback above all) to one copy says nothing of the copy it
-	// is still serving: it does not win, and it ends only this
-	// copy. A hedge is a retry to the server, the first to be shed.
-	if v.d.Action != Retry && !(ro == racing && shed(&a, v.d)) {
-		c.settleLosers(r)
-		c.led.note(&a, v.d, cp.wait, cp.hedge)
-		c.keepCopy(&a, cp.cancel)
-		return a, v, true
-	}
-	c.led.note(&a, v.d, cp.wait, cp.hedge)
-	if r.inflight > 0 {
-		if a.resp != nil {
-			discard(a.resp)
-		}
-		cp.cancel()
-	} else {
-		c.keepCopy(&a, cp.cancel)
-	}
-	return a, v, false
-}
-
-// withdraw gives back what copy cp took: it never left (its body could
-// not be rewound), and is not counted.
-func (c *call) withdraw(cp *hedgeCopy) {
-	cp.res.cancel()
-	cp.cancel()
-	c.led.hedgeWithdrawn(cp.n)
-}
-
-// keepCopy ties the copy's context to what the caller gets: cancelled when
-// the response body is closed, at once when there is no response.
-func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
-	if a.resp == nil {
-		cancel()
-		return
-	}
-	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
-}
-
-// settleLosers cancels the copies of r still in flight once another has
-// won. It waits for each and settles it as a loser (judge). A copy
-// cancelled because another answered is CategoryCanceled, neutral for the
-// host. An answer that came anyway is discarded. Its failure counts against
-// the host; its healthy answer earns no token.
-func (c *call) settleLosers(r *hedgeRound) {
-	r.cancelRest()
-	for r.inflight > 0 {
-		res := r.result()
-		cp := &r.copies[res.k]
-		a := res.a
-		if !a.sent {
-			c.withdraw(cp)
-			continue
-		}
-		v := c.judge(&a, &cp.res, loser)
-		if a.resp != nil {
-			discard(a.resp)
-		}
-		cp.cancel()
-		c.led.note(&a, v.d, cp.wait, cp.hedge)
 	}
 }

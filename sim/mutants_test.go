@@ -43,7 +43,7 @@ var mutants = []mutant{
 	{"newkey", []edit{{ // a retry is sent under a new key
 		file: "send.go", fn: "sender.attemptRequest",
 		anchor: "w = &writeWatch{key: [1]string{s.key}}", op: "after",
-		code: "if t.i > 0 { w.key[0], _ = s.t.keys.mint() }",
+		code: "if p.i > 0 { w.key[0], _ = NewKey() }",
 	}}},
 	{"redirectdone", []edit{{ // a redirect answer is recorded Done in the Store
 		file: "ledger.go", fn: "isRedirect",
@@ -51,9 +51,9 @@ var mutants = []mutant{
 		code: "return false",
 	}}},
 	{"unsaferesend", []edit{{ // an unsafe request is re-sent without evidence
-		file: "evidence.go", fn: "subject.guarded",
-		anchor: "return s.unsafe", op: "replace",
-		code: "return false",
+		file: "decide.go", fn: "call.verdict",
+		anchor: "if !a.sent || !op.unsafe {", op: "replace",
+		code: "return v",
 	}}},
 	{"nofinish", []edit{{ // the final Store Finish is skipped
 		file: "operation.go", fn: "operation.record",

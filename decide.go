@@ -1,0 +1,134 @@
+package resilient
+
+import (
+	"net/http"
+	"time"
+)
+
+// The retry decision. What follows an attempt's answer is decided here, in
+// this order; each step that ends the call names its reason:
+//
+//  1. classify (classify.go): the Classifier's Decision, with what the
+//     Transport knows better (a cancelled caller, no response is no
+//     success, a write that got no answer may have been applied);
+//  2. the unsafe-retry guard: a keyed request whose method is not
+//     idempotent is retried, after an answer that may have been applied,
+//     only with evidence that the server dedupes it (ErrUnsafeRetry);
+//  3. the call's limits: attempts (ErrRetriesExhausted), a body that
+//     cannot be replayed (ErrBodyNotReplayable), a server delay over the
+//     maximum (ErrDelayTooLong), then the backoff and the key's age
+//     (ErrKeyExpired);
+//  4. the gate's reservation (gate.go): pushback (ErrPushback), the
+//     deadline (ErrDelayTooLong), the breaker (ErrCircuitOpen), the retry
+//     tokens (ErrTokensExhausted) and the budget (ErrBudgetExhausted).
+//
+// Steps 1 and 2 make an attempt's verdict (call.verdict): settle (settle.go)
+// settles the attempt with it. Steps 3 and 4 decide a retry (call.decide).
+// So a 503 answering a POST with a minted key is, in order: retryable
+// (step 1); refused with ErrUnsafeRetry unless the server dedupes on its
+// route, the application vouches for it or the failure proves the POST was
+// not applied (step 2); then retried within the attempts, the body, the
+// Retry-After maximum and the key's age (step 3) if the gate admits it
+// (step 4).
+
+// verdict is the judgment of one attempt: decision steps 1 and 2.
+type verdict struct {
+	d Decision
+	// err is the attempt's error as the caller is to see it: its own,
+	// joined with the caller's context's error when the caller gave up.
+	err error
+	// stop is why the Transport will not retry the attempt when it
+	// overrode the classifier (ErrUnsafeRetry); nil otherwise.
+	stop error
+	// shown: the answer to an unsafe keyed request shows that the server
+	// dedupes by the key (showsDedupe), evidence for its route that
+	// observe records.
+	shown bool
+}
+
+// verdict returns the verdict on attempt a of c: decision steps 1 and 2.
+// It changes nothing: the verdict says it all.
+func (c *call) verdict(a *attempt) verdict {
+	op := &c.op
+	v, rh := classify(c.cfg, a, c.ctx, op.key) // 1. classify
+	if !a.sent || !op.unsafe {
+		return v
+	}
+	// 2. the unsafe-retry guard. Three things show that the server
+	// dedupes: this answer (shown), the application vouching for it, or
+	// an earlier answer on a's route. The evidence of earlier answers is
+	// looked up only for a retry.
+	v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
+	if !v.shown && v.d.Action == Retry && !notApplied(a) && !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end) {
+		v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
+		v.stop = ErrUnsafeRetry
+	}
+	return v
+}
+
+// decide decides whether c retries after attempt l.cur, settled with
+// verdict l.curV: decision steps 3 and 4. The retry would be attempt n, the
+// i-th of c. It returns nil when the gate reserved it (l.res, after
+// l.delay), else why not: the verdict's stop (nil for a final answer),
+// a limit's reason, or the gate's (refused).
+func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
+	d := l.curV.d
+	if d.Action != Retry {
+		return l.curV.stop, false // 1–2: final, or the guard's ErrUnsafeRetry
+	}
+	// 3. the call's limits.
+	cfg := c.cfg
+	switch {
+	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne(), c.deferToSite():
+		return ErrRetriesExhausted, false // a single attempt's: the outer loop retries
+	case !c.op.body.replayable():
+		return ErrBodyNotReplayable, false
+	case d.Delay > cfg.retryAfterMax:
+		return ErrDelayTooLong, false
+	}
+	delay := d.Delay
+	if cfg.backoff != nil {
+		delay = max(delay, cfg.backoff.Delay(n, l.delay))
+	}
+	// A retry goes out after delay: the server must still hold its key.
+	if err := c.op.keyAge(cfg, cfg.now().Add(delay)); err != nil {
+		return ErrKeyExpired, false
+	}
+	l.delay = delay
+	// 4. the gate reserves the retry without blocking; a refused retry
+	// ends c with the last answer at once. polling: the last answer said
+	// the operation is in progress (a 409 from a call of the key in
+	// another process).
+	polling := d.Category == CategoryInProgress
+	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, cfg.now()); err != nil {
+		return err, true
+	}
+	return nil, false
+}
+
+// notApplied reports whether attempt a's failure proves the server did not
+// apply it: the dial failed, nothing was written, or the server said 429.
+func notApplied(a *attempt) bool {
+	if a.err != nil {
+		return notSent(a.err) || (a.writes.traced && !a.writes.any)
+	}
+	return a.resp != nil && a.resp.StatusCode == http.StatusTooManyRequests
+}
+
+// vouched reports whether the application vouches that c's server
+// dedupes by the key: the key is its own, or it declared the server
+// (WithDedupingServer). Asked only after the cheaper questions: a success
+// needs it only when its answer showed that the server dedupes.
+func (c *call) vouched() bool {
+	return c.op.own || c.cfg.declaredDeduping(c.req)
+}
+
+// noteShown records, as evidence for c's route at end, that an answer to
+// c, an unsafe request, showed that the server dedupes by its key, unless
+// the application vouches for the server anyway (call.vouched). Evidence
+// is recorded from any answer, a success included.
+func (c *call) noteShown(end time.Time) {
+	if !c.vouched() {
+		c.h.evidence.note(routeOf(c.req), end)
+	}
+}
