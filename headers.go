@@ -61,9 +61,6 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 // names the field, never its value.
 func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
 	hs := headerScan{clipped: true}
-	if len(h) == 0 {
-		return hs, nil // ranging over an empty map still costs an iterator
-	}
 	for name, values := range h {
 		if !validFieldName(name) {
 			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
