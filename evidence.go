@@ -49,22 +49,21 @@ type notedRoute struct {
 // substrings of the request's, so building one does not allocate.
 type route struct{ method, prefix string }
 
-func (ev *evidence) note(r route, now time.Time) {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
+func (ev *evidence) note(r route, now int64) {
+	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2) {
 		return // fresh enough, and known without the lock
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if exp, ok := ev.routes[r]; ok && exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
+	if exp, ok := ev.routes[r]; ok && exp-now > int64(dedupeEvidenceTTL/2) {
 		return // fresh enough
 	}
 	if ev.routes == nil {
 		ev.routes = make(map[route]int64)
 	}
 	if len(ev.routes) >= maxEvidenceRoutes {
-		ns := now.UnixNano()
 		for k, exp := range ev.routes {
-			if exp <= ns {
+			if exp <= now {
 				delete(ev.routes, k)
 			}
 		}
@@ -72,19 +71,19 @@ func (ev *evidence) note(r route, now time.Time) {
 			return // keep what is known; an unknown route is simply not trusted
 		}
 	}
-	exp := now.Add(dedupeEvidenceTTL).UnixNano()
+	exp := later(now, dedupeEvidenceTTL)
 	ev.routes[r] = exp
 	ev.fresh.Store(&notedRoute{r, exp})
 }
 
-func (ev *evidence) has(r route, now time.Time) bool {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now.UnixNano() {
+func (ev *evidence) has(r route, now int64) bool {
+	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now {
 		return true
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	exp, ok := ev.routes[r]
-	return ok && exp > now.UnixNano()
+	return ok && exp > now
 }
 
 // routeOf returns req's route.

@@ -124,7 +124,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 		defer cancel()
 		time.AfterFunc(5*time.Millisecond, func() {
 			h, _ := tr.hosts.m.Load("api.test")
-			h.(*hostState).pauses.pause(time.Now(), time.Minute, false)
+			h.(*hostState).pauses.pause(time.Now().UnixNano(), time.Minute, false)
 		})
 		rep := new(Report)
 		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
@@ -139,7 +139,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 
 func TestReservationIsReleasedOnlyOnce(t *testing.T) {
 	tr := gateTransport(stubtest.New(stubtest.Deduping([]int{201})...))
-	h := tr.host("api.test", time.Now())
+	h := tr.host("api.test", time.Now().UnixNano())
 	require.True(t, h.tokens.TakeAt(time.Now()))
 	r := reservation{h: h, retry: true, token: true}
 	r.cancel()
@@ -241,10 +241,10 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
 			g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 			now := time.Now()
-			h := tr.host("api.test", now)
+			h := tr.host("api.test", now.UnixNano())
 			allocs := testing.AllocsPerRun(100, func() {
 				var r reservation
-				if err := h.reserve(&r, g, 0, 0, 0, false, now); err != nil {
+				if err := h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.wait(g); err != nil {
@@ -263,11 +263,11 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
-	h := tr.host("api.test", now)
+	h := tr.host("api.test", now.UnixNano())
 	b.ReportAllocs()
 	for b.Loop() {
 		var r reservation
-		h.reserve(&r, g, 0, 0, 0, false, now)
+		h.reserve(&r, g, 0, 0, 0, false, now.UnixNano())
 		r.wait(g)
 		r.release(g, healthOK)
 	}
@@ -281,7 +281,7 @@ func TestReserveResetsEveryField(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
-	h := tr.host("api.test", now)
+	h := tr.host("api.test", now.UnixNano())
 	var r reservation
 	v := reflect.ValueOf(&r).Elem()
 	for i := range v.NumField() {
@@ -302,8 +302,8 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, h.reserve(&r, g, 0, 0, 0, false, now))
-	want := reservation{h: h, first: true, at: now}
+	require.NoError(t, h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()))
+	want := reservation{h: h, first: true, at: now.UnixNano()}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 

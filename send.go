@@ -19,7 +19,7 @@ type attempt struct {
 	resp *http.Response // nil when err is set
 	err  error
 	took time.Duration // until response headers or error; 0 if never sent
-	end  time.Time
+	end  int64         // Unix ns, by the Transport's clock
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
 	sent   bool
@@ -51,7 +51,7 @@ type plan struct {
 	i, n    int
 	body    io.ReadCloser
 	bodyErr error
-	start   time.Time
+	start   int64 // Unix ns, by the Transport's clock
 	held    *http.Response
 	// rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
 	rewind func() (io.ReadCloser, error)
@@ -60,7 +60,7 @@ type plan struct {
 // plan fills p, a new plan, with what attempt n, the i-th of op's call,
 // admitted at start, is sent with: op hands over its body for it. p is
 // filled in place: a returned plan would be copied.
-func (op *operation) plan(p *plan, ctx context.Context, i, n int, start time.Time, held *http.Response) {
+func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, held *http.Response) {
 	// Field by field: p is zero (a new plan), and a composite literal
 	// would be built aside and copied.
 	p.body, p.bodyErr = op.body.body(i)
@@ -122,10 +122,9 @@ func (s *sender) send(a *attempt, p *plan) {
 		drop(p.held)
 	}
 	resp, err := s.base.RoundTrip(a.req)
-	// One monotonic clock read: time.Now reads the wall clock too, which
-	// the end time can take from start.
-	a.sent, a.took = true, s.cfg.since(p.start)
-	a.end = p.start.Add(a.took)
+	// One monotonic clock read (clock.nanos).
+	a.sent, a.end = true, s.cfg.nanos()
+	a.took = max(time.Duration(a.end-p.start), 0)
 	a.resp, a.err = asContract(resp, err)
 	if a.err != nil {
 		a.err = sendError(a.req, a.err, w)

@@ -160,8 +160,8 @@ func (l *latency) cut(a *attempt) {
 
 // noteFirst notes a first attempt's answer to h at end, healthy if ok, in
 // the window of the host's recent first attempts (firsts.go).
-func (h *hostState) noteFirst(end time.Time, ok bool) { h.pauses.firsts.note(end, ok) }
+func (h *hostState) noteFirst(end int64, ok bool) { h.pauses.firsts.note(end, ok) }
 
 // firstsHealthy reports whether h's recent first attempts say it is
 // healthy at now (firsts.go).
-func (h *hostState) firstsHealthy(now time.Time) bool { return h.pauses.firsts.healthy(now) }
+func (h *hostState) firstsHealthy(now int64) bool { return h.pauses.firsts.healthy(now) }

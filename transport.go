@@ -53,15 +53,13 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		o(&t.cfg)
 	}
 	t.cfg.keyWire = wireKey(t.cfg.keyHeader)
-	if t.cfg.now == nil {
-		t.cfg.now = newClock().now
-	}
+	t.cfg.clock = newClock()
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
 	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
-	t.hosts.nextSweep.Store(t.cfg.now().UnixNano() + t.hosts.idleAfter)
+	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
 	return t
 }
 
@@ -135,7 +133,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	now := t.cfg.now() // the first attempt's admission
+	now := t.cfg.nanos() // the first attempt's admission
 	c.h = t.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
@@ -210,7 +208,7 @@ func (c *call) takeTurn() (joined bool, err error) {
 // counts the attempts sent under its key by earlier calls. Those are a
 // recent key of the application's (recentKeys) or an outer retry loop's
 // count.
-func (c *call) firstNumber(own bool, now time.Time) int {
+func (c *call) firstNumber(own bool, now int64) int {
 	base := 0
 	if own {
 		base = c.t.recent.attempts(c.op.key, now)
@@ -245,7 +243,7 @@ type loop struct {
 // decided (decide.go). The decision reserves the retry, or names why the
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
-func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
+func (c *call) run(l *loop, now int64) (*http.Response, error) {
 	c.endsOnSuccess = c.unobserved()
 	if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
 		return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
@@ -390,7 +388,7 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 // a retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *attempt, base int, own bool) {
 	if own {
-		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.now())
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.nanos())
 	}
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)

@@ -214,7 +214,7 @@ func (b *Budget) bucket(e int64) *budgetBucket {
 func (b *Budget) Deposit() { b.DepositAt(time.Now()) }
 
 // DepositAt records a first attempt at time now.
-func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
+func (b *Budget) DepositAt(now time.Time) { b.deposit(unixNanos(now)) }
 
 // deposit records a first attempt at now; a deposit to a bucket that a
 // later epoch has taken is dropped (see Budget).
@@ -224,16 +224,16 @@ func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
 // and adds to it. That is what depositIn would do: the epoch of now is the
 // bucket's. Only epochs in [0, p.last] are checked so, where the product
 // of an epoch and the width cannot overflow.
-func (b *Budget) deposit(now time.Time) {
+func (b *Budget) deposit(now int64) {
 	if bk := b.latest.Load(); bk != nil {
 		if ep := bk.epoch.Load(); ep >= 0 && ep <= b.p.last {
-			if off := unixNanos(now) - ep*b.p.width; off >= 0 && off < b.p.width {
+			if off := now - ep*b.p.width; off >= 0 && off < b.p.width {
 				bk.deposits.Add(1)
 				return
 			}
 		}
 	}
-	b.depositIn(b.params().epoch(now))
+	b.depositIn(b.params().epochOf(now))
 }
 
 // depositIn records a first attempt in epoch e, and makes its bucket the
