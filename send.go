@@ -65,9 +65,7 @@ func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, h
 	// would be built aside and copied.
 	p.body, p.bodyErr = op.body.body(i)
 	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
-	if i > 0 || !op.asIs {
-		p.rewind = op.body.rewind()
-	}
+	p.rewind = op.body.rewind()
 }
 
 // sender sends the attempts of one operation. It holds what send needs of
@@ -80,19 +78,38 @@ type sender struct {
 	req   *http.Request
 	key   string // the operation's key, "" if none
 	field string // the caller's spelling of the key header, "" if the Transport adds it
-	// asIs, clipped, attemptSet: see operation.
-	asIs, clipped, attemptSet bool
+	// clipped, attemptSet: see operation.
+	clipped, attemptSet bool
 }
 
 // sender returns the sender of op, resolved, for the caller's request
 // req to t.
 func (op *operation) sender(t *Transport, req *http.Request) sender {
-	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
+	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
-// send sends attempt p through the base transport. It sends the caller's
-// request itself when nothing is to be added to it (op.asIs). Otherwise it
-// sends a copy carrying the key and attempt headers. The result is written
+// sendAsIs sends the first attempt of op, admitted at start, when nothing
+// is to be added to the caller's request req (op.asIs): the attempt is req
+// itself, as a bare client would send it, with no copy of it or of its
+// header. The RoundTripper contract forbids changing the request, not
+// sending it; without an attempt header, a server reads a first attempt.
+// The base transport owns req's body from then on. The result is written
+// to a, as send's.
+func (op *operation) sendAsIs(t *Transport, req *http.Request, a *attempt, n int, start int64) {
+	op.body.take()
+	*a = attempt{n: n, req: req}
+	resp, err := t.base.RoundTrip(req)
+	a.sent, a.end = true, t.cfg.nanos()
+	a.took = max(time.Duration(a.end-start), 0)
+	a.resp, a.err = asContract(resp, err)
+	if a.err != nil {
+		a.err = sendError(req, a.err, nil)
+	}
+}
+
+// send sends attempt p through the base transport: a copy of the caller's
+// request carrying the key and attempt headers (a first attempt with
+// nothing to add is sendAsIs's). The result is written
 // to a, filled in place: a returned attempt would be copied. send never
 // mutates the caller's request and writes nothing but a. It shares nothing
 // with other attempts, so that hedged copies are sent at once.
@@ -106,16 +123,7 @@ func (s *sender) send(a *attempt, p *plan) {
 		w      *writeWatch
 		cancel context.CancelFunc
 	)
-	if p.i == 0 && s.asIs {
-		// An unkeyed first attempt with nothing to add is the caller's
-		// request, as a bare client would send it: no copy of it or of its
-		// header. The RoundTripper contract forbids changing the request,
-		// not sending it; without an attempt header, a server reads a
-		// first attempt.
-		a.req = s.req
-	} else {
-		a.req, w, cancel = s.attemptRequest(p)
-	}
+	a.req, w, cancel = s.attemptRequest(p)
 	if p.held != nil {
 		// The retry is on its way: the answer it replaces goes now, so
 		// that its connection is free for it.

@@ -261,10 +261,14 @@ func (c *call) run(l *loop, now int64) (*http.Response, error) {
 			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
-			var p plan
-			c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
-			s := c.op.sender(c.t, c.req)
-			s.send(&l.cur, &p)
+			if i == 0 && c.op.asIs {
+				c.op.sendAsIs(c.t, c.req, &l.cur, n, l.res.at)
+			} else {
+				var p plan
+				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
+				s := c.op.sender(c.t, c.req)
+				s.send(&l.cur, &p)
+			}
 			if c.settle(&l.cur, &l.res, alone, l.res.delay, false, nil, &l.curV) {
 				return l.cur.resp, nil
 			}
