@@ -25,8 +25,8 @@ import (
 // after a 429 (when it fits the deadline), a rate limit and a classic
 // breaker, all configured by the application, act on them.
 
-// applicant is what the gate knows of the call whose attempts it admits:
-// the loop (transport.go) builds it once per call.
+// applicant is what the gate knows of the call whose attempts it admits.
+// A call embeds it (transport.go) and fills it once per call.
 type applicant struct {
 	cfg *config
 	// ctx is the caller's: its deadline bounds the waits, its end ends

@@ -30,6 +30,9 @@ type headerScan struct {
 	attemptSet bool // a field spells attemptHeader (never, if it is "")
 	clipped    bool // no value slice has spare capacity (see attemptHeader)
 	marked     bool // a field may carry an SDK's marks (markField)
+	// method is the request method's bit (methodBit), 0 for a method
+	// without one.
+	method uint16
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
@@ -46,12 +49,17 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 		return headerScan{}, errors.New("no host in URL")
 	case req.Header == nil:
 		return headerScan{}, errors.New("nil Header")
-	case req.Method != "" && !validMethod(req.Method):
+	}
+	bit, known := methodBit(req.Method)
+	switch {
+	case req.Method != "" && !validMethod(req.Method, known):
 		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
 	case len(req.Header) == 0:
-		return headerScan{clipped: true}, nil // ranging over an empty map still costs an iterator
+		return headerScan{clipped: true, method: bit}, nil // ranging over an empty map still costs an iterator
 	}
-	return checkHeader(req.Header, keyHeader, attemptHeader)
+	hs, err := checkHeader(req.Header, keyHeader, attemptHeader)
+	hs.method = bit
+	return hs, err
 }
 
 // checkHeader refuses, before anything is sent, the header fields net/http
@@ -143,14 +151,11 @@ func validFieldName(name string) bool {
 	return isToken(name)
 }
 
-// validMethod reports whether m is a valid method: a token. The common
-// methods are known without a look at each byte.
-func validMethod(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodHead:
-		return true
-	}
-	return isToken(m)
+// validMethod reports whether m is a valid method: a token. known says
+// that m has a bit (methodBit): the common methods are known without a
+// look at each byte.
+func validMethod(m string, known bool) bool {
+	return m != "" && (known || isToken(m))
 }
 
 func isToken(s string) bool {

@@ -172,11 +172,11 @@ type methodSet struct {
 }
 
 // methodBit returns m's bit in methodSet.bits, and false for a method that
-// has none. It is a switch, which the compiler turns into a search on length
+// has none. "" is GET, as in net/http. It is a switch, which the compiler turns into a search on length
 // and content (bench/README.md, "Why the hot path is written this way").
 func methodBit(m string) (uint16, bool) {
 	switch m {
-	case http.MethodGet:
+	case http.MethodGet, "":
 		return 1 << 0, true
 	case http.MethodHead:
 		return 1 << 1, true
@@ -212,10 +212,14 @@ func newMethodSet(methods ...string) methodSet {
 }
 
 func (s methodSet) has(m string) bool {
-	if m == "" {
-		m = http.MethodGet
-	}
-	if bit, ok := methodBit(m); ok {
+	bit, _ := methodBit(m)
+	return s.hasBit(bit, m)
+}
+
+// hasBit is has for method m, whose bit (methodBit) is bit: 0 for a method
+// without one.
+func (s methodSet) hasBit(bit uint16, m string) bool {
+	if bit != 0 {
 		return s.bits&bit != 0
 	}
 	for _, o := range s.other {

@@ -1,7 +1,6 @@
 package resilient
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -81,11 +80,12 @@ func (t *Transport) CloseIdleConnections() {
 // gate (applicant). Each attempt's result lives
 // in the loop's iteration.
 type call struct {
-	t   *Transport
-	cfg *config // t's
-	req *http.Request
-	ctx context.Context
-	op  operation
+	t *Transport
+	// applicant: what the gate knows of c: the config (t's), the caller's
+	// request and context, and, once c's first attempt is numbered, how
+	// the call is driven.
+	applicant
+	op operation
 	h   *hostState
 	led ledger
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
@@ -94,9 +94,6 @@ type call struct {
 	// loop: what a call without marks holds of a loop (loopsite.go),
 	// nil until it fails or is recognised as a loop's re-send.
 	loop *loopCall
-	// applicant: what the gate knows of c, built once c's first attempt
-	// is numbered.
-	applicant applicant
 	// endsOnSuccess: nothing observes c (call.unobserved), so a plain
 	// success of its first attempt ends it at once (call.succeeded).
 	endsOnSuccess bool
@@ -120,7 +117,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	c := &call{t: t, cfg: &t.cfg, req: req, ctx: req.Context()}
+	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
@@ -137,9 +134,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c.h = t.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
-	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
+	c.joined, c.hop, c.single = joined, c.op.hop, c.outer.sendsOne()
 	if own || c.outer != nil {
-		c.applicant.lax = c.outer != nil && c.outer.lax
+		c.lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written
 		// this way").
 		defer c.ended(&l.cur, l.base, own)
