@@ -85,7 +85,7 @@ type call struct {
 	// request and context, and, once c's first attempt is numbered, how
 	// the call is driven.
 	applicant
-	op operation
+	op  operation
 	h   *hostState
 	led ledger
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
