@@ -99,11 +99,19 @@ func (op *operation) sendAsIs(t *Transport, req *http.Request, a *attempt, n int
 	op.body.take()
 	*a = attempt{n: n, req: req}
 	resp, err := t.base.RoundTrip(req)
-	a.sent, a.end = true, t.cfg.nanos()
-	a.took = max(time.Duration(a.end-start), 0)
+	a.answer(resp, err, start, t.cfg.nanos(), nil)
+}
+
+// answer records the base transport's answer to a, sent at start and
+// answered at end (Unix ns): as the RoundTripper contract has it
+// (asContract), its error as a bare client's caller would see it
+// (sendError). w is a's write watch, nil if none.
+func (a *attempt) answer(resp *http.Response, err error, start, end int64, w *writeWatch) {
+	a.sent, a.end = true, end
+	a.took = max(time.Duration(end-start), 0)
 	a.resp, a.err = asContract(resp, err)
 	if a.err != nil {
-		a.err = sendError(req, a.err, nil)
+		a.err = sendError(a.req, a.err, w)
 	}
 }
 
@@ -114,10 +122,9 @@ func (op *operation) sendAsIs(t *Transport, req *http.Request, a *attempt, n int
 // mutates the caller's request and writes nothing but a. It shares nothing
 // with other attempts, so that hedged copies are sent at once.
 func (s *sender) send(a *attempt, p *plan) {
-	*a = attempt{n: p.n}
+	*a = attempt{n: p.n, err: p.bodyErr}
 	if p.bodyErr != nil {
-		a.err = p.bodyErr // only a retry can get here (GetBody failed); nothing is sent
-		return
+		return // only a retry can get here (GetBody failed); nothing is sent
 	}
 	var (
 		w      *writeWatch
@@ -130,13 +137,7 @@ func (s *sender) send(a *attempt, p *plan) {
 		drop(p.held)
 	}
 	resp, err := s.base.RoundTrip(a.req)
-	// One monotonic clock read (clock.nanos).
-	a.sent, a.end = true, s.cfg.nanos()
-	a.took = max(time.Duration(a.end-p.start), 0)
-	a.resp, a.err = asContract(resp, err)
-	if a.err != nil {
-		a.err = sendError(a.req, a.err, w)
-	}
+	a.answer(resp, err, p.start, s.cfg.nanos(), w)
 	if w != nil {
 		a.writes = w.seen()
 	}

@@ -131,17 +131,25 @@ func (c *call) unobserved() bool {
 // The resends count, which only a Report or an Event would show, is not
 // kept. a's response is the caller's.
 func (c *call) succeeded(a *attempt, res *reservation) {
-	res.release(&c.applicant, healthOK)
-	c.h.latency.observe(a.took)
-	if !res.retry {
-		c.h.noteFirst(a.end, true)
-	}
+	c.h.succeeded(&c.applicant, a, res)
 	c.led.attempts++
 	if c.op.unsafe && !c.op.own &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
 		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
+}
+
+// succeeded is what a plain success, attempt a of g admitted by res, does
+// to its host h: it releases the reservation with a healthy answer, and
+// the host hears its latency and, for a first attempt, its health. A
+// plain call (plain.go) ends so too.
+func (h *hostState) succeeded(g *applicant, a *attempt, res *reservation) {
+	res.release(g, healthOK)
+	h.latency.observe(a.took)
+	if !res.retry {
+		h.noteFirst(a.end, true)
+	}
 }
 
 // shed reports whether attempt a, decided d, is a server's refusal: a 5xx

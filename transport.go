@@ -39,6 +39,8 @@ type Transport struct {
 	// loops: the recent retryable failures of calls without marks and
 	// the call sites that loop (loopsite.go); written on failure only.
 	loops loops
+	// plain: the configuration lets requests be plain calls (plain.go).
+	plain bool
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -57,6 +59,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
 	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
+	t.plain = t.cfg.plainCalls()
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
 	return t
@@ -117,6 +120,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+	if t.plain {
+		if resp, err, ok := t.sendPlain(req); ok {
+			return resp, err
+		}
+	}
 	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
 	if err := c.resolve(); err != nil {
 		return nil, err
@@ -141,7 +149,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		// this way").
 		defer c.ended(&l.cur, l.base, own)
 	}
-	return c.run(&l, now)
+	return c.run(&l, now, false)
 }
 
 // resolve resolves c's operation before anything is sent: its name, its
@@ -240,15 +248,23 @@ type loop struct {
 // decided (decide.go). The decision reserves the retry, or names why the
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
-func (c *call) run(l *loop, now int64) (*http.Response, error) {
+//
+// resumed: a plain call (plain.go) sent the first attempt, and its answer
+// was not a plain success. l holds the attempt and its reservation, and
+// the loop starts at the attempt's settle step.
+func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 	c.endsOnSuccess = c.unobserved()
-	if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
-		return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
+	if !resumed {
+		if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
+			return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
+		}
 	}
 	for i := 0; ; i++ {
 		n := l.base + i
-		if end, resp, err := c.admit(l, i, n); end {
-			return resp, err
+		if i > 0 || !resumed {
+			if end, resp, err := c.admit(l, i, n); end {
+				return resp, err
+			}
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
@@ -258,9 +274,11 @@ func (c *call) run(l *loop, now int64) (*http.Response, error) {
 			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
-			if i == 0 && c.op.asIs {
+			switch {
+			case i == 0 && resumed: // sent by the plain call
+			case i == 0 && c.op.asIs:
 				c.op.sendAsIs(c.t, c.req, &l.cur, n, l.res.at)
-			} else {
+			default:
 				var p plan
 				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
 				s := c.op.sender(c.t, c.req)
