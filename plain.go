@@ -28,12 +28,13 @@ func (c *config) plainCalls() bool {
 		c.hedge == nil && c.outer != outerAlways && c.outerHosts == nil
 }
 
-// sendPlain sends req as a plain call, if it is one. ok is false when it
-// is not; nothing was sent then, and the loop sends it. Else sendPlain
-// returns the call's outcome, the loop's if the first answer was not a
-// plain success.
+// sendPlain sends req, which has no body, as a plain call, if it is one.
+// ok is false when it is not; nothing was sent then, and the loop sends
+// it. Else sendPlain returns the call's outcome, the loop's if the first
+// answer was not a plain success. (roundTrip tries it for a request
+// without a body, when t.plain.)
 func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error, ok bool) {
-	if req.Response != nil || (req.Body != nil && req.Body != http.NoBody) || outerContexts.Load() || t.loopsKnown() {
+	if req.Response != nil || outerContexts.Load() || t.loopsKnown() {
 		return nil, nil, false
 	}
 	if bit, _ := methodBit(req.Method); t.cfg.keyMethods.hasBit(bit, req.Method) {
