@@ -37,9 +37,6 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 	if req.Response != nil || outerContexts.Load() || t.loopsKnown() {
 		return nil, nil, false
 	}
-	if bit, _ := methodBit(req.Method); t.cfg.keyMethods.hasBit(bit, req.Method) {
-		return nil, nil, false // a key to mint
-	}
 	ctx := req.Context()
 	if name, _ := operationFromContext(ctx); name != "" {
 		return nil, nil, false
@@ -48,8 +45,8 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 		return nil, nil, false
 	}
 	hs, err := checkRequest(req, t.cfg.keyHeader, t.cfg.attemptHeader)
-	if err != nil || hs.alt != "" || hs.marked || hs.attemptSet {
-		return nil, nil, false
+	if err != nil || hs.alt != "" || hs.marked || hs.attemptSet || t.cfg.keyMethods.hasBit(hs.method, req.Method) {
+		return nil, nil, false // the loop's to refuse, or a key to send
 	}
 	now := t.cfg.nanos() // the first attempt's admission
 	h := t.host(req.URL.Host, now)
@@ -58,13 +55,12 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 	}
 	g := applicant{cfg: &t.cfg, ctx: ctx, req: req}
 	var (
-		op operation // as call.resolve resolves it: see resume
-		a  attempt
-		r  reservation
+		a attempt
+		r reservation
 	)
 	r.reset(h, now, false, true, false)
 	r.sizes()
-	op.sendAsIs(t, req, &a, 0, now)
+	sendAsIs(t, req, &a, 0, now) // no body: nothing for the operation to hand over
 	if plainSuccess(a.resp, a.err) {
 		h.succeeded(&g, &a, &r)
 		return a.resp, nil, true

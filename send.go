@@ -88,15 +88,15 @@ func (op *operation) sender(t *Transport, req *http.Request) sender {
 	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
-// sendAsIs sends the first attempt of op, admitted at start, when nothing
-// is to be added to the caller's request req (op.asIs): the attempt is req
-// itself, as a bare client would send it, with no copy of it or of its
-// header. The RoundTripper contract forbids changing the request, not
-// sending it; without an attempt header, a server reads a first attempt.
-// The base transport owns req's body from then on. The result is written
-// to a, as send's.
-func (op *operation) sendAsIs(t *Transport, req *http.Request, a *attempt, n int, start int64) {
-	op.body.take()
+// sendAsIs sends the first attempt of an operation, numbered n and
+// admitted at start, when nothing is to be added to the caller's request
+// req (operation.asIs): the attempt is req itself, as a bare client would
+// send it, with no copy of it or of its header. The RoundTripper contract
+// forbids changing the request, not sending it; without an attempt header,
+// a server reads a first attempt. The base transport owns req's body from
+// then on: the operation hands it over first (replayBody.take). The result
+// is written to a, as send's.
+func sendAsIs(t *Transport, req *http.Request, a *attempt, n int, start int64) {
 	*a = attempt{n: n, req: req}
 	resp, err := t.base.RoundTrip(req)
 	a.answer(resp, err, start, t.cfg.nanos(), nil)

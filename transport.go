@@ -277,7 +277,8 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			switch {
 			case i == 0 && resumed: // sent by the plain call
 			case i == 0 && c.op.asIs:
-				c.op.sendAsIs(c.t, c.req, &l.cur, n, l.res.at)
+				c.op.body.take() // the base transport owns it now
+				sendAsIs(c.t, c.req, &l.cur, n, l.res.at)
 			default:
 				var p plan
 				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
