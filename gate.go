@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -421,7 +422,7 @@ func (g *applicant) expectedLatency(h *hostState) time.Duration {
 // deadline.
 func (g *applicant) fits(now int64, d time.Duration) bool {
 	dl, ok := g.ctx.Deadline()
-	return !ok || later(now, d) < dl.UnixNano()
+	return !ok || later(now, d) < retrycontrol.UnixNanos(dl)
 }
 
 // sleep waits d or until ctx is done, whichever is first.

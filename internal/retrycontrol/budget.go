@@ -163,12 +163,12 @@ func (b *Budget) params() budgetParams {
 }
 
 // epoch returns the absolute index of the bucket that holds now.
-func (p budgetParams) epoch(now time.Time) int64 { return p.epochOf(unixNanos(now)) }
+func (p budgetParams) epoch(now time.Time) int64 { return p.epochOf(UnixNanos(now)) }
 
-// unixNanos returns now in nanoseconds since 1970, saturated far from
+// UnixNanos returns now in nanoseconds since 1970, saturated far from
 // overflow (UnixNano overflows outside 1678–2262; Sub's overflow check
-// costs more).
-func unixNanos(now time.Time) int64 {
+// costs more). The root package compares deadlines so too.
+func UnixNanos(now time.Time) int64 {
 	const maxSec = math.MaxInt64/int64(time.Second) - 1
 	switch s := now.Unix(); {
 	case s > maxSec:
@@ -180,7 +180,7 @@ func unixNanos(now time.Time) int64 {
 	}
 }
 
-// epochOf returns the absolute index of the bucket that holds d (unixNanos).
+// epochOf returns the absolute index of the bucket that holds d (UnixNanos).
 func (p budgetParams) epochOf(d int64) int64 {
 	e := d / p.width
 	if d%p.width < 0 {
@@ -214,7 +214,7 @@ func (b *Budget) bucket(e int64) *budgetBucket {
 func (b *Budget) Deposit() { b.DepositAt(time.Now()) }
 
 // DepositAt records a first attempt at time now.
-func (b *Budget) DepositAt(now time.Time) { b.deposit(unixNanos(now)) }
+func (b *Budget) DepositAt(now time.Time) { b.deposit(UnixNanos(now)) }
 
 // deposit records a first attempt at now; a deposit to a bucket that a
 // later epoch has taken is dropped (see Budget).
