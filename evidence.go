@@ -50,7 +50,7 @@ type notedRoute struct {
 type route struct{ method, prefix string }
 
 func (ev *evidence) note(r route, now int64) {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2) {
+	if ev.recent(r, now) {
 		return // fresh enough, and known without the lock
 	}
 	ev.mu.Lock()
@@ -84,6 +84,20 @@ func (ev *evidence) has(r route, now int64) bool {
 	defer ev.mu.Unlock()
 	exp, ok := ev.routes[r]
 	return ok && exp > now
+}
+
+// recent reports whether r is the route noted last, with evidence fresh
+// enough at now that noting it again does nothing (note).
+func (ev *evidence) recent(r route, now int64) bool {
+	f := ev.fresh.Load()
+	return f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2)
+}
+
+// renews reports whether noting req's route at now could change ev: false
+// when note would do nothing (recent). Then an answer need not be looked
+// at for evidence. No route is built while nothing was noted.
+func (ev *evidence) renews(req *http.Request, now int64) bool {
+	return ev.fresh.Load() == nil || !ev.recent(routeOf(req), now)
 }
 
 // routeOf returns req's route.

@@ -2,11 +2,15 @@ package resilient
 
 import (
 	"context"
+	"maps"
+	"net/http"
+	"net/url"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/stubtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEvidenceFreshRouteAgreesWithTheMap: the lock-free copy of the route
@@ -64,4 +68,45 @@ func TestPlainSuccessNotesEvidenceWithItsTime(t *testing.T) {
 			t.Fatal("evidence not noted now")
 		}
 	})
+}
+
+// TestEvidenceRenewsOnlyWhenNoteWould: a plain success skips looking at its
+// answer for evidence when renews is false. Then noting the route would
+// have changed nothing: the same fresh copy, the same map. When nothing was
+// noted, or the route noted last is another or half expired, renews is
+// true and the answer is looked at.
+func TestEvidenceRenewsOnlyWhenNoteWould(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	req := func(method, path string) *http.Request {
+		return &http.Request{Method: method, URL: &url.URL{Path: path}}
+	}
+	charge := req("POST", "/v1/charges/ch_1/capture") // route POST /v1/charges
+	for _, tc := range []struct {
+		name   string
+		noted  []*http.Request // noted at t0, in order
+		at     time.Duration   // the answer's time after t0
+		renews bool
+	}{
+		{"nothing noted", nil, 0, true},
+		{"same route, fresh", []*http.Request{charge}, time.Minute, false},
+		{"same route by another path", []*http.Request{req("POST", "/v1/charges")}, time.Minute, false},
+		{"same route, half its life gone", []*http.Request{charge}, dedupeEvidenceTTL/2 + time.Second, true},
+		{"another route noted last", []*http.Request{charge, req("POST", "/v1/refunds")}, time.Minute, true},
+		{"another method", []*http.Request{req("PATCH", "/v1/charges")}, time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev evidence
+			for _, r := range tc.noted {
+				ev.note(routeOf(r), t0.UnixNano())
+			}
+			now := t0.Add(tc.at)
+			require.Equal(t, tc.renews, ev.renews(charge, now.UnixNano()))
+			if !tc.renews {
+				fresh, routes := ev.fresh.Load(), maps.Clone(ev.routes)
+				ev.note(routeOf(charge), now.UnixNano())
+				require.Same(t, fresh, ev.fresh.Load(), "a skipped note would have changed the fresh copy")
+				require.Equal(t, routes, ev.routes, "a skipped note would have changed the map")
+			}
+		})
+	}
 }

@@ -69,29 +69,63 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 // names the field, never its value.
 func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
 	hs := headerScan{clipped: true}
-	for name, values := range h {
-		if !validFieldName(name) {
-			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
-		}
-		if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
-			hs.alt = name // the canonical spelling wins, whatever the order
-		}
-		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
-			hs.attemptSet = true
-		}
-		if cap(values) > len(values) {
-			hs.clipped = false
-		}
-		if markField(name) {
-			hs.marked = true
-		}
-		for _, v := range values {
-			if !validFieldValue(v) {
-				return headerScan{}, fmt.Errorf("invalid value for header field %q", name)
+	if len(h) <= len(commonFields) {
+		// A small header of the most common fields is known by lookups,
+		// which cost less than starting an iteration. Once a name is
+		// missing, the header is ranged over as any other.
+		n := 0
+		for _, name := range commonFields[:len(h)] {
+			values, ok := h[name]
+			if !ok {
+				break
 			}
+			if err := hs.field(name, values, keyHeader, attemptHeader); err != nil {
+				return headerScan{}, err
+			}
+			n++
+		}
+		if n == len(h) {
+			return hs, nil // the header holds these fields and no other
+		}
+		hs = headerScan{clipped: true}
+	}
+	for name, values := range h {
+		if err := hs.field(name, values, keyHeader, attemptHeader); err != nil {
+			return headerScan{}, err
 		}
 	}
 	return hs, nil
+}
+
+// commonFields are the fields a small header most often holds, in the
+// order checkHeader looks them up: a header of n fields is looked up for
+// the first n.
+var commonFields = [...]string{"Content-Type", "Authorization"}
+
+// field checks one field of the caller's header, name with values, and
+// notes in hs what checkHeader learns from it.
+func (hs *headerScan) field(name string, values []string, keyHeader, attemptHeader string) error {
+	if !validFieldName(name) {
+		return fmt.Errorf("invalid header field name %q", name)
+	}
+	if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
+		hs.alt = name // the canonical spelling wins, whatever the order
+	}
+	if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
+		hs.attemptSet = true
+	}
+	if cap(values) > len(values) {
+		hs.clipped = false
+	}
+	if markField(name) {
+		hs.marked = true
+	}
+	for _, v := range values {
+		if !validFieldValue(v) {
+			return fmt.Errorf("invalid value for header field %q", name)
+		}
+	}
+	return nil
 }
 
 // validFieldValue reports whether v is a header field value net/http

@@ -210,11 +210,16 @@ func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, can
 	// and WithClientTrace composes the caller's hooks into the trace it is
 	// given. Keyed requests only.
 	if s.key != "" {
-		w = &writeWatch{key: [1]string{s.key}}
-		w.trace.WroteRequest = w.wroteRequest
-		ctx = w.context(ctx)
+		// One allocation holds the copy and its watch: WithContext's copy
+		// is made on the stack (it is inlined and does not escape), then
+		// copied into it.
+		wr := &watchedRequest{w: writeWatch{key: [1]string{s.key}}}
+		w = &wr.w
+		wr.req = *s.req.WithContext(w.context(ctx))
+		areq = &wr.req
+	} else {
+		areq = s.req.WithContext(ctx)
 	}
-	areq = s.req.WithContext(ctx)
 	s.attemptFields(areq, p, w)
 	areq.Body = p.body
 	areq.GetBody = p.rewind
@@ -227,6 +232,13 @@ func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, can
 		areq.GetBody = w.getBody
 	}
 	return areq, w, cancel
+}
+
+// watchedRequest is a keyed attempt's copy of the caller's request and the
+// watch of its writes, in one allocation: each lives as long as the other.
+type watchedRequest struct {
+	req http.Request
+	w   writeWatch
 }
 
 // attemptFields gives areq, attempt p's copy of the caller's request, a

@@ -126,14 +126,15 @@ func (c *call) unobserved() bool {
 // builds no Decision, Report or Events. The classifier's answer is a
 // success. The host hears a healthy answer and its latency. The answer to
 // a minted key on an unsafe request may show that the server dedupes.
-// call.noteShown records it, as observe would; an own key needs no
-// evidence. The attempt is counted, for the recent attempts of an own key.
-// The resends count, which only a Report or an Event would show, is not
-// kept. a's response is the caller's.
+// call.noteShown records it, as observe would. An own key needs no
+// evidence, nor does a route whose evidence noting would not renew. The
+// attempt is counted, for the recent attempts of an own key. The resends
+// count, which only a Report or an Event would show, is not kept. a's
+// response is the caller's.
 func (c *call) succeeded(a *attempt, res *reservation) {
 	c.h.succeeded(&c.applicant, a, res)
 	c.led.attempts++
-	if c.op.unsafe && !c.op.own &&
+	if c.op.unsafe && !c.op.own && c.h.evidence.renews(c.req, a.end) &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
 		c.noteShown(a.end) // all the guard does on a success
 	}
