@@ -590,7 +590,7 @@ func classify(cfg *config, a *attempt, ctx context.Context, key string) (verdict
 		v.err = withCause(ctx.Err(), a.err)
 		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
-		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: a.end})
+		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: wall(a.end)})
 	}
 	if a.err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it

@@ -42,9 +42,9 @@ func TestClassifyWritesNothing(t *testing.T) {
 			req, err := http.NewRequestWithContext(tt.ctx, http.MethodPost, "http://api.test/v1/charges", nil)
 			require.NoError(t, err)
 			now := time.Unix(1_700_000_000, 0)
-			c := &call{t: tr, cfg: &tr.cfg, req: req, ctx: tt.ctx, h: tr.host(req.URL.Host, now)}
+			c := &call{t: tr, applicant: applicant{cfg: &tr.cfg, req: req, ctx: tt.ctx}, h: tr.host(req.URL.Host, now.UnixNano())}
 			c.op.key, c.op.unsafe = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70", true
-			a := attempt{n: 0, req: req, sent: true, end: now, writes: writes{traced: true, any: true}}
+			a := attempt{n: 0, req: req, sent: true, end: now.UnixNano(), writes: writes{traced: true, any: true}}
 			if tt.status == 0 {
 				a.err = resetErr
 			} else {
@@ -65,9 +65,9 @@ func TestClassifyWritesNothing(t *testing.T) {
 				assert.ErrorIs(t, v.err, context.Canceled, "the caller's context is in the error the caller sees")
 				assert.ErrorIs(t, v.err, resetErr)
 			}
-			assert.False(t, c.h.evidence.has(routeOf(req), now), "classify records no evidence")
+			assert.False(t, c.h.evidence.has(routeOf(req), now.UnixNano()), "classify records no evidence")
 			c.observe(&a, v)
-			assert.Equal(t, tt.shown, c.h.evidence.has(routeOf(req), now), "observe records what the verdict shows")
+			assert.Equal(t, tt.shown, c.h.evidence.has(routeOf(req), now.UnixNano()), "observe records what the verdict shows")
 		})
 	}
 }

@@ -2,7 +2,6 @@ package resilient
 
 import (
 	"net/http"
-	"time"
 )
 
 // The retry decision. What follows an attempt's answer is decided here, in
@@ -100,7 +99,7 @@ func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
 	// the operation is in progress (a 409 from a call of the key in
 	// another process).
 	polling := d.Category == CategoryInProgress
-	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, cfg.now()); err != nil {
+	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, cfg.nanos()); err != nil {
 		return err, true
 	}
 	return nil, false
@@ -127,7 +126,7 @@ func (c *call) vouched() bool {
 // c, an unsafe request, showed that the server dedupes by its key, unless
 // the application vouches for the server anyway (call.vouched). Evidence
 // is recorded from any answer, a success included.
-func (c *call) noteShown(end time.Time) {
+func (c *call) noteShown(end int64) {
 	if !c.vouched() {
 		c.h.evidence.note(routeOf(c.req), end)
 	}

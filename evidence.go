@@ -49,22 +49,21 @@ type notedRoute struct {
 // substrings of the request's, so building one does not allocate.
 type route struct{ method, prefix string }
 
-func (ev *evidence) note(r route, now time.Time) {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
+func (ev *evidence) note(r route, now int64) {
+	if ev.recent(r, now) {
 		return // fresh enough, and known without the lock
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if exp, ok := ev.routes[r]; ok && exp-now.UnixNano() > int64(dedupeEvidenceTTL/2) {
+	if exp, ok := ev.routes[r]; ok && exp-now > int64(dedupeEvidenceTTL/2) {
 		return // fresh enough
 	}
 	if ev.routes == nil {
 		ev.routes = make(map[route]int64)
 	}
 	if len(ev.routes) >= maxEvidenceRoutes {
-		ns := now.UnixNano()
 		for k, exp := range ev.routes {
-			if exp <= ns {
+			if exp <= now {
 				delete(ev.routes, k)
 			}
 		}
@@ -72,19 +71,33 @@ func (ev *evidence) note(r route, now time.Time) {
 			return // keep what is known; an unknown route is simply not trusted
 		}
 	}
-	exp := now.Add(dedupeEvidenceTTL).UnixNano()
+	exp := later(now, dedupeEvidenceTTL)
 	ev.routes[r] = exp
 	ev.fresh.Store(&notedRoute{r, exp})
 }
 
-func (ev *evidence) has(r route, now time.Time) bool {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now.UnixNano() {
+func (ev *evidence) has(r route, now int64) bool {
+	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now {
 		return true
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	exp, ok := ev.routes[r]
-	return ok && exp > now.UnixNano()
+	return ok && exp > now
+}
+
+// recent reports whether r is the route noted last, with evidence fresh
+// enough at now that noting it again does nothing (note).
+func (ev *evidence) recent(r route, now int64) bool {
+	f := ev.fresh.Load()
+	return f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2)
+}
+
+// renews reports whether noting req's route at now could change ev: false
+// when note would do nothing (recent). Then an answer need not be looked
+// at for evidence. No route is built while nothing was noted.
+func (ev *evidence) renews(req *http.Request, now int64) bool {
+	return ev.fresh.Load() == nil || !ev.recent(routeOf(req), now)
 }
 
 // routeOf returns req's route.

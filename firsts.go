@@ -40,11 +40,11 @@ func firstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bo
 	return pOK, pFail, cOK, cFail, cOK+cFail < firstsPer
 }
 
-func firstsNow(now time.Time) uint32 { return uint32(now.UnixMilli()) }
+func firstsNow(now int64) uint32 { return uint32(now / 1e6) }
 
 // note counts a first attempt that ended at now, healthy if ok (a failure
 // otherwise: a 5xx, a 429, a timeout).
-func (f *firsts) note(now time.Time, ok bool) {
+func (f *firsts) note(now int64, ok bool) {
 	ms := firstsNow(now)
 	for {
 		cur := f.w.Load()
@@ -74,7 +74,7 @@ func (f *firsts) note(now time.Time, ok bool) {
 // once it holds firstsMin, must pass the ratio too: a fresh surge of
 // failures (a server whose queue just filled) is not hidden by the
 // healthy bucket before it.
-func (f *firsts) healthy(now time.Time) bool {
+func (f *firsts) healthy(now int64) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
 	if cOK+cFail >= firstsMin && cOK < firstsRatio*cFail {
 		return false

@@ -39,12 +39,12 @@ func TestFirstsHealthy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var f firsts
 			for range tt.ok {
-				f.note(t0, true)
+				f.note(t0.UnixNano(), true)
 			}
 			for range tt.failed {
-				f.note(t0, false)
+				f.note(t0.UnixNano(), false)
 			}
-			assert.Equal(t, tt.want, f.healthy(t0.Add(tt.after)))
+			assert.Equal(t, tt.want, f.healthy(t0.Add(tt.after).UnixNano()))
 		})
 	}
 }
@@ -57,25 +57,25 @@ func TestFirstsWindowSlides(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	notes := func(f *firsts, n int, at time.Time, ok bool) {
 		for range n {
-			f.note(at, ok)
+			f.note(at.UnixNano(), ok)
 		}
 	}
 	var full firsts
 	notes(&full, firstsPer, t0, true)
-	full.note(t0, false) // a new bucket
-	assert.True(t, full.healthy(t0), "the full bucket still counts")
+	full.note(t0.UnixNano(), false) // a new bucket
+	assert.True(t, full.healthy(t0.UnixNano()), "the full bucket still counts")
 
 	var pushed firsts
 	notes(&pushed, firstsPer, t0, true)
 	notes(&pushed, 2*firstsPer, t0, false)
-	assert.False(t, pushed.healthy(t0), "two buckets of failures: the healthy ones are out of the window")
+	assert.False(t, pushed.healthy(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
 
 	var aged firsts
 	notes(&aged, firstsPer/2, t0, true)
 	later := t0.Add(firstsAge + time.Millisecond)
-	aged.note(later, false) // the aged bucket becomes the one before
-	assert.True(t, aged.healthy(later), "%d healthy before, 1 failed now", firstsPer/2)
-	assert.False(t, aged.healthy(t0.Add(3*firstsAge)), "all aged out")
+	aged.note(later.UnixNano(), false) // the aged bucket becomes the one before
+	assert.True(t, aged.healthy(later.UnixNano()), "%d healthy before, 1 failed now", firstsPer/2)
+	assert.False(t, aged.healthy(t0.Add(3*firstsAge).UnixNano()), "all aged out")
 }
 
 // A fresh surge of failures is not hidden by a healthy bucket before it:
@@ -97,19 +97,19 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var f firsts
 			for range firstsPer {
-				f.note(t0, true)
+				f.note(t0.UnixNano(), true)
 			}
 			for range tt.ok {
-				f.note(t0, true)
+				f.note(t0.UnixNano(), true)
 			}
 			for range tt.failed {
-				f.note(t0, false)
+				f.note(t0.UnixNano(), false)
 			}
-			pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(t0))
+			pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(t0.UnixNano()))
 			require.Equal(t, [4]uint64{firstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
 			ok, failed := pOK+cOK, pFail+cFail
 			require.GreaterOrEqual(t, ok, firstsRatio*failed, "the window alone is healthy")
-			assert.Equal(t, tt.want, f.healthy(t0))
+			assert.Equal(t, tt.want, f.healthy(t0.UnixNano()))
 		})
 	}
 }
@@ -210,7 +210,7 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 				// The 503 came at start: did it hold the host's retries?
 				v, ok := tr.hosts.m.Load("api.test")
 				require.True(t, ok)
-				assert.Equal(t, tt.hostHeld, v.(*hostState).pauses.shedding(start), "the host's retries held")
+				assert.Equal(t, tt.hostHeld, v.(*hostState).pauses.shedding(start.UnixNano()), "the host's retries held")
 			})
 		})
 	}

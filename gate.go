@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -25,8 +26,8 @@ import (
 // after a 429 (when it fits the deadline), a rate limit and a classic
 // breaker, all configured by the application, act on them.
 
-// applicant is what the gate knows of the call whose attempts it admits:
-// the loop (transport.go) builds it once per call.
+// applicant is what the gate knows of the call whose attempts it admits.
+// A call embeds it (transport.go) and fills it once per call.
 type applicant struct {
 	cfg *config
 	// ctx is the caller's: its deadline bounds the waits, its end ends
@@ -54,14 +55,15 @@ type reservation struct {
 	delay    time.Duration // the wait before sending, backoff and pause
 	token    bool          // a retry token was taken
 	share    *routeShare   // the route's share the token was also taken from; nil if none
-	budgetAt time.Time     // when the budget paid for the retry; zero if not
-	done     func(error)   // the breaker's, nil if none or uncounted
+	budgetAt int64         // when the budget paid for the retry (Unix ns), if budgeted
+	budgeted bool
+	done     func(error) // the breaker's, nil if none or uncounted
 	released bool
 	// at is the time of the latest admission step: the reservation's, then
 	// the time wait returned at, which is when the attempt starts. Read
 	// again only after something may have blocked, so that an attempt
 	// that waits for nothing reads the clock once before it is sent.
-	at time.Time
+	at int64 // Unix ns, by the Transport's clock
 }
 
 // health is what an attempt's outcome says about its host.
@@ -110,7 +112,7 @@ func healthOf(resp *http.Response, err error, d Decision) health {
 // A retry polling for the end of an operation in progress elsewhere
 // (polling) takes no token. An error is the reason the retry is refused;
 // nothing was taken.
-func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time.Duration, polling bool, now time.Time) error {
+func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time.Duration, polling bool, now int64) error {
 	// A call that waited for its key's call in flight (applicant.joined)
 	// sends its first attempt as a first attempt: it retries nothing.
 	r.reset(h, now, n > 0 && (i > 0 || !g.joined), i == 0, g.hop)
@@ -131,7 +133,7 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 		// it are held to the budget; it is never refused, as a bare
 		// client's call would not be. (An outer loop's retry that the gate
 		// governs, outerloop.go, is admitted below as any retry.)
-		if r.retry && h.tokens != nil && h.tokens.TakeAt(now) {
+		if r.retry && h.tokens != nil && h.tokens.TakeAtNanos(now) {
 			r.took(nil)
 		}
 		return nil
@@ -167,7 +169,7 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 // reserveOuterRetry admits into r, at now, the attempt of g, an outer loop's
 // retry, or refuses it. It applies the gate's policies for a retry, but not
 // the waits: the loop waited as it chose.
-func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Time) error {
+func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now int64) error {
 	if h.pauses.pushedBack(now) {
 		return ErrPushback
 	}
@@ -186,24 +188,24 @@ func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now time.Tim
 // delay. It sets
 // the fields one by one (bench/README.md, "Why the hot path is written
 // this way").
-func (r *reservation) reset(h *hostState, now time.Time, retry, first, hop bool) {
+func (r *reservation) reset(h *hostState, now int64, retry, first, hop bool) {
 	r.h, r.done, r.at = h, nil, now
 	r.retry, r.first, r.hop, r.token, r.released = retry, first, hop, false, false
-	r.budgetAt, r.share = time.Time{}, nil
+	r.budgetAt, r.budgeted, r.share = 0, false, nil
 }
 
 // spend takes what a retry (or a hedge) of g costs at now: a retry token,
 // from the host's bucket and from the share of g's route (routeshare.go),
 // and the budget's share. On error (ErrTokensExhausted, ErrBudgetExhausted)
 // nothing is held.
-func (r *reservation) spend(g *applicant, now time.Time) error {
+func (r *reservation) spend(g *applicant, now int64) error {
 	h := r.h
 	if h.tokens != nil {
 		s, ok := h.shares.take(routeOf(g.req), h.tokens.capacity(now))
 		if !ok {
 			return ErrTokensExhausted
 		}
-		if !h.tokens.TakeAt(now) {
+		if !h.tokens.TakeAtNanos(now) {
 			if s != nil {
 				h.shares.give(s, tokenUnit)
 			}
@@ -226,14 +228,14 @@ func (r *reservation) took(s *routeShare) {
 
 // withdraw has the host's budget, if it has one, pay for r's retry at now,
 // and reports whether it did.
-func (r *reservation) withdraw(now time.Time) bool {
+func (r *reservation) withdraw(now int64) bool {
 	if r.h.budget == nil {
 		return true
 	}
-	if !r.h.budget.WithdrawAt(now) {
+	if !r.h.budget.WithdrawAt(wall(now)) {
 		return false
 	}
-	r.budgetAt = now
+	r.budgetAt, r.budgeted = now, true
 	return true
 }
 
@@ -249,7 +251,7 @@ func (r *reservation) wait(g *applicant) error {
 			r.cancel()
 			return err
 		}
-		r.at = g.cfg.now()
+		r.at = g.cfg.nanos()
 	} else if err := g.ctx.Err(); err != nil {
 		r.cancel()
 		return err
@@ -257,7 +259,7 @@ func (r *reservation) wait(g *applicant) error {
 	h := r.h
 	if !r.first && h.pauses.pushbackUntil.Load() != 0 {
 		// The server pushed back while the retry waited its backoff.
-		if now := g.cfg.now(); h.pauses.pushedBack(now) {
+		if now := g.cfg.nanos(); h.pauses.pushedBack(now) {
 			r.at = now
 			r.cancel()
 			return ErrPushback
@@ -279,7 +281,7 @@ func (r *reservation) wait(g *applicant) error {
 			}
 			return ErrRateLimited // the limiter refuses waits past the deadline
 		}
-		r.at = g.cfg.now()
+		r.at = g.cfg.nanos()
 	}
 	if h.breaker != nil {
 		if err := r.allow(g, r.first && g.cfg.retriesOnlyBreaker()); err != nil {
@@ -305,15 +307,15 @@ func (r *reservation) wait(g *applicant) error {
 // retry loop drives waits for nothing of the Transport's.
 //
 // It returns how long it waited, and when it returned.
-func (r *reservation) waitPause(g *applicant) (time.Duration, time.Time, error) {
+func (r *reservation) waitPause(g *applicant) (time.Duration, int64, error) {
 	h := r.h
-	now := g.cfg.now()
-	h.pauses.clearPauses(now.UnixNano())
+	now := g.cfg.nanos()
+	h.pauses.clearPauses(now)
 	if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 		if err := sleep(g.ctx, p); err != nil {
 			return 0, now, err
 		}
-		return p, g.cfg.now(), nil
+		return p, g.cfg.nanos(), nil
 	}
 	return 0, now, nil
 }
@@ -339,10 +341,10 @@ func (r *reservation) allow(g *applicant, uncounted bool) error {
 // the budget.
 func (r *reservation) sizes() {
 	if r.h.tokens != nil {
-		r.h.tokens.FirstAt(r.at)
+		r.h.tokens.FirstAtNanos(r.at)
 	}
 	if r.h.budget != nil {
-		r.h.budget.DepositAt(r.at)
+		r.h.budget.DepositAt(wall(r.at))
 	}
 }
 
@@ -368,8 +370,8 @@ func (r *reservation) cancel() {
 			r.h.shares.give(r.share, tokenUnit)
 		}
 	}
-	if !r.budgetAt.IsZero() {
-		r.h.budget.RefundAt(r.budgetAt)
+	if r.budgeted {
+		r.h.budget.RefundAt(wall(r.budgetAt))
 	}
 	if r.done != nil {
 		r.done(errBreakerExcluded)
@@ -418,9 +420,9 @@ func (g *applicant) expectedLatency(h *hostState) time.Duration {
 
 // fits reports whether waiting d from now leaves time before the caller's
 // deadline.
-func (g *applicant) fits(now time.Time, d time.Duration) bool {
+func (g *applicant) fits(now int64, d time.Duration) bool {
 	dl, ok := g.ctx.Deadline()
-	return !ok || now.Add(d).Before(dl)
+	return !ok || later(now, d) < retrycontrol.UnixNanos(dl)
 }
 
 // sleep waits d or until ctx is done, whichever is first.
@@ -444,7 +446,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // bucket or budget, a rate limiter without a token at hand, or a deadline
 // too close. The error says why, and nothing is held. The reservation is
 // released like a retry's.
-func (h *hostState) reserveHedge(g *applicant, now time.Time) (reservation, error) {
+func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 	r := reservation{h: h, retry: true, at: now}
 	switch {
 	case h.pauses.pushedBack(now):
@@ -457,7 +459,7 @@ func (h *hostState) reserveHedge(g *applicant, now time.Time) (reservation, erro
 	if err := r.spend(g, now); err != nil {
 		return r, err
 	}
-	if h.limiter != nil && !h.limiter.AllowN(now, 1) {
+	if h.limiter != nil && !h.limiter.AllowN(wall(now), 1) {
 		r.cancel()
 		return r, ErrDelayTooLong
 	}

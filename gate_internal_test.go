@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"sync"
@@ -124,7 +125,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 		defer cancel()
 		time.AfterFunc(5*time.Millisecond, func() {
 			h, _ := tr.hosts.m.Load("api.test")
-			h.(*hostState).pauses.pause(time.Now(), time.Minute, false)
+			h.(*hostState).pauses.pause(time.Now().UnixNano(), time.Minute, false)
 		})
 		rep := new(Report)
 		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
@@ -139,7 +140,7 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 
 func TestReservationIsReleasedOnlyOnce(t *testing.T) {
 	tr := gateTransport(stubtest.New(stubtest.Deduping([]int{201})...))
-	h := tr.host("api.test", time.Now())
+	h := tr.host("api.test", time.Now().UnixNano())
 	require.True(t, h.tokens.TakeAt(time.Now()))
 	r := reservation{h: h, retry: true, token: true}
 	r.cancel()
@@ -241,10 +242,10 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
 			g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 			now := time.Now()
-			h := tr.host("api.test", now)
+			h := tr.host("api.test", now.UnixNano())
 			allocs := testing.AllocsPerRun(100, func() {
 				var r reservation
-				if err := h.reserve(&r, g, 0, 0, 0, false, now); err != nil {
+				if err := h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.wait(g); err != nil {
@@ -263,11 +264,11 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
-	h := tr.host("api.test", now)
+	h := tr.host("api.test", now.UnixNano())
 	b.ReportAllocs()
 	for b.Loop() {
 		var r reservation
-		h.reserve(&r, g, 0, 0, 0, false, now)
+		h.reserve(&r, g, 0, 0, 0, false, now.UnixNano())
 		r.wait(g)
 		r.release(g, healthOK)
 	}
@@ -281,7 +282,7 @@ func TestReserveResetsEveryField(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
 	now := time.Now()
-	h := tr.host("api.test", now)
+	h := tr.host("api.test", now.UnixNano())
 	var r reservation
 	v := reflect.ValueOf(&r).Elem()
 	for i := range v.NumField() {
@@ -302,8 +303,8 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, h.reserve(&r, g, 0, 0, 0, false, now))
-	want := reservation{h: h, first: true, at: now}
+	require.NoError(t, h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()))
+	want := reservation{h: h, first: true, at: now.UnixNano()}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 
@@ -428,4 +429,31 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Zero(t, h.pauses.pauseUntil.Load(), "the ended pause is cleared")
 	})
+}
+
+// TestFitsAnyDeadline: whether a wait fits before the caller's deadline is
+// right for any deadline, past the years whose Unix nanoseconds fit in an
+// int64 too (a context.WithTimeout of math.MaxInt64 ends in 2318).
+func TestFitsAnyDeadline(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name     string
+		deadline time.Time
+		wait     time.Duration
+		fits     bool
+	}{
+		{"well before", now.Add(time.Hour), time.Second, true},
+		{"past it", now.Add(time.Second), time.Hour, false},
+		{"a deadline in 2318", now.Add(math.MaxInt64), time.Hour, true},
+		{"a deadline in 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), time.Hour, true},
+		{"a deadline in 1600", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), 0, false},
+		{"the longest wait", now.Add(time.Hour), math.MaxInt64, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithDeadline(context.Background(), tt.deadline)
+			defer cancel()
+			g := applicant{ctx: ctx}
+			assert.Equal(t, tt.fits, g.fits(now.UnixNano(), tt.wait))
+		})
+	}
 }

@@ -223,9 +223,9 @@ func TestHostWithStateIsNotEvicted(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		h, _ := tr.hosts.m.Load("api.test")
-		h.(*hostState).pauses.pause(time.Now(), time.Hour, true)
+		h.(*hostState).pauses.pause(time.Now().UnixNano(), time.Hour, true)
 		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		tr.host("other.test", time.Now())
+		tr.host("other.test", time.Now().UnixNano())
 		_, ok := tr.hosts.m.Load("api.test")
 		assert.True(t, ok, "a paused host is kept")
 	})

@@ -30,6 +30,9 @@ type headerScan struct {
 	attemptSet bool // a field spells attemptHeader (never, if it is "")
 	clipped    bool // no value slice has spare capacity (see attemptHeader)
 	marked     bool // a field may carry an SDK's marks (markField)
+	// method is the request method's bit (methodBit), 0 for a method
+	// without one.
+	method uint16
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
@@ -46,12 +49,17 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 		return headerScan{}, errors.New("no host in URL")
 	case req.Header == nil:
 		return headerScan{}, errors.New("nil Header")
-	case req.Method != "" && !validMethod(req.Method):
+	}
+	bit, known := methodBit(req.Method)
+	switch {
+	case req.Method != "" && !validMethod(req.Method, known):
 		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
 	case len(req.Header) == 0:
-		return headerScan{clipped: true}, nil // ranging over an empty map still costs an iterator
+		return headerScan{clipped: true, method: bit}, nil // ranging over an empty map still costs an iterator
 	}
-	return checkHeader(req.Header, keyHeader, attemptHeader)
+	hs, err := checkHeader(req.Header, keyHeader, attemptHeader)
+	hs.method = bit
+	return hs, err
 }
 
 // checkHeader refuses, before anything is sent, the header fields net/http
@@ -61,29 +69,63 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 // names the field, never its value.
 func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
 	hs := headerScan{clipped: true}
-	for name, values := range h {
-		if !validFieldName(name) {
-			return headerScan{}, fmt.Errorf("invalid header field name %q", name)
-		}
-		if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
-			hs.alt = name // the canonical spelling wins, whatever the order
-		}
-		if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
-			hs.attemptSet = true
-		}
-		if cap(values) > len(values) {
-			hs.clipped = false
-		}
-		if markField(name) {
-			hs.marked = true
-		}
-		for _, v := range values {
-			if !validFieldValue(v) {
-				return headerScan{}, fmt.Errorf("invalid value for header field %q", name)
+	if len(h) <= len(commonFields) {
+		// A small header of the most common fields is known by lookups,
+		// which cost less than starting an iteration. Once a name is
+		// missing, the header is ranged over as any other.
+		n := 0
+		for _, name := range commonFields[:len(h)] {
+			values, ok := h[name]
+			if !ok {
+				break
 			}
+			if err := hs.field(name, values, keyHeader, attemptHeader); err != nil {
+				return headerScan{}, err
+			}
+			n++
+		}
+		if n == len(h) {
+			return hs, nil // the header holds these fields and no other
+		}
+		hs = headerScan{clipped: true}
+	}
+	for name, values := range h {
+		if err := hs.field(name, values, keyHeader, attemptHeader); err != nil {
+			return headerScan{}, err
 		}
 	}
 	return hs, nil
+}
+
+// commonFields are the fields a small header most often holds, in the
+// order checkHeader looks them up: a header of n fields is looked up for
+// the first n.
+var commonFields = [...]string{"Content-Type", "Authorization"}
+
+// field checks one field of the caller's header, name with values, and
+// notes in hs what checkHeader learns from it.
+func (hs *headerScan) field(name string, values []string, keyHeader, attemptHeader string) error {
+	if !validFieldName(name) {
+		return fmt.Errorf("invalid header field name %q", name)
+	}
+	if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
+		hs.alt = name // the canonical spelling wins, whatever the order
+	}
+	if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
+		hs.attemptSet = true
+	}
+	if cap(values) > len(values) {
+		hs.clipped = false
+	}
+	if markField(name) {
+		hs.marked = true
+	}
+	for _, v := range values {
+		if !validFieldValue(v) {
+			return fmt.Errorf("invalid value for header field %q", name)
+		}
+	}
+	return nil
 }
 
 // validFieldValue reports whether v is a header field value net/http
@@ -143,14 +185,11 @@ func validFieldName(name string) bool {
 	return isToken(name)
 }
 
-// validMethod reports whether m is a valid method: a token. The common
-// methods are known without a look at each byte.
-func validMethod(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodHead:
-		return true
-	}
-	return isToken(m)
+// validMethod reports whether m is a valid method: a token. known says
+// that m has a bit (methodBit): the common methods are known without a
+// look at each byte.
+func validMethod(m string, known bool) bool {
+	return m != "" && (known || isToken(m))
 }
 
 func isToken(s string) bool {

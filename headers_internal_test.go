@@ -125,10 +125,12 @@ func TestKeyFieldFromTheScan(t *testing.T) {
 // any other method is valid when it is a token.
 func TestValidMethod(t *testing.T) {
 	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PROPFIND", "get", "M-SEARCH"} {
-		require.True(t, validMethod(m), m)
+		_, known := methodBit(m)
+		require.True(t, validMethod(m, known), m)
 	}
 	for _, m := range []string{"GE T", "GET\n", "PO(ST", "\x00", "ÉTÉ", ""} {
-		require.False(t, validMethod(m), "%q", m)
+		_, known := methodBit(m)
+		require.False(t, validMethod(m, known), "%q", m)
 	}
 }
 
@@ -142,5 +144,60 @@ func TestValidFieldName(t *testing.T) {
 	}
 	for _, n := range []string{"", "Content Type", "Content-Type:", "Accept\r\n", "Ünicode", "(x)"} {
 		require.False(t, validFieldName(n), "%q", n)
+	}
+}
+
+// TestCheckHeaderSmallHeaderByLookups: a small header of common fields,
+// scanned by lookups instead of a range, gives what a scan of every field
+// gives: the same scan, or an error for the same field. Key and attempt
+// headers named as the common fields are noted as in any other field.
+func TestCheckHeaderSmallHeaderByLookups(t *testing.T) {
+	spare := make([]string, 1, 2)
+	spare[0] = "application/json"
+	for _, tc := range []struct {
+		name               string
+		header             http.Header
+		keyHeader, attempt string
+		wantErr            string // "" for none
+	}{
+		{"content type", http.Header{"Content-Type": {"application/json"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"both", http.Header{"Content-Type": {"a"}, "Authorization": {"Bearer x"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"spare capacity", http.Header{"Content-Type": spare}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"no values", http.Header{"Content-Type": nil}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"bad value", http.Header{"Content-Type": {"a\nb"}}, "Idempotency-Key", DefaultAttemptHeader, `invalid value for header field "Content-Type"`},
+		{"bad second value", http.Header{"Content-Type": {"a"}, "Authorization": {"ok", "x\x7f"}}, "Idempotency-Key", DefaultAttemptHeader, `invalid value for header field "Authorization"`},
+		{"key header named so", http.Header{"Content-Type": {"k"}}, "Content-Type", DefaultAttemptHeader, ""},
+		{"attempt header named so", http.Header{"Authorization": {"2"}, "Content-Type": {"a"}}, "Idempotency-Key", "Authorization", ""},
+		{"other field", http.Header{"Content-Type": {"a"}, "X-Trace": {"b"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"other first", http.Header{"Authorization": {"a"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"other spelling", http.Header{"content-type": {"a"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"mark", http.Header{"Content-Type": {"a"}, "X-Stainless-Retry-Count": {"1"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
+		{"bad name", http.Header{"Content-Type": {"a"}, "Bad Name": {"b"}}, "Idempotency-Key", DefaultAttemptHeader, `invalid header field name "Bad Name"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs, err := checkHeader(tc.header, tc.keyHeader, tc.attempt)
+			if tc.wantErr != "" {
+				require.EqualError(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			want := headerScan{clipped: true}
+			for name, values := range tc.header {
+				require.NoError(t, want.field(name, values, tc.keyHeader, tc.attempt))
+			}
+			require.Equal(t, want, hs)
+			switch tc.name {
+			case "key header named so":
+				require.Equal(t, "Content-Type", hs.alt)
+			case "attempt header named so":
+				require.True(t, hs.attemptSet)
+			case "spare capacity":
+				require.False(t, hs.clipped)
+			case "mark":
+				require.True(t, hs.marked)
+			case "content type", "both":
+				require.Equal(t, headerScan{clipped: true}, hs)
+			}
+		})
 	}
 }

@@ -319,7 +319,7 @@ func (c *call) hedge(round *hedgeRound, i, n int, delay time.Duration) bool {
 	if c.led.attempts+round.inflight >= c.cfg.maxAttempts {
 		return false
 	}
-	res, err := c.h.reserveHedge(&c.applicant, c.cfg.now())
+	res, err := c.h.reserveHedge(&c.applicant, c.cfg.nanos())
 	if err != nil {
 		return false
 	}

@@ -109,8 +109,7 @@ const lastReplace = int64(time.Second)
 // host returns the state of the named host, creating it if needed, and
 // marks it used at now. The common case is the cached host with no sweep
 // due: two loads and a comparison of names.
-func (t *Transport) host(name string, now time.Time) *hostState {
-	ns := now.UnixNano()
+func (t *Transport) host(name string, ns int64) *hostState {
 	if h := t.hosts.last.Load(); h != nil && ns < t.hosts.nextSweep.Load() && h.name == name {
 		h.used(ns)
 		return h
@@ -277,15 +276,14 @@ func (ps *pauses) over(now int64) bool {
 
 // pause holds back requests to the host until now+d: every request if all,
 // else retries only. It never shortens an existing pause.
-func (ps *pauses) pause(now time.Time, d time.Duration, all bool) {
+func (ps *pauses) pause(now int64, d time.Duration, all bool) {
 	p := &ps.retryPauseUntil
 	if all {
 		p = &ps.pauseUntil
 	}
-	ns := now.UnixNano()
-	until := now.Add(d).UnixNano()
+	until := later(now, d)
 	cur := p.Load()
-	ps.renewed.Store(!all || cur > ns)
+	ps.renewed.Store(!all || cur > now)
 	for cur < until && !p.CompareAndSwap(cur, until) {
 		cur = p.Load()
 	}
@@ -296,7 +294,7 @@ func (ps *pauses) pause(now time.Time, d time.Duration, all bool) {
 // would only add load to a host that sheds it: the gate refuses it before
 // any wait, and the caller has the last answer at once, as from a bare
 // client. A 429's pause set once is waited out, and the retry sent.
-func (ps *pauses) shedding(now time.Time) bool {
+func (ps *pauses) shedding(now int64) bool {
 	return ps.renewed.Load() && ps.pausedFor(now, true) > 0
 }
 
@@ -313,8 +311,8 @@ func (ps *pauses) clearPauses(ns int64) {
 
 // pushBack records the server's pushback: no retry to the host until now+d.
 // It never shortens an existing pushback.
-func (ps *pauses) pushBack(now time.Time, d time.Duration) {
-	until := now.Add(d).UnixNano()
+func (ps *pauses) pushBack(now int64, d time.Duration) {
+	until := later(now, d)
 	for {
 		cur := ps.pushbackUntil.Load()
 		if cur >= until || ps.pushbackUntil.CompareAndSwap(cur, until) {
@@ -324,14 +322,14 @@ func (ps *pauses) pushBack(now time.Time, d time.Duration) {
 }
 
 // pushedBack reports whether the server's pushback holds retries at now.
-func (ps *pauses) pushedBack(now time.Time) bool {
+func (ps *pauses) pushedBack(now int64) bool {
 	u := ps.pushbackUntil.Load()
-	return u != 0 && now.UnixNano() < u
+	return u != 0 && now < u
 }
 
 // pausedFor returns how long attempt n (0 for a first attempt) must still
 // wait for a server-directed pause at now.
-func (ps *pauses) pausedFor(now time.Time, retry bool) time.Duration {
+func (ps *pauses) pausedFor(now int64, retry bool) time.Duration {
 	u := ps.pauseUntil.Load()
 	if retry {
 		u = max(u, ps.retryPauseUntil.Load())
@@ -339,5 +337,5 @@ func (ps *pauses) pausedFor(now time.Time, retry bool) time.Duration {
 	if u == 0 {
 		return 0
 	}
-	return max(time.Duration(u-now.UnixNano()), 0)
+	return max(time.Duration(u-now), 0)
 }

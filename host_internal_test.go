@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -33,16 +34,16 @@ func cacheHolds(tr *Transport) bool {
 func TestHostCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-		a := tr.host("a.test", time.Now())
+		a := tr.host("a.test", time.Now().UnixNano())
 		assert.Same(t, a, tr.hosts.last.Load(), "the first host is cached")
-		b := tr.host("b.test", time.Now())
+		b := tr.host("b.test", time.Now().UnixNano())
 		assert.Same(t, a, tr.hosts.last.Load(), "a host in use keeps the cache")
 		for range 3 {
-			assert.Same(t, a, tr.host("a.test", time.Now()))
-			assert.Same(t, b, tr.host("b.test", time.Now()))
+			assert.Same(t, a, tr.host("a.test", time.Now().UnixNano()))
+			assert.Same(t, b, tr.host("b.test", time.Now().UnixNano()))
 		}
 		time.Sleep(time.Duration(lastReplace))
-		assert.Same(t, b, tr.host("b.test", time.Now()))
+		assert.Same(t, b, tr.host("b.test", time.Now().UnixNano()))
 		assert.Same(t, b, tr.hosts.last.Load(), "an unused cached host gives way")
 		assert.True(t, cacheHolds(tr))
 
@@ -51,7 +52,7 @@ func TestHostCache(t *testing.T) {
 		_, ok := tr.hosts.m.Load("b.test")
 		assert.False(t, ok, "b was idle for a window")
 		assert.Nil(t, tr.hosts.last.Load(), "the evicted host left the cache")
-		b2 := tr.host("b.test", time.Now())
+		b2 := tr.host("b.test", time.Now().UnixNano())
 		assert.NotSame(t, b, b2, "an evicted host starts afresh")
 		assert.True(t, cacheHolds(tr))
 	})
@@ -70,7 +71,7 @@ func TestHostCacheUnderSweeps(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				name := fmt.Sprintf("h%d.test", (g+i)%3)
-				h := tr.host(name, time.Now())
+				h := tr.host(name, time.Now().UnixNano())
 				assert.Equal(t, name, h.name)
 			}
 		}()
@@ -91,6 +92,7 @@ func TestClock(t *testing.T) {
 		for _, step := range []time.Duration{0, time.Millisecond, 300 * time.Millisecond, clockRebase / 2} {
 			time.Sleep(step)
 			assert.True(t, c.now().Equal(time.Now()))
+			assert.Equal(t, time.Now().UnixNano(), c.nanos(), "nanos is now's Unix nanoseconds")
 		}
 		assert.Same(t, base, c.base.Load(), "no wall-clock read within clockRebase")
 		time.Sleep(clockRebase)
@@ -99,7 +101,28 @@ func TestClock(t *testing.T) {
 		assert.NotSame(t, base, c.base.Load(), "the wall clock read again")
 		later := c.now()
 		assert.False(t, later.Before(now))
+		assert.Equal(t, outside.nanos(), time.Now().UnixNano(), "nanos rebases as now does")
 	})
+}
+
+// TestLater: a time plus a server's delay saturates instead of wrapping.
+func TestLater(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ns   int64
+		d    time.Duration
+		want int64
+	}{
+		{"plain", 1_000, 500, 1_500},
+		{"zero delay", math.MaxInt64, 0, math.MaxInt64},
+		{"negative delay", 1_000, -500, 500},
+		{"past the end", time.Now().UnixNano(), math.MaxInt64, math.MaxInt64},
+		{"before the start", -1_000, math.MinInt64, math.MinInt64},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, later(tt.ns, tt.d))
+		})
+	}
 }
 
 // BenchmarkHost measures finding a host's state: the cached host, a second
@@ -107,20 +130,20 @@ func TestClock(t *testing.T) {
 func BenchmarkHost(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
-	tr.host("api.test", now)
-	tr.host("other.test", now)
+	tr.host("api.test", now.UnixNano())
+	tr.host("other.test", now.UnixNano())
 	for _, name := range []string{"api.test", "other.test"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.host(name, now)
+				tr.host(name, now.UnixNano())
 			}
 		})
 		b.Run(name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					tr.host(name, now)
+					tr.host(name, now.UnixNano())
 				}
 			})
 		})
@@ -147,13 +170,14 @@ func BenchmarkClock(b *testing.B) {
 func TestHostAndClockDoNotAllocate(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
-	tr.host("api.test", now)
-	tr.host("other.test", now)
+	tr.host("api.test", now.UnixNano())
+	tr.host("other.test", now.UnixNano())
 	c := newClock()
 	for name, f := range map[string]func(){
-		"cached host": func() { tr.host("api.test", now) },
-		"table host":  func() { tr.host("other.test", now) },
+		"cached host": func() { tr.host("api.test", now.UnixNano()) },
+		"table host":  func() { tr.host("other.test", now.UnixNano()) },
 		"clock":       func() { c.now() },
+		"clock nanos": func() { c.nanos() },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, f), name)
 	}
@@ -204,18 +228,18 @@ func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 func TestCachedHostRunsADueSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-		a := tr.host("a.test", time.Now())
-		tr.host("b.test", time.Now())
+		a := tr.host("a.test", time.Now().UnixNano())
+		tr.host("b.test", time.Now().UnixNano())
 		require.Same(t, a, tr.hosts.last.Load())
 		for range 3 { // no sweep due: both stay
 			time.Sleep(time.Duration(tr.hosts.idleAfter) / 4)
-			assert.Same(t, a, tr.host("a.test", time.Now()))
+			assert.Same(t, a, tr.host("a.test", time.Now().UnixNano()))
 			_, ok := tr.hosts.m.Load("b.test")
 			assert.True(t, ok)
 		}
 		time.Sleep(time.Duration(tr.hosts.idleAfter))
 		now := time.Now()
-		assert.Same(t, a, tr.host("a.test", now), "the cached host stays")
+		assert.Same(t, a, tr.host("a.test", now.UnixNano()), "the cached host stays")
 		_, ok := tr.hosts.m.Load("b.test")
 		assert.False(t, ok, "the sweep due ran and evicted the idle host")
 		assert.Equal(t, now.UnixNano(), a.lastUsed.Load())

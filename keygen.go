@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -39,6 +40,7 @@ type keySource struct {
 	left int                 // unread bytes at the end of rand; 0: fill it
 	rand [keyRandBuffer]byte // from crypto/rand
 	slab strings.Builder     // the bytes of the last keys minted (see mint)
+	last int64               // the time and sequence of the last key minted (v7Time)
 }
 
 // keyRandBuffer is how many random bytes keySource reads at once: 32 keys.
@@ -82,18 +84,30 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 // mint returns a new key, as NewKey does. Its keys pass ValidateKey by
 // construction (36 bytes of hex digits and hyphens).
 //
+// It lays the UUIDv7 out as uuid.NewV7FromReader does: 48 bits of Unix
+// milliseconds, the version, 12 bits of sub-millisecond time (v7Time), the
+// variant, 62 random bits. It does so itself, under the one mutex it holds
+// for the buffer: uuid's takes its own mutex, and its reader escapes, so
+// each UUID it makes is a heap allocation (bench/README.md, "Why the hot
+// path is written this way").
+//
 // The key's bytes are written into a slab shared by keySlabKeys keys. The
 // slab is a strings.Builder: what it has written is never written again,
 // so each key is a substring of its String. That saves the allocation of
 // each key's string but that of every keySlabKeys-th. A key kept alive
 // keeps its slab alive: at most keySlabKeys*36 bytes.
 func (s *keySource) mint() (string, error) {
-	s.mu.Lock() // uuid's own mutex is taken inside: always after this one
-	u, err := uuid.NewV7FromReader((*heldKeySource)(s))
-	if err != nil {
+	s.mu.Lock()
+	var u uuid.UUID
+	if _, err := (*heldKeySource)(s).Read(u[:]); err != nil {
 		s.mu.Unlock()
 		return "", fmt.Errorf("resilient: minting key: %w", err)
 	}
+	milli, seq := s.v7Time(time.Now().UnixNano())
+	u[0], u[1], u[2], u[3], u[4], u[5] = byte(milli>>40), byte(milli>>32), byte(milli>>24), byte(milli>>16), byte(milli>>8), byte(milli)
+	u[6] = 0x70 | 0x0f&byte(seq>>8) // version 7
+	u[7] = byte(seq)
+	u[8] = u[8]&0x3f | 0x80 // variant 10
 	var b [36]byte
 	formatKey(&b, &u)
 	if s.slab.Cap()-s.slab.Len() < len(b) {
@@ -104,6 +118,24 @@ func (s *keySource) mint() (string, error) {
 	k := s.slab.String()
 	s.mu.Unlock()
 	return k[len(k)-len(b):], nil
+}
+
+// v7Time returns the milliseconds and the 12-bit sequence of a key minted
+// at nano (Unix ns), as uuid's getV7Time does: the sequence is the
+// sub-millisecond time in units of 256 ns. Their pair (milli<<12 + seq) is
+// greater than that of any key s minted before, so s's keys sort in the
+// order they were minted. It requires that s.mu is held.
+func (s *keySource) v7Time(nano int64) (milli, seq int64) {
+	const nanoPerMilli = int64(time.Millisecond)
+	milli = nano / nanoPerMilli
+	seq = (nano - milli*nanoPerMilli) >> 8
+	now := milli<<12 + seq
+	if now <= s.last {
+		now = s.last + 1
+		milli, seq = now>>12, now&0xfff
+	}
+	s.last = now
+	return milli, seq
 }
 
 // keySlabKeys is how many keys share an allocation (see mint).
@@ -172,11 +204,11 @@ type methodSet struct {
 }
 
 // methodBit returns m's bit in methodSet.bits, and false for a method that
-// has none. It is a switch, which the compiler turns into a search on length
+// has none. "" is GET, as in net/http. It is a switch, which the compiler turns into a search on length
 // and content (bench/README.md, "Why the hot path is written this way").
 func methodBit(m string) (uint16, bool) {
 	switch m {
-	case http.MethodGet:
+	case http.MethodGet, "":
 		return 1 << 0, true
 	case http.MethodHead:
 		return 1 << 1, true
@@ -212,10 +244,14 @@ func newMethodSet(methods ...string) methodSet {
 }
 
 func (s methodSet) has(m string) bool {
-	if m == "" {
-		m = http.MethodGet
-	}
-	if bit, ok := methodBit(m); ok {
+	bit, _ := methodBit(m)
+	return s.hasBit(bit, m)
+}
+
+// hasBit is has for method m, whose bit (methodBit) is bit: 0 for a method
+// without one.
+func (s methodSet) hasBit(bit uint16, m string) bool {
+	if bit != 0 {
 		return s.bits&bit != 0
 	}
 	for _, o := range s.other {

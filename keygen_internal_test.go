@@ -306,3 +306,57 @@ func TestKeySourceReadsUUIDsInOrder(t *testing.T) {
 		t.Fatalf("the read after the buffer did not refill it: %v, left %d", err, s.left)
 	}
 }
+
+// TestMintV7Layout: a minted key is laid out as uuid's UUIDv7s are: the
+// version and variant bits, the minting time in its first 48 bits, and
+// keys that sort in the order they were minted, more of them than a
+// millisecond's sequence holds at once.
+func TestMintV7Layout(t *testing.T) {
+	var s keySource
+	before := time.Now().UnixMilli()
+	var prev string
+	for i := range 5000 {
+		k, err := s.mint()
+		require.NoError(t, err)
+		u, err := uuid.Parse(k)
+		require.NoError(t, err)
+		require.Equal(t, uuid.Version(7), u.Version())
+		require.Equal(t, uuid.RFC4122, u.Variant())
+		require.Greater(t, k, prev, "key %d sorts after the one before", i)
+		prev = k
+	}
+	u := uuid.MustParse(prev)
+	milli := int64(u[0])<<40 | int64(u[1])<<32 | int64(u[2])<<24 | int64(u[3])<<16 | int64(u[4])<<8 | int64(u[5])
+	require.GreaterOrEqual(t, milli, before)
+	// The sequence may run ahead of the clock by a few ms, no more.
+	require.LessOrEqual(t, milli, time.Now().UnixMilli()+5000/4096+1)
+}
+
+// TestV7Time: the sequence is the sub-millisecond time in 256 ns units; a
+// clock that stands still or goes back still gives a greater pair, which
+// carries into the milliseconds.
+func TestV7Time(t *testing.T) {
+	var s keySource
+	const ms = int64(time.Millisecond)
+	for _, tc := range []struct {
+		name            string
+		nano            int64
+		wantMs, wantSeq int64
+	}{
+		{"first", 1000*ms + 512, 1000, 2},
+		{"same time", 1000*ms + 512, 1000, 3},
+		{"back in time", 999 * ms, 1000, 4},
+		{"later", 1001*ms + 256*10, 1001, 10},
+		{"end of the millisecond", 1001*ms + 999_999, 1001, 3906},
+		{"sequence full", -1, 1001, 4095},
+		{"carry", 1001 * ms, 1002, 0},
+	} {
+		if tc.nano == -1 {
+			s.last = 1001<<12 + 4094 // as after 4,094 keys in one millisecond
+			tc.nano = 1001 * ms
+		}
+		milli, seq := s.v7Time(tc.nano)
+		require.Equal(t, tc.wantMs, milli, tc.name)
+		require.Equal(t, tc.wantSeq, seq, tc.name)
+	}
+}

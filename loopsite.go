@@ -123,7 +123,7 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	lc := c.loopState()
 	at := lc.origin()
 	bp := op.body.print(c.req.ContentLength)
-	ns := c.cfg.now().UnixNano()
+	ns := c.cfg.nanos()
 	lp.mu.Lock()
 	f, rule, strong := lp.match(c.req, at, bp, ns)
 	if f == nil {
@@ -187,7 +187,7 @@ func (c *call) deferToSite() bool {
 	at := lc.origin()
 	lp := &c.t.loops
 	lp.mu.Lock()
-	learned := lp.learned(at.site, c.cfg.now().UnixNano())
+	learned := lp.learned(at.site, c.cfg.nanos())
 	lp.mu.Unlock()
 	if learned {
 		lc.rule = ruleSite
@@ -206,7 +206,7 @@ func (c *call) failedRetryably(rewound bool) {
 	}
 	lc := c.loopState()
 	f := &failure{req: c.req, header: headerPtr(c.req.Header), body: c.req.Body, sig: sigOf(c.req), host: c.req.URL.Host,
-		print: bodyPrint{length: c.req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.cfg.now().UnixNano()}
+		print: bodyPrint{length: c.req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.cfg.nanos()}
 	if rewound {
 		f.print = c.op.body.print(c.req.ContentLength)
 	}

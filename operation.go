@@ -63,7 +63,7 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 		closeReqBody(req)
 		return nil, &refusal{ErrInvalidRequest, CategoryTerminal, err}
 	}
-	key, err := op.identity(cfg, ctx, req, keys, hs.alt)
+	key, err := op.identity(cfg, ctx, req, keys, hs)
 	if err != nil {
 		closeReqBody(req)
 		return nil, &refusal{ErrInvalidKey, CategoryClient, err} // never echo an invalid key
@@ -90,11 +90,12 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 // identity returns the operation's key. It is the caller's header, the
 // context's key, or the key of the request this one is a redirect of. For
 // the configured methods it may be a new one. identity notes whose it is
-// (op.own, op.field). A Store claim may replace it later. alt is the key
-// header field under another spelling than the canonical one, as
-// checkRequest found it ("" if none). On error the key is not to be used.
-func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *keySource, alt string) (string, error) {
-	if name, vs := keyField(req.Header, cfg.keyHeader, alt); len(vs) > 0 {
+// (op.own, op.field). A Store claim may replace it later. hs is what
+// checkRequest found: the key header field under another spelling than the
+// canonical one (alt, "" if none), the method's bit. On error the key is
+// not to be used.
+func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *keySource, hs headerScan) (string, error) {
+	if name, vs := keyField(req.Header, cfg.keyHeader, hs.alt); len(vs) > 0 {
 		op.own, op.field = true, name
 		return vs[0], ValidateKey(vs[0])
 	}
@@ -111,7 +112,7 @@ func (op *operation) identity(cfg *config, ctx context.Context, req *http.Reques
 			return k, nil
 		}
 	}
-	if cfg.keyMethods.has(req.Method) || (op.name != "" && cfg.store != nil) {
+	if cfg.keyMethods.hasBit(hs.method, req.Method) || (op.name != "" && cfg.store != nil) {
 		if cfg.keyFunc == nil {
 			return keys.mint() // a UUIDv7: valid by construction
 		}

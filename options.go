@@ -80,9 +80,15 @@ type config struct {
 	maxBodyBuffer    int64
 	logger           *slog.Logger
 	observers        []Observer
-	now              func() time.Time              // the Transport's clock (clock.now) unless set in tests
-	since            func(time.Time) time.Duration // test seam, set with now; time.Since
+	clock            *clock // the Transport's (NewTransport)
 }
+
+// now returns the current time by c's clock.
+func (c *config) now() time.Time { return c.clock.now() }
+
+// nanos returns the current time by c's clock in Unix nanoseconds: the
+// Transport's own times are kept so (clock).
+func (c *config) nanos() int64 { return c.clock.nanos() }
 
 // idleAfter is how long a host's state is kept without requests: the
 // longest window among its policies.
@@ -109,7 +115,6 @@ func defaultConfig() config {
 		keyRetention:  defaultKeyRetention,
 		retryAfterMax: defaultRetryAfterMax,
 		maxBodyBuffer: defaultMaxBodyBuffer,
-		since:         time.Since,
 	}
 }
 

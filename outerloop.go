@@ -149,7 +149,7 @@ func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCa
 		return o, op.key // no match possible: the minted key stands
 	}
 	o.print = fp
-	return o, pending.key(fp, m.count, op.key, cfg.now())
+	return o, pending.key(fp, m.count, op.key, cfg.nanos())
 }
 
 // outerStart decides whether a call sends one attempt for an outer loop. It
@@ -249,8 +249,7 @@ type pendingCall struct {
 // It is the key of the one pending call of fp whose latest mark is
 // count-1. Otherwise it is minted, the key of a new call, which key
 // records.
-func (p *pendingCalls) key(fp string, count int, minted string, now time.Time) string {
-	ns := now.UnixNano()
+func (p *pendingCalls) key(fp string, count int, minted string, ns int64) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.calls[fp]
@@ -403,24 +402,23 @@ type recentKey struct {
 
 // attempts returns the number of attempts already sent under key in calls
 // that ended within recentWindow of now.
-func (r *recentKeys) attempts(key string, now time.Time) int {
+func (r *recentKeys) attempts(key string, now int64) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.keys[key]
-	if !ok || now.UnixNano()-e.last > int64(recentWindow) {
+	if !ok || now-e.last > int64(recentWindow) {
 		return 0
 	}
 	return e.attempts
 }
 
 // record notes that attempts attempts have now been sent under key.
-func (r *recentKeys) record(key string, attempts int, now time.Time) {
+func (r *recentKeys) record(key string, attempts int, ns int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.keys == nil {
 		r.keys = make(map[string]recentKey)
 	}
-	ns := now.UnixNano()
 	if _, ok := r.keys[key]; !ok && len(r.keys) >= maxRecentKeys {
 		for k, e := range r.keys {
 			if ns-e.last > int64(recentWindow) {

@@ -12,29 +12,29 @@ func TestPendingCalls(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var p pendingCalls
 	// A call and its retries: one key.
-	assert.Equal(t, "a", p.key("fp", 0, "a", now))
-	assert.Equal(t, "a", p.key("fp", 1, "b", now))
-	assert.Equal(t, "a", p.key("fp", 2, "c", now))
+	assert.Equal(t, "a", p.key("fp", 0, "a", now.UnixNano()))
+	assert.Equal(t, "a", p.key("fp", 1, "b", now.UnixNano()))
+	assert.Equal(t, "a", p.key("fp", 2, "c", now.UnixNano()))
 	// A retry whose previous mark is nobody's: a new call.
-	assert.Equal(t, "d", p.key("fp", 5, "d", now))
+	assert.Equal(t, "d", p.key("fp", 5, "d", now.UnixNano()))
 	// Another fingerprint is another call.
-	assert.Equal(t, "e", p.key("other", 1, "e", now))
+	assert.Equal(t, "e", p.key("other", 1, "e", now.UnixNano()))
 
 	// Two calls with one fingerprint at once: their retries cannot be told
 	// apart, and each gets a new key.
 	var q pendingCalls
-	assert.Equal(t, "x", q.key("fp", 0, "x", now))
-	assert.Equal(t, "y", q.key("fp", 0, "y", now))
-	assert.Equal(t, "z", q.key("fp", 1, "z", now))
-	assert.Equal(t, "w", q.key("fp", 1, "w", now))
+	assert.Equal(t, "x", q.key("fp", 0, "x", now.UnixNano()))
+	assert.Equal(t, "y", q.key("fp", 0, "y", now.UnixNano()))
+	assert.Equal(t, "z", q.key("fp", 1, "z", now.UnixNano()))
+	assert.Equal(t, "w", q.key("fp", 1, "w", now.UnixNano()))
 	// Once one has succeeded (forget), the other's retries match it alone.
 	q.forget("fp", "x")
 	q.forget("fp", "z")
 	q.forget("fp", "w")
-	assert.Equal(t, "y", q.key("fp", 1, "v", now))
+	assert.Equal(t, "y", q.key("fp", 1, "v", now.UnixNano()))
 
 	// Past the window, a set is forgotten whole.
-	assert.Equal(t, "n", q.key("fp", 2, "n", now.Add(pendingWindow+1)))
+	assert.Equal(t, "n", q.key("fp", 2, "n", now.Add(pendingWindow+1).UnixNano()))
 }
 
 func TestPendingCallsBounded(t *testing.T) {
@@ -42,7 +42,7 @@ func TestPendingCallsBounded(t *testing.T) {
 	var p pendingCalls
 	for i := range 3 * maxPendingCalls {
 		fp := string(rune('a'+i%7)) + string(rune(i))
-		p.key(fp, 0, "k", now.Add(time.Duration(i)*time.Millisecond))
+		p.key(fp, 0, "k", now.Add(time.Duration(i)*time.Millisecond).UnixNano())
 		assert.LessOrEqual(t, p.n, maxPendingCalls)
 	}
 	total := 0
@@ -54,7 +54,7 @@ func TestPendingCallsBounded(t *testing.T) {
 	// is needed, never one of its calls alone.
 	var q pendingCalls
 	for range maxPendingCalls + 3 {
-		q.key("same", 0, "k", now)
+		q.key("same", 0, "k", now.UnixNano())
 		assert.LessOrEqual(t, q.n, maxPendingCalls)
 	}
 	assert.Len(t, q.calls["same"].calls, q.n)
@@ -67,16 +67,16 @@ func TestPendingEvictionNeverSharesAKey(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var p pendingCalls
 	// Call A (fingerprint X) sends its first attempt, gets a 500.
-	assert.Equal(t, "A", p.key("X", 0, "A", now))
+	assert.Equal(t, "A", p.key("X", 0, "A", now.UnixNano()))
 	// Other calls fill the table within the window (all answered non-2xx).
 	for i := 1; i < maxPendingCalls+1; i++ {
-		p.key(fmt.Sprint("other", i), 0, "k", now.Add(time.Duration(i)*time.Millisecond))
+		p.key(fmt.Sprint("other", i), 0, "k", now.Add(time.Duration(i)*time.Millisecond).UnixNano())
 	}
 	// Call C: the same request as A (same method, URL and body), a new
 	// logical call, sends its first attempt.
 	t1 := now.Add(10 * time.Second)
-	assert.Equal(t, "C", p.key("X", 0, "C", t1))
+	assert.Equal(t, "C", p.key("X", 0, "C", t1.UnixNano()))
 	// A's SDK retries (mark 1) a second later.
-	got := p.key("X", 1, "A2", t1.Add(time.Second))
+	got := p.key("X", 1, "A2", t1.Add(time.Second).UnixNano())
 	assert.NotEqual(t, "C", got, "A's retry took C's key: two logical calls share one key")
 }

@@ -80,7 +80,7 @@ func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
 		}
 		assert.Zero(t, failedB, "every retry of the live route went out")
 		h, _ := tr.hosts.m.Load("api.test")
-		capacity := int(h.(*hostState).tokens.capacity(time.Now()) / tokenUnit)
+		capacity := int(h.(*hostState).tokens.capacity(time.Now().UnixNano()) / tokenUnit)
 		assert.LessOrEqual(t, srv.sent["/v1/a"], ops/2+capacity, "the dead route retried at most the bucket's capacity")
 	})
 }
@@ -99,7 +99,7 @@ func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
 		case 0:
 			rt.FirstAt(now)
 		case 1: // a retry, as spend takes it
-			s, ok := rs.take(r, rt.capacity(now))
+			s, ok := rs.take(r, rt.capacity(now.UnixNano()))
 			took := rt.TakeAt(now)
 			require.Equal(t, took, ok, "step %d: the share decides as the bucket", i)
 			if ok && rng.IntN(4) == 0 { // not sent: cancel

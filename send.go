@@ -19,7 +19,7 @@ type attempt struct {
 	resp *http.Response // nil when err is set
 	err  error
 	took time.Duration // until response headers or error; 0 if never sent
-	end  time.Time
+	end  int64         // Unix ns, by the Transport's clock
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
 	sent   bool
@@ -51,7 +51,7 @@ type plan struct {
 	i, n    int
 	body    io.ReadCloser
 	bodyErr error
-	start   time.Time
+	start   int64 // Unix ns, by the Transport's clock
 	held    *http.Response
 	// rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
 	rewind func() (io.ReadCloser, error)
@@ -60,14 +60,12 @@ type plan struct {
 // plan fills p, a new plan, with what attempt n, the i-th of op's call,
 // admitted at start, is sent with: op hands over its body for it. p is
 // filled in place: a returned plan would be copied.
-func (op *operation) plan(p *plan, ctx context.Context, i, n int, start time.Time, held *http.Response) {
+func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, held *http.Response) {
 	// Field by field: p is zero (a new plan), and a composite literal
 	// would be built aside and copied.
 	p.body, p.bodyErr = op.body.body(i)
 	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
-	if i > 0 || !op.asIs {
-		p.rewind = op.body.rewind()
-	}
+	p.rewind = op.body.rewind()
 }
 
 // sender sends the attempts of one operation. It holds what send needs of
@@ -80,56 +78,66 @@ type sender struct {
 	req   *http.Request
 	key   string // the operation's key, "" if none
 	field string // the caller's spelling of the key header, "" if the Transport adds it
-	// asIs, clipped, attemptSet: see operation.
-	asIs, clipped, attemptSet bool
+	// clipped, attemptSet: see operation.
+	clipped, attemptSet bool
 }
 
 // sender returns the sender of op, resolved, for the caller's request
 // req to t.
 func (op *operation) sender(t *Transport, req *http.Request) sender {
-	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, asIs: op.asIs, clipped: op.clipped, attemptSet: op.attemptSet}
+	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
-// send sends attempt p through the base transport. It sends the caller's
-// request itself when nothing is to be added to it (op.asIs). Otherwise it
-// sends a copy carrying the key and attempt headers. The result is written
+// sendAsIs sends the first attempt of an operation, numbered n and
+// admitted at start, when nothing is to be added to the caller's request
+// req (operation.asIs): the attempt is req itself, as a bare client would
+// send it, with no copy of it or of its header. The RoundTripper contract
+// forbids changing the request, not sending it; without an attempt header,
+// a server reads a first attempt. The base transport owns req's body from
+// then on: the operation hands it over first (replayBody.take). The result
+// is written to a, as send's.
+func sendAsIs(t *Transport, req *http.Request, a *attempt, n int, start int64) {
+	*a = attempt{n: n, req: req}
+	resp, err := t.base.RoundTrip(req)
+	a.answer(resp, err, start, t.cfg.nanos(), nil)
+}
+
+// answer records the base transport's answer to a, sent at start and
+// answered at end (Unix ns): as the RoundTripper contract has it
+// (asContract), its error as a bare client's caller would see it
+// (sendError). w is a's write watch, nil if none.
+func (a *attempt) answer(resp *http.Response, err error, start, end int64, w *writeWatch) {
+	a.sent, a.end = true, end
+	a.took = max(time.Duration(end-start), 0)
+	a.resp, a.err = asContract(resp, err)
+	if a.err != nil {
+		a.err = sendError(a.req, a.err, w)
+	}
+}
+
+// send sends attempt p through the base transport: a copy of the caller's
+// request carrying the key and attempt headers (a first attempt with
+// nothing to add is sendAsIs's). The result is written
 // to a, filled in place: a returned attempt would be copied. send never
 // mutates the caller's request and writes nothing but a. It shares nothing
 // with other attempts, so that hedged copies are sent at once.
 func (s *sender) send(a *attempt, p *plan) {
-	*a = attempt{n: p.n}
+	*a = attempt{n: p.n, err: p.bodyErr}
 	if p.bodyErr != nil {
-		a.err = p.bodyErr // only a retry can get here (GetBody failed); nothing is sent
-		return
+		return // only a retry can get here (GetBody failed); nothing is sent
 	}
 	var (
 		w      *writeWatch
 		cancel context.CancelFunc
 	)
-	if p.i == 0 && s.asIs {
-		// An unkeyed first attempt with nothing to add is the caller's
-		// request, as a bare client would send it: no copy of it or of its
-		// header. The RoundTripper contract forbids changing the request,
-		// not sending it; without an attempt header, a server reads a
-		// first attempt.
-		a.req = s.req
-	} else {
-		a.req, w, cancel = s.attemptRequest(p)
-	}
+	a.req, w, cancel = s.attemptRequest(p)
 	if p.held != nil {
 		// The retry is on its way: the answer it replaces goes now, so
 		// that its connection is free for it.
 		drop(p.held)
 	}
 	resp, err := s.base.RoundTrip(a.req)
-	// One monotonic clock read: time.Now reads the wall clock too, which
-	// the end time can take from start.
-	a.sent, a.took = true, s.cfg.since(p.start)
-	a.end = p.start.Add(a.took)
-	a.resp, a.err = asContract(resp, err)
-	if a.err != nil {
-		a.err = sendError(a.req, a.err, w)
-	}
+	a.answer(resp, err, p.start, s.cfg.nanos(), w)
 	if w != nil {
 		a.writes = w.seen()
 	}
@@ -202,11 +210,16 @@ func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, can
 	// and WithClientTrace composes the caller's hooks into the trace it is
 	// given. Keyed requests only.
 	if s.key != "" {
-		w = &writeWatch{key: [1]string{s.key}}
-		w.trace.WroteRequest = w.wroteRequest
-		ctx = w.context(ctx)
+		// One allocation holds the copy and its watch: WithContext's copy
+		// is made on the stack (it is inlined and does not escape), then
+		// copied into it.
+		wr := &watchedRequest{w: writeWatch{key: [1]string{s.key}}}
+		w = &wr.w
+		wr.req = *s.req.WithContext(w.context(ctx))
+		areq = &wr.req
+	} else {
+		areq = s.req.WithContext(ctx)
 	}
-	areq = s.req.WithContext(ctx)
 	s.attemptFields(areq, p, w)
 	areq.Body = p.body
 	areq.GetBody = p.rewind
@@ -219,6 +232,13 @@ func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, can
 		areq.GetBody = w.getBody
 	}
 	return areq, w, cancel
+}
+
+// watchedRequest is a keyed attempt's copy of the caller's request and the
+// watch of its writes, in one allocation: each lives as long as the other.
+type watchedRequest struct {
+	req http.Request
+	w   writeWatch
 }
 
 // attemptFields gives areq, attempt p's copy of the caller's request, a

@@ -126,22 +126,31 @@ func (c *call) unobserved() bool {
 // builds no Decision, Report or Events. The classifier's answer is a
 // success. The host hears a healthy answer and its latency. The answer to
 // a minted key on an unsafe request may show that the server dedupes.
-// call.noteShown records it, as observe would; an own key needs no
-// evidence. The attempt is counted, for the recent attempts of an own key.
-// The resends count, which only a Report or an Event would show, is not
-// kept. a's response is the caller's.
+// call.noteShown records it, as observe would. An own key needs no
+// evidence, nor does a route whose evidence noting would not renew. The
+// attempt is counted, for the recent attempts of an own key. The resends
+// count, which only a Report or an Event would show, is not kept. a's
+// response is the caller's.
 func (c *call) succeeded(a *attempt, res *reservation) {
-	res.release(&c.applicant, healthOK)
-	c.h.latency.observe(a.took)
-	if !res.retry {
-		c.h.noteFirst(a.end, true)
-	}
+	c.h.succeeded(&c.applicant, a, res)
 	c.led.attempts++
-	if c.op.unsafe && !c.op.own &&
+	if c.op.unsafe && !c.op.own && c.h.evidence.renews(c.req, a.end) &&
 		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
 		c.noteShown(a.end) // all the guard does on a success
 	}
 	c.op.body.close()
+}
+
+// succeeded is what a plain success, attempt a of g admitted by res, does
+// to its host h: it releases the reservation with a healthy answer, and
+// the host hears its latency and, for a first attempt, its health. A
+// plain call (plain.go) ends so too.
+func (h *hostState) succeeded(g *applicant, a *attempt, res *reservation) {
+	res.release(g, healthOK)
+	h.latency.observe(a.took)
+	if !res.retry {
+		h.noteFirst(a.end, true)
+	}
 }
 
 // shed reports whether attempt a, decided d, is a server's refusal: a 5xx
@@ -160,8 +169,8 @@ func (l *latency) cut(a *attempt) {
 
 // noteFirst notes a first attempt's answer to h at end, healthy if ok, in
 // the window of the host's recent first attempts (firsts.go).
-func (h *hostState) noteFirst(end time.Time, ok bool) { h.pauses.firsts.note(end, ok) }
+func (h *hostState) noteFirst(end int64, ok bool) { h.pauses.firsts.note(end, ok) }
 
 // firstsHealthy reports whether h's recent first attempts say it is
 // healthy at now (firsts.go).
-func (h *hostState) firstsHealthy(now time.Time) bool { return h.pauses.firsts.healthy(now) }
+func (h *hostState) firstsHealthy(now int64) bool { return h.pauses.firsts.healthy(now) }

@@ -65,7 +65,7 @@ func newRetryTokens(c RetryTokens) *retryTokens {
 const tokenUnit = retrycontrol.TokenUnit
 
 // capacity is the bucket's size at now, in millitokens.
-func (rt *retryTokens) capacity(now time.Time) int64 { return rt.Capacity(now) }
+func (rt *retryTokens) capacity(now int64) int64 { return rt.CapacityNanos(now) }
 
 // params returns the resolved configuration the gate reads.
 func (rt *retryTokens) params() tokenParams { return tokenParams{refill: rt.RefillMilli()} }

@@ -1,7 +1,6 @@
 package resilient
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -40,6 +39,8 @@ type Transport struct {
 	// loops: the recent retryable failures of calls without marks and
 	// the call sites that loop (loopsite.go); written on failure only.
 	loops loops
+	// plain: the configuration lets requests be plain calls (plain.go).
+	plain bool
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -53,15 +54,14 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		o(&t.cfg)
 	}
 	t.cfg.keyWire = wireKey(t.cfg.keyHeader)
-	if t.cfg.now == nil {
-		t.cfg.now = newClock().now
-	}
+	t.cfg.clock = newClock()
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
 	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
+	t.plain = t.cfg.plainCalls()
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
-	t.hosts.nextSweep.Store(t.cfg.now().UnixNano() + t.hosts.idleAfter)
+	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
 	return t
 }
 
@@ -83,10 +83,11 @@ func (t *Transport) CloseIdleConnections() {
 // gate (applicant). Each attempt's result lives
 // in the loop's iteration.
 type call struct {
-	t   *Transport
-	cfg *config // t's
-	req *http.Request
-	ctx context.Context
+	t *Transport
+	// applicant: what the gate knows of c: the config (t's), the caller's
+	// request and context, and, once c's first attempt is numbered, how
+	// the call is driven.
+	applicant
 	op  operation
 	h   *hostState
 	led ledger
@@ -96,9 +97,6 @@ type call struct {
 	// loop: what a call without marks holds of a loop (loopsite.go),
 	// nil until it fails or is recognised as a loop's re-send.
 	loop *loopCall
-	// applicant: what the gate knows of c, built once c's first attempt
-	// is numbered.
-	applicant applicant
 	// endsOnSuccess: nothing observes c (call.unobserved), so a plain
 	// success of its first attempt ends it at once (call.succeeded).
 	endsOnSuccess bool
@@ -122,7 +120,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	c := &call{t: t, cfg: &t.cfg, req: req, ctx: req.Context()}
+	if t.plain && (req.Body == nil || req.Body == http.NoBody) {
+		if resp, err, ok := t.sendPlain(req); ok {
+			return resp, err
+		}
+	}
+	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
@@ -135,18 +138,18 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	now := t.cfg.now() // the first attempt's admission
+	now := t.cfg.nanos() // the first attempt's admission
 	c.h = t.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
-	c.applicant = applicant{cfg: &t.cfg, ctx: c.ctx, req: req, joined: joined, hop: c.op.hop, single: c.outer.sendsOne()}
+	c.joined, c.hop, c.single = joined, c.op.hop, c.outer.sendsOne()
 	if own || c.outer != nil {
-		c.applicant.lax = c.outer != nil && c.outer.lax
+		c.lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written
 		// this way").
 		defer c.ended(&l.cur, l.base, own)
 	}
-	return c.run(&l, now)
+	return c.run(&l, now, false)
 }
 
 // resolve resolves c's operation before anything is sent: its name, its
@@ -210,7 +213,7 @@ func (c *call) takeTurn() (joined bool, err error) {
 // counts the attempts sent under its key by earlier calls. Those are a
 // recent key of the application's (recentKeys) or an outer retry loop's
 // count.
-func (c *call) firstNumber(own bool, now time.Time) int {
+func (c *call) firstNumber(own bool, now int64) int {
 	base := 0
 	if own {
 		base = c.t.recent.attempts(c.op.key, now)
@@ -245,15 +248,23 @@ type loop struct {
 // decided (decide.go). The decision reserves the retry, or names why the
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
-func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
+//
+// resumed: a plain call (plain.go) sent the first attempt, and its answer
+// was not a plain success. l holds the attempt and its reservation, and
+// the loop starts at the attempt's settle step.
+func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 	c.endsOnSuccess = c.unobserved()
-	if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
-		return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
+	if !resumed {
+		if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
+			return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
+		}
 	}
 	for i := 0; ; i++ {
 		n := l.base + i
-		if end, resp, err := c.admit(l, i, n); end {
-			return resp, err
+		if i > 0 || !resumed {
+			if end, resp, err := c.admit(l, i, n); end {
+				return resp, err
+			}
 		}
 		sent := 0 // hedges sent with this attempt (WithHedging)
 		if i > 0 {
@@ -263,10 +274,17 @@ func (c *call) run(l *loop, now time.Time) (*http.Response, error) {
 			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
-			var p plan
-			c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
-			s := c.op.sender(c.t, c.req)
-			s.send(&l.cur, &p)
+			switch {
+			case i == 0 && resumed: // sent by the plain call
+			case i == 0 && c.op.asIs:
+				c.op.body.take() // the base transport owns it now
+				sendAsIs(c.t, c.req, &l.cur, n, l.res.at)
+			default:
+				var p plan
+				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
+				s := c.op.sender(c.t, c.req)
+				s.send(&l.cur, &p)
+			}
 			if c.settle(&l.cur, &l.res, alone, l.res.delay, false, nil, &l.curV) {
 				return l.cur.resp, nil
 			}
@@ -390,7 +408,7 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 // a retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *attempt, base int, own bool) {
 	if own {
-		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.now())
+		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.nanos())
 	}
 	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)

@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"net/http/httptrace"
+	"sync"
 	"testing"
 	"time"
 )
@@ -42,5 +43,28 @@ func TestWatchContextCarriesTheTrace(t *testing.T) {
 	httptrace.ContextClientTrace(w2.context(traced)).WroteRequest(httptrace.WroteRequestInfo{})
 	if called != 1 || w2.wrote.Load() != 1 {
 		t.Errorf("composed trace: caller's hook %d calls, watch %d", called, w2.wrote.Load())
+	}
+}
+
+// TestWatchHookSetWhenLookedUp: the trace a watch's context gives carries
+// the watch's WroteRequest, also when goroutines look it up at once (under
+// -race); each write it reports is counted.
+func TestWatchHookSetWhenLookedUp(t *testing.T) {
+	w := &writeWatch{}
+	ctx := w.context(context.Background())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			tr := httptrace.ContextClientTrace(ctx)
+			if tr == nil || tr.WroteRequest == nil {
+				t.Error("the trace has no WroteRequest hook")
+				return
+			}
+			tr.WroteRequest(httptrace.WroteRequestInfo{})
+		})
+	}
+	wg.Wait()
+	if got := w.seen(); !got.any || !got.again || got.resends != 3 {
+		t.Fatalf("seen %+v after 4 writes", got)
 	}
 }

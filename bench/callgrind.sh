@@ -7,7 +7,11 @@
 # as its instructions, not its time. Per request = (I(45000 iterations) -
 # I(5000)) / 40000, so that start-up and warm-up cancel out.
 #
-# Usage: ./callgrind.sh [REGEX]   (default: every stub benchmark)
+# A process's map hash seed is random, so a figure moves by about ±30
+# between runs of the same binary (map lookups probe more or less). RUNS=N
+# measures each benchmark N times and prints the median.
+#
+# Usage: [RUNS=N] ./callgrind.sh [REGEX]   (default: every stub benchmark, RUNS=1)
 set -euo pipefail
 cd "$(dirname "$0")"
 regex="${1:-.}"
@@ -29,9 +33,13 @@ for method in GET POST; do
   for client in nethttp resilient retryablehttp failsafe; do
     name="$method/$client"
     [[ "stub/$name" =~ $regex ]] || [ "$client" = nethttp ] || continue
-    hi="$(count "$name" 45000)"
-    lo="$(count "$name" 5000)"
-    per=$(((hi - lo) / 40000))
+    runs=()
+    for ((r = 0; r < ${RUNS:-1}; r++)); do
+      hi="$(count "$name" 45000)"
+      lo="$(count "$name" 5000)"
+      runs+=($(((hi - lo) / 40000)))
+    done
+    per="$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(((${#runs[@]} + 1) / 2))p")"  # the median
     if [ "$client" = nethttp ]; then
       bare[$method]=$per
       printf '%-32s %8d %8s\n' "stub/$name" "$per" -

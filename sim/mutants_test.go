@@ -42,7 +42,7 @@ type mutant struct {
 var mutants = []mutant{
 	{"newkey", []edit{{ // a retry is sent under a new key
 		file: "send.go", fn: "sender.attemptRequest",
-		anchor: "w = &writeWatch{key: [1]string{s.key}}", op: "after",
+		anchor: "w = &wr.w", op: "after",
 		code: "if p.i > 0 { w.key[0], _ = NewKey() }",
 	}}},
 	{"redirectdone", []edit{{ // a redirect answer is recorded Done in the Store

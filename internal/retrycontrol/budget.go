@@ -163,12 +163,12 @@ func (b *Budget) params() budgetParams {
 }
 
 // epoch returns the absolute index of the bucket that holds now.
-func (p budgetParams) epoch(now time.Time) int64 { return p.epochOf(unixNanos(now)) }
+func (p budgetParams) epoch(now time.Time) int64 { return p.epochOf(UnixNanos(now)) }
 
-// unixNanos returns now in nanoseconds since 1970, saturated far from
+// UnixNanos returns now in nanoseconds since 1970, saturated far from
 // overflow (UnixNano overflows outside 1678–2262; Sub's overflow check
-// costs more).
-func unixNanos(now time.Time) int64 {
+// costs more). The root package compares deadlines so too.
+func UnixNanos(now time.Time) int64 {
 	const maxSec = math.MaxInt64/int64(time.Second) - 1
 	switch s := now.Unix(); {
 	case s > maxSec:
@@ -180,7 +180,7 @@ func unixNanos(now time.Time) int64 {
 	}
 }
 
-// epochOf returns the absolute index of the bucket that holds d (unixNanos).
+// epochOf returns the absolute index of the bucket that holds d (UnixNanos).
 func (p budgetParams) epochOf(d int64) int64 {
 	e := d / p.width
 	if d%p.width < 0 {
@@ -214,7 +214,7 @@ func (b *Budget) bucket(e int64) *budgetBucket {
 func (b *Budget) Deposit() { b.DepositAt(time.Now()) }
 
 // DepositAt records a first attempt at time now.
-func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
+func (b *Budget) DepositAt(now time.Time) { b.deposit(UnixNanos(now)) }
 
 // deposit records a first attempt at now; a deposit to a bucket that a
 // later epoch has taken is dropped (see Budget).
@@ -224,16 +224,16 @@ func (b *Budget) DepositAt(now time.Time) { b.deposit(now) }
 // and adds to it. That is what depositIn would do: the epoch of now is the
 // bucket's. Only epochs in [0, p.last] are checked so, where the product
 // of an epoch and the width cannot overflow.
-func (b *Budget) deposit(now time.Time) {
+func (b *Budget) deposit(now int64) {
 	if bk := b.latest.Load(); bk != nil {
 		if ep := bk.epoch.Load(); ep >= 0 && ep <= b.p.last {
-			if off := unixNanos(now) - ep*b.p.width; off >= 0 && off < b.p.width {
+			if off := now - ep*b.p.width; off >= 0 && off < b.p.width {
 				bk.deposits.Add(1)
 				return
 			}
 		}
 	}
-	b.depositIn(b.params().epoch(now))
+	b.depositIn(b.params().epochOf(now))
 }
 
 // depositIn records a first attempt in epoch e, and makes its bucket the

@@ -155,17 +155,20 @@ func (rt *Tokens) First() { rt.FirstAt(time.Now()) }
 
 // FirstAt records a first attempt at time now. It sizes the bucket; it
 // never spends or earns a token.
-func (rt *Tokens) FirstAt(now time.Time) { rt.firsts.deposit(now) }
+func (rt *Tokens) FirstAt(now time.Time) { rt.firsts.deposit(UnixNanos(now)) }
+
+// FirstAtNanos is FirstAt at now in Unix nanoseconds.
+func (rt *Tokens) FirstAtNanos(now int64) { rt.firsts.deposit(now) }
 
 // Firsts returns the first attempts recorded in the window at now.
-func (rt *Tokens) Firsts(now time.Time) int64 { return rt.firstsAt(now) }
+func (rt *Tokens) Firsts(now time.Time) int64 { return rt.firstsAt(UnixNanos(now)) }
 
 // Deficit returns the millitokens missing from a full bucket.
 func (rt *Tokens) Deficit() int64 { return rt.deficit.Load() }
 
 // firstsAt returns the first attempts recorded in the window at now.
-func (rt *Tokens) firstsAt(now time.Time) int64 {
-	firsts, _, _, _ := rt.firsts.sum(rt.firsts.params().epoch(now), nil)
+func (rt *Tokens) firstsAt(now int64) int64 {
+	firsts, _, _, _ := rt.firsts.sum(rt.firsts.params().epochOf(now), nil)
 	return firsts
 }
 
@@ -174,8 +177,11 @@ func (rt *Tokens) Take() bool { return rt.TakeAt(time.Now()) }
 
 // TakeAt reports whether a retry may be sent at time now, and if so takes
 // its token. A refused retry takes nothing.
-func (rt *Tokens) TakeAt(now time.Time) bool {
-	capacity := rt.Capacity(now)
+func (rt *Tokens) TakeAt(now time.Time) bool { return rt.TakeAtNanos(UnixNanos(now)) }
+
+// TakeAtNanos is TakeAt at now in Unix nanoseconds.
+func (rt *Tokens) TakeAtNanos(now int64) bool {
+	capacity := rt.CapacityNanos(now)
 	for {
 		d := rt.deficit.Load()
 		if d+TokenUnit > capacity {
@@ -233,7 +239,10 @@ func (rt *Tokens) AvailableAt(now time.Time) float64 {
 
 // Capacity is the bucket's size at now, in millitokens (TokenUnit per
 // token).
-func (rt *Tokens) Capacity(now time.Time) int64 {
+func (rt *Tokens) Capacity(now time.Time) int64 { return rt.CapacityNanos(UnixNanos(now)) }
+
+// CapacityNanos is Capacity at now in Unix nanoseconds.
+func (rt *Tokens) CapacityNanos(now int64) int64 {
 	p := rt.params()
 	return max(p.minCap, toMilli(p.capRatio*float64(rt.firstsAt(now))))
 }
