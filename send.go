@@ -215,6 +215,7 @@ func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, can
 		// copied into it.
 		wr := &watchedRequest{w: writeWatch{key: [1]string{s.key}}}
 		w = &wr.w
+		w.trace.WroteRequest = w.wroteRequest
 		wr.req = *s.req.WithContext(w.context(ctx))
 		areq = &wr.req
 	} else {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http/httptrace"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,7 +23,6 @@ type writeWatch struct {
 	limit  atomic.Pointer[error]
 	rewind func() (io.ReadCloser, error)
 	key    [1]string // the key header's value
-	hook   sync.Once // sets trace's WroteRequest (hooked)
 }
 
 // seen returns what w saw of its attempt's writes.
@@ -45,18 +43,10 @@ func (w *writeWatch) wroteRequest(info httptrace.WroteRequestInfo) {
 // saves the allocation of httptrace.WithClientTrace's context.
 func (w *writeWatch) context(parent context.Context) context.Context {
 	if traceKey == nil || httptrace.ContextClientTrace(parent) != nil {
-		return httptrace.WithClientTrace(parent, w.hooked()) // it copies the hooks now
+		return httptrace.WithClientTrace(parent, &w.trace)
 	}
 	w.parent = parent
 	return (*watchCtx)(w)
-}
-
-// hooked returns w's trace, its WroteRequest set. It is set at the first
-// look: a watchCtx whose trace nothing looks up (a base transport other
-// than net/http's, such as a stub or a mock) costs no closure for it.
-func (w *writeWatch) hooked() *httptrace.ClientTrace {
-	w.hook.Do(func() { w.trace.WroteRequest = w.wroteRequest })
-	return &w.trace
 }
 
 // watchCtx is a writeWatch seen as the context of its attempt: its parent's,
@@ -71,7 +61,7 @@ func (c *watchCtx) Err() error { return c.parent.Err() }
 
 func (c *watchCtx) Value(key any) any {
 	if key == traceKey {
-		return (*writeWatch)(c).hooked()
+		return &c.trace
 	}
 	return c.parent.Value(key)
 }

@@ -46,11 +46,12 @@ func TestWatchContextCarriesTheTrace(t *testing.T) {
 	}
 }
 
-// TestWatchHookSetWhenLookedUp: the trace a watch's context gives carries
+// TestWatchHookLookedUpAtOnce: the trace a watch's context gives carries
 // the watch's WroteRequest, also when goroutines look it up at once (under
 // -race); each write it reports is counted.
-func TestWatchHookSetWhenLookedUp(t *testing.T) {
+func TestWatchHookLookedUpAtOnce(t *testing.T) {
 	w := &writeWatch{}
+	w.trace.WroteRequest = w.wroteRequest
 	ctx := w.context(context.Background())
 	var wg sync.WaitGroup
 	for range 4 {
