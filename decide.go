@@ -118,16 +118,22 @@ func notApplied(a *attempt) bool {
 // dedupes by the key: the key is its own, or it declared the server
 // (WithDedupingServer). Asked only after the cheaper questions: a success
 // needs it only when its answer showed that the server dedupes.
-func (c *call) vouched() bool {
-	return c.op.own || c.cfg.declaredDeduping(c.req)
+func (c *call) vouched() bool { return c.op.vouched(c.cfg, c.req) }
+
+// vouched is call.vouched for op, of the caller's request req.
+func (op *operation) vouched(cfg *config, req *http.Request) bool {
+	return op.own || cfg.declaredDeduping(req)
 }
 
 // noteShown records, as evidence for c's route at end, that an answer to
 // c, an unsafe request, showed that the server dedupes by its key, unless
 // the application vouches for the server anyway (call.vouched). Evidence
 // is recorded from any answer, a success included.
-func (c *call) noteShown(end int64) {
-	if !c.vouched() {
-		c.h.evidence.note(routeOf(c.req), end)
+func (c *call) noteShown(end int64) { c.op.noteShown(c.cfg, c.h, c.req, end) }
+
+// noteShown is call.noteShown for op, of the caller's request req to h.
+func (op *operation) noteShown(cfg *config, h *hostState, req *http.Request, end int64) {
+	if !op.vouched(cfg, req) {
+		h.evidence.note(routeOf(req), end)
 	}
 }

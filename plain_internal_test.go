@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -28,15 +29,18 @@ type plainOutcome struct {
 	Latency                int64
 	Pause, Retry, Pushback int64
 	Renewed                bool
+	Evidence               bool // the POSTs' route has evidence that the server dedupes
 }
 
 var plainSentinels = []error{ErrRetriesExhausted, ErrDelayTooLong, ErrTokensExhausted, ErrBudgetExhausted,
-	ErrCircuitOpen, ErrRateLimited, ErrInvalidRequest, context.DeadlineExceeded, context.Canceled}
+	ErrCircuitOpen, ErrRateLimited, ErrInvalidRequest, ErrUnsafeRetry, context.DeadlineExceeded, context.Canceled}
 
-// runPlain sends calls GETs through a Transport over a stub playing
-// steps, with plain calls on or off, in a synctest bubble, and returns
-// what they showed.
-func runPlain(t *testing.T, plain bool, calls int, deadline time.Duration, steps []stubtest.Step, opts ...Option) plainOutcome {
+// runPlain sends calls requests of method (GET, or a POST with a body the
+// caller can rewind) through a Transport over a stub playing steps, with
+// plain calls on or off, in a synctest bubble, and returns what they
+// showed. The keys the Transport mints are named K1, K2… in the order
+// they were sent, since two runs mint different ones.
+func runPlain(t *testing.T, plain bool, method string, calls int, deadline time.Duration, steps []stubtest.Step, opts ...Option) plainOutcome {
 	t.Helper()
 	var out plainOutcome
 	synctest.Test(t, func(t *testing.T) {
@@ -46,7 +50,11 @@ func runPlain(t *testing.T, plain bool, calls int, deadline time.Duration, steps
 		tr.plain = plain
 		for range calls {
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
-			resp, err := tr.RoundTrip(stubtest.Get(ctx, "api.test"))
+			req := stubtest.Get(ctx, "api.test")
+			if method == http.MethodPost {
+				req = stubtest.Post(ctx, `{"amount":1}`)
+			}
+			resp, err := tr.RoundTrip(req)
 			var got string
 			if err != nil {
 				got = "error " + err.Error()
@@ -75,7 +83,26 @@ func runPlain(t *testing.T, plain bool, calls int, deadline time.Duration, steps
 		out.Latency = h.latency.avg.Load()
 		out.Pause, out.Retry, out.Pushback = h.pauses.pauseUntil.Load(), h.pauses.retryPauseUntil.Load(), h.pauses.pushbackUntil.Load()
 		out.Renewed = h.pauses.renewed.Load()
+		out.Evidence = h.evidence.has(routeOf(stubtest.Post(context.Background(), "")), now)
 	})
+	// The keys, named in the order they were sent.
+	names := map[string]string{}
+	for _, a := range out.Attempts {
+		for _, k := range a.Header.Values(DefaultKeyHeader) {
+			if names[k] == "" {
+				names[k] = "K" + strconv.Itoa(len(names)+1)
+			}
+		}
+		if ks := a.Header.Values(DefaultKeyHeader); len(ks) > 0 {
+			a.Header[DefaultKeyHeader] = []string{names[ks[0]]}
+		}
+	}
+	for i, c := range out.Calls {
+		for k, name := range names {
+			c = strings.ReplaceAll(c, k, name)
+		}
+		out.Calls[i] = c
+	}
 	return out
 }
 
@@ -92,6 +119,11 @@ func TestPlainCallMatchesTheLoop(t *testing.T) {
 		opts     []Option
 	}{
 		{"200", []stubtest.Step{stubtest.ReplyBody(200, "ok")}, time.Minute, nil},
+		{"a deduping server: 200", []stubtest.Step{stubtest.ReplyDeduping(200)}, time.Minute, nil},
+		{"a deduping server: 503 then 200", []stubtest.Step{stubtest.ReplyDeduping(503), stubtest.ReplyDeduping(200)}, time.Minute, nil},
+		{"a deduping server declared: 500 then 200", []stubtest.Step{stubtest.Reply(500), stubtest.Reply(200)}, time.Minute,
+			[]Option{WithDedupingServer("api.test")}},
+		{"409 in progress then 200", []stubtest.Step{stubtest.Reply(409, "Retry-After: 1"), stubtest.Reply(200)}, time.Minute, nil},
 		{"204 and 302 are plain successes", []stubtest.Step{stubtest.Reply(204), stubtest.Reply(302, "Location: /x")}, time.Minute, nil},
 		{"404 is final", []stubtest.Step{stubtest.Reply(404)}, time.Minute, nil},
 		{"500 then 200", []stubtest.Step{stubtest.Reply(500), stubtest.ReplyBody(200, "ok")}, time.Minute, nil},
@@ -110,10 +142,12 @@ func TestPlainCallMatchesTheLoop(t *testing.T) {
 		{"a contract-breaking base: neither", []stubtest.Step{func(*http.Request) (*http.Response, error) { return nil, nil }}, time.Minute, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			loop := runPlain(t, false, 6, tt.deadline, tt.steps, tt.opts...)
-			plain := runPlain(t, true, 6, tt.deadline, tt.steps, tt.opts...)
-			assert.Equal(t, loop, plain)
-			assert.NotEmpty(t, loop.Attempts)
+			for _, method := range []string{http.MethodGet, http.MethodPost} {
+				loop := runPlain(t, false, method, 6, tt.deadline, tt.steps, tt.opts...)
+				plain := runPlain(t, true, method, 6, tt.deadline, tt.steps, tt.opts...)
+				assert.Equal(t, loop, plain, method)
+				assert.NotEmpty(t, loop.Attempts)
+			}
 		})
 	}
 }
@@ -141,13 +175,19 @@ func TestPlainCallOnlyWhenNothingIsToBeAdded(t *testing.T) {
 			r.Header.Set("Accept", "application/json")
 			return r
 		}, true},
-		{"a POST: a key to mint", nil, func(ctx context.Context) *http.Request { return stubtest.Post(ctx, "{}") }, false},
-		{"a GET in the key methods", []Option{WithKeyMethods(http.MethodGet)}, get, false},
-		{"a body", nil, func(ctx context.Context) *http.Request {
+		{"a POST: a key to mint, a body to rewind", nil, func(ctx context.Context) *http.Request { return stubtest.Post(ctx, "{}") }, true},
+		{"a GET in the key methods", []Option{WithKeyMethods(http.MethodGet)}, get, true},
+		{"a POST whose body cannot be rewound", nil, func(ctx context.Context) *http.Request {
+			r := stubtest.Post(ctx, "{}")
+			r.GetBody = nil
+			return r
+		}, false},
+		{"a GET with a body that cannot be rewound", nil, func(ctx context.Context) *http.Request {
 			r := get(ctx)
 			r.Body = io.NopCloser(strings.NewReader("x"))
 			return r
 		}, false},
+		{"the application's key function", []Option{WithKeyFunc(NewKey)}, func(ctx context.Context) *http.Request { return stubtest.Post(ctx, "{}") }, false},
 		{"the caller's key", nil, func(ctx context.Context) *http.Request {
 			r := get(ctx)
 			r.Header.Set("Idempotency-Key", "k-1")
@@ -205,7 +245,7 @@ func TestPlainCallOnlyWhenNothingIsToBeAdded(t *testing.T) {
 				ok   bool
 			)
 			req := tt.req(context.Background())
-			if tr.plain && (req.Body == nil || req.Body == http.NoBody) { // roundTrip tries a plain call only then
+			if tr.plain && plainBody(req) { // roundTrip tries a plain call only then
 				resp, err, ok = tr.sendPlain(req)
 			}
 			require.Equal(t, tt.plain, ok)

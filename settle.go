@@ -132,13 +132,20 @@ func (c *call) unobserved() bool {
 // count, which only a Report or an Event would show, is not kept. a's
 // response is the caller's.
 func (c *call) succeeded(a *attempt, res *reservation) {
-	c.h.succeeded(&c.applicant, a, res)
+	c.op.succeeded(c.h, &c.applicant, a, res)
 	c.led.attempts++
-	if c.op.unsafe && !c.op.own && c.h.evidence.renews(c.req, a.end) &&
-		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), c.cfg.keyHeader, c.op.key, Decision{Action: Success}) {
-		c.noteShown(a.end) // all the guard does on a success
+}
+
+// succeeded is what a plain success of op, attempt a of g admitted by res
+// to h, does to the operation and its host (call.succeeded). A plain call
+// (plain.go) ends so too.
+func (op *operation) succeeded(h *hostState, g *applicant, a *attempt, res *reservation) {
+	h.succeeded(g, a, res)
+	if op.unsafe && !op.own && h.evidence.renews(g.req, a.end) &&
+		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), g.cfg.keyHeader, op.key, Decision{Action: Success}) {
+		op.noteShown(g.cfg, h, g.req, a.end) // all the guard does on a success
 	}
-	c.op.body.close()
+	op.body.close()
 }
 
 // succeeded is what a plain success, attempt a of g admitted by res, does

@@ -120,7 +120,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	if t.plain && (req.Body == nil || req.Body == http.NoBody) {
+	if t.plain && plainBody(req) {
 		if resp, err, ok := t.sendPlain(req); ok {
 			return resp, err
 		}
