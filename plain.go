@@ -71,8 +71,10 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 		}
 		op.unsafe = !idempotentMethod(req.Method)
 	}
-	op.body.init(ctx, req, t.cfg.maxBodyBuffer, false) // none, or GetBody's: nothing to read, so no error
-	op.asIs, op.clipped = op.key == "" && op.body.callers(), hs.clipped
+	if req.Body != nil {
+		op.body.init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error
+	}
+	op.asIs, op.clipped = op.key == "", hs.clipped // a plainBody is the caller's own (replayBody.callers)
 	g := applicant{cfg: &t.cfg, ctx: ctx, req: req}
 	var (
 		a attempt
@@ -90,7 +92,11 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 		s.send(&a, &p)
 	}
 	if plainSuccess(a.resp, a.err) {
-		op.succeeded(h, &g, &a, &r)
+		if op.asIs {
+			h.succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent
+		} else {
+			op.succeeded(h, &g, &a, &r)
+		}
 		return a.resp, nil, true
 	}
 	resp, err = t.resume(&g, h, &op, &a, &r)
