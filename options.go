@@ -83,6 +83,15 @@ type config struct {
 	clock            *clock // the Transport's (NewTransport)
 }
 
+// plainCalls reports whether cfg lets a request be a plain call: nothing
+// observes its attempts, no key function of the application's makes its
+// keys, and no rate limiter, breaker, attempt timeout, hedging or outer
+// loop setting applies to every call.
+func (c *config) plainCalls() bool {
+	return !c.observed && c.keyFunc == nil && c.breaker == nil && c.rateLimit == rate.Inf && c.attemptTimeout == 0 &&
+		c.hedge == nil && c.outer != outerAlways && c.outerHosts == nil
+}
+
 // now returns the current time by c's clock.
 func (c *config) now() time.Time { return c.clock.now() }
 

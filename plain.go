@@ -2,8 +2,6 @@ package resilient
 
 import (
 	"net/http"
-
-	"golang.org/x/time/rate"
 )
 
 // A plain call is the common request: one the Transport sends as is, or
@@ -21,15 +19,6 @@ import (
 // answer is handed to the loop at its settle step, with the state the loop
 // would have built (Transport.resume), as if the loop had sent it.
 // plain_internal_test.go checks the two paths against each other.
-
-// plainCalls reports whether cfg lets a request be a plain call: nothing
-// observes its attempts, no key function of the application's makes its
-// keys, and no rate limiter, breaker, attempt timeout, hedging or outer
-// loop setting applies to every call.
-func (c *config) plainCalls() bool {
-	return !c.observed && c.keyFunc == nil && c.breaker == nil && c.rateLimit == rate.Inf && c.attemptTimeout == 0 &&
-		c.hedge == nil && c.outer != outerAlways && c.outerHosts == nil
-}
 
 // plainBody reports whether req's body may be a plain call's: none, or one
 // the caller can rewind (GetBody), which nothing is read from before the
@@ -66,10 +55,11 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 	// key minted for the key methods, the body as it is.
 	var op operation
 	if t.cfg.keyMethods.hasBit(hs.method, req.Method) {
-		if op.key, err = t.keys.mint(); err != nil {
+		k, err := t.keys.mint()
+		if err != nil {
 			return nil, nil, false // the loop mints again, and refuses the call if that fails too
 		}
-		op.unsafe = !idempotentMethod(req.Method)
+		op = operation{key: k, unsafe: !idempotentMethod(req.Method)}
 	}
 	if req.Body != nil {
 		op.body.init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error

@@ -102,29 +102,9 @@ type call struct {
 	endsOnSuccess bool
 }
 
-// RoundTrip sends req, retrying as configured. See Transport for the
-// guarantees. Errors are *Error values. errors.Is matches them against these
-// sentinels and the context's errors:
-//
-//	ErrInvalidKey, ErrInvalidRequest, ErrBodyNotReplayable, ErrStore,
-//	ErrOperationMismatch, ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted,
-//	ErrBudgetExhausted, ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.roundTrip(req)
-	if err != nil && t.cfg.refusalResponses {
-		if r := refusalResponse(req, err, t.cfg.now()); r != nil {
-			return r, nil
-		}
-	}
-	return resp, err
-}
-
+// roundTrip sends req through the loop (call.run): the general path of
+// RoundTrip, for a request that is not a plain call.
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	if t.plain && plainBody(req) {
-		if resp, err, ok := t.sendPlain(req); ok {
-			return resp, err
-		}
-	}
 	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
 	if err := c.resolve(); err != nil {
 		return nil, err

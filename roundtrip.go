@@ -1,0 +1,32 @@
+package resilient
+
+import "net/http"
+
+// RoundTrip sends req, retrying as configured. See Transport for the
+// guarantees. Errors are *Error values. errors.Is matches them against these
+// sentinels and the context's errors:
+//
+//	ErrInvalidKey, ErrInvalidRequest, ErrBodyNotReplayable, ErrStore,
+//	ErrOperationMismatch, ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted,
+//	ErrBudgetExhausted, ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// A plain call (plain.go) sends its first attempt without the loop's
+	// state; any other request goes through the loop (roundTrip).
+	var (
+		resp *http.Response
+		err  error
+		ok   bool
+	)
+	if t.plain && plainBody(req) {
+		resp, err, ok = t.sendPlain(req)
+	}
+	if !ok {
+		resp, err = t.roundTrip(req)
+	}
+	if err != nil && t.cfg.refusalResponses {
+		if r := refusalResponse(req, err, t.cfg.now()); r != nil {
+			return r, nil
+		}
+	}
+	return resp, err
+}
