@@ -32,12 +32,9 @@ func plainBody(req *http.Request) bool {
 // returns the call's outcome, the loop's if the first answer was not a
 // plain success. (roundTrip tries it when t.plain, for a plainBody.)
 func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error, ok bool) {
-	if req.Response != nil || outerContexts.Load() || t.loopsKnown() {
-		return nil, nil, false
-	}
 	ctx := req.Context()
-	if name, _ := operationFromContext(ctx); name != "" {
-		return nil, nil, false
+	if name, _ := operationFromContext(ctx); name != "" || req.Response != nil || outerContexts.Load() || t.loopsKnown() {
+		return nil, nil, false // a named operation, a redirect hop, a loop in sight
 	}
 	if _, keyed := keyFromContext(ctx); keyed || reportFromContext(ctx) != nil {
 		return nil, nil, false
