@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 )
 
 // ProblemType is the RFC 9457 problem type of the body of a pushback answer.
@@ -31,10 +32,12 @@ type answers struct {
 	retryAfter [][]string // Retry-After values, one per whole second of the range
 	body       [numReasons][]byte
 	length     [numReasons][]string // Content-Length of body
+	seed       uint64               // Config.Seed: if not 0, Retry-After is drawn from it, else from math/rand/v2
+	draws      atomic.Uint64        // draws made from seed
 }
 
 func newAnswers(s settings) *answers {
-	a := &answers{status: s.status}
+	a := &answers{status: s.status, seed: s.seed}
 	for sec := s.raMin; sec <= s.raMax; sec++ {
 		a.retryAfter = append(a.retryAfter, []string{strconv.Itoa(sec)})
 	}
@@ -58,12 +61,18 @@ func newAnswers(s settings) *answers {
 	return a
 }
 
-// pickRetryAfter returns a Retry-After value drawn from the range.
+// pickRetryAfter returns a Retry-After value drawn from the range. With a
+// seed, the n-th draw is a function of the seed and n alone.
 func (a *answers) pickRetryAfter() []string {
-	if len(a.retryAfter) == 1 {
+	n := len(a.retryAfter)
+	switch {
+	case n == 1:
 		return a.retryAfter[0]
+	case a.seed == 0:
+		return a.retryAfter[rand.IntN(n)]
 	}
-	return a.retryAfter[rand.IntN(len(a.retryAfter))]
+	x := mix64(a.seed + a.draws.Add(1)*0x9e3779b97f4a7c15) // SplitMix64's n-th output
+	return a.retryAfter[x%uint64(n)]
 }
 
 // hint adds the pushback headers to h: X-Should-Retry: false, and a
