@@ -221,7 +221,7 @@ func (rp runParams) outage(ctx context.Context, srv *fakeserver.Server, start ti
 // behind the pushback middleware, which comes before the capacity model
 // inside the fake server.
 func (rp runParams) driverCapacity() bool {
-	return rp.cfg.Virtual && rp.cfg.Capacity.MaxConcurrent > 0 && len(rp.strategy.ServerOptions) == 0 && !rp.cfg.Pushback
+	return rp.cfg.Virtual && rp.cfg.Capacity.MaxConcurrent > 0 && len(rp.strategy.ServerOptions) == 0 && rp.pushbackConfig() == nil
 }
 
 // outageSteps are the outage's switches, for a virtual run's driver; none

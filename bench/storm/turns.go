@@ -272,7 +272,7 @@ func closeRequest(req *http.Request) {
 }
 
 // seededBase is the base RoundTripper of one client of a run, with the seed
-// of the client's jitter (see jitter).
+// of the client's jitter (see jitter) and keys (see seededKeys).
 type seededBase struct {
 	http.RoundTripper
 	seed uint64
@@ -301,8 +301,8 @@ const (
 
 // resilientClient is bench.Resilient(base, opts...) with resilient's
 // default backoff drawn from the client's seeded source (opts may set
-// another; see jitter).
+// another; see jitter), and its keys minted from it (see seededKeys).
 func resilientClient(base http.RoundTripper, opts ...resilient.Option) *http.Client {
-	first := resilient.WithBackoff(jitter(base, resilient.FullJitter(defaultBackoffBase, defaultBackoffMax)))
-	return bench.Resilient(base, append([]resilient.Option{first}, opts...)...)
+	first := append(seededKeys(base), resilient.WithBackoff(jitter(base, resilient.FullJitter(defaultBackoffBase, defaultBackoffMax))))
+	return bench.Resilient(base, append(first, opts...)...)
 }
