@@ -27,11 +27,12 @@ func init() {
 
 // serverOptions returns the options of the fake server of one run: the
 // scenario, the strategy's own options, and the pushback middleware if the
-// run has one (pushbackConfig).
+// run has one (pushbackConfig) and the driver does not run it in front of
+// its capacity model (driverCapacity).
 func (rp runParams) serverOptions() []fakeserver.Option {
 	opts := []fakeserver.Option{fakeserver.WithScenario(rp.serverScenario(rp.sc.p, false))}
 	opts = append(opts, rp.strategy.ServerOptions...)
-	if c := rp.pushbackConfig(); c != nil {
+	if c := rp.pushbackConfig(); c != nil && !rp.driverCapacity() {
 		opts = append(opts, fakeserver.WithPushback(*c))
 	}
 	return opts
