@@ -12,13 +12,23 @@ import (
 )
 
 // seededKeys returns the option that makes a resilient client mint its keys
-// from the seed of its base, when base is a seededBase (see keyFunc); no
+// from the seed of its base, when base is a seededBase (see keysOf); no
 // option otherwise.
 func seededKeys(base http.RoundTripper) []resilient.Option {
-	if s, ok := base.(seededBase); ok {
-		return []resilient.Option{resilient.WithKeyFunc(keyFunc(mix(s.seed, 0x6b657973, 0)))}
+	if _, ok := base.(seededBase); ok {
+		return []resilient.Option{resilient.WithKeyFunc(keysOf(base))}
 	}
 	return nil
+}
+
+// keysOf returns the key function of the client whose base is base: keys
+// drawn from the client's seed when base is a seededBase (keyFunc),
+// resilient.NewKey otherwise.
+func keysOf(base http.RoundTripper) func() (string, error) {
+	if s, ok := base.(seededBase); ok {
+		return keyFunc(mix(s.seed, 0x6b657973, 0))
+	}
+	return resilient.NewKey
 }
 
 // keyFunc returns a key function for resilient.WithKeyFunc that mints
