@@ -14,7 +14,8 @@ var noop = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 
 // TestAcceptPathAllocs checks that admitting a request allocates nothing:
 // a first attempt (by header or by a new key), and a retry (by header or by
-// a repeated key), with a no-op handler and a reused ResponseWriter.
+// a repeated key), with a no-op handler and a reused ResponseWriter. The
+// key table's hash is maphash's, or seededHash with a Seed.
 func TestAcceptPathAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
@@ -22,16 +23,19 @@ func TestAcceptPathAllocs(t *testing.T) {
 	tests := []struct {
 		name string
 		req  *http.Request
+		seed uint64
 	}{
-		{"first attempt", first()},
-		{"retry", retry("1")},
-		{"first attempt by key", request("Idempotency-Key", "a-new-key")}, // each run after the first is a retry
-		{"retry by key", request("Idempotency-Key", "k")},
-		{"no header", request()},
+		{"first attempt", first(), 0},
+		{"retry", retry("1"), 0},
+		{"first attempt by key", request("Idempotency-Key", "a-new-key"), 0}, // each run after the first is a retry
+		{"retry by key", request("Idempotency-Key", "k"), 0},
+		{"first attempt by key, seeded", request("Idempotency-Key", "a-new-key"), 42},
+		{"retry by key, seeded", request("Idempotency-Key", "k"), 42},
+		{"no header", request(), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := pushback.New(pushback.Config{Ratio: 1000, MaxInFlight: 100})
+			b := pushback.New(pushback.Config{Ratio: 1000, MaxInFlight: 100, Seed: tt.seed})
 			h := b.Middleware(noop)
 			w := newNopWriter()
 			allocs := testing.AllocsPerRun(1000, func() {
@@ -49,25 +53,28 @@ func TestAcceptPathAllocs(t *testing.T) {
 }
 
 // TestHintPathAllocs checks that adding pushback to a failure answer, and
-// refusing a retry, allocate nothing either.
+// refusing a retry, allocate nothing either, with Retry-After drawn from
+// math/rand/v2 or from a Seed.
 func TestHintPathAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}
-	b := pushback.New(pushback.Config{Ratio: -1, MinPerSecond: -1})
-	fail := b.Middleware(status(http.StatusServiceUnavailable))
-	w := newNopWriter()
-	r1, r2 := first(), retry("1")
-	for name, req := range map[string]*http.Request{"hinted failure": r1, "refused retry": r2} {
-		allocs := testing.AllocsPerRun(1000, func() {
-			w.reset()
-			fail.ServeHTTP(w, req)
-		})
-		if allocs != 0 {
-			t.Errorf("%s: %v allocations per request, want 0", name, allocs)
-		}
-		if w.h.Get("X-Should-Retry") != "false" {
-			t.Errorf("%s: no pushback", name)
+	for _, seed := range []uint64{0, 42} {
+		b := pushback.New(pushback.Config{Ratio: -1, MinPerSecond: -1, Seed: seed})
+		fail := b.Middleware(status(http.StatusServiceUnavailable))
+		w := newNopWriter()
+		r1, r2 := first(), retry("1")
+		for name, req := range map[string]*http.Request{"hinted failure": r1, "refused retry": r2} {
+			allocs := testing.AllocsPerRun(1000, func() {
+				w.reset()
+				fail.ServeHTTP(w, req)
+			})
+			if allocs != 0 {
+				t.Errorf("seed %d, %s: %v allocations per request, want 0", seed, name, allocs)
+			}
+			if w.h.Get("X-Should-Retry") != "false" {
+				t.Errorf("seed %d, %s: no pushback", seed, name)
+			}
 		}
 	}
 }

@@ -71,7 +71,7 @@ func New(c Config) *Budget {
 		invited: newCounter(s.buckets),
 	}
 	if s.keyWindowMs > 0 {
-		b.keys = newRecentKeys(s.keySlots, s.keyWindowMs)
+		b.keys = newRecentKeys(s.keySlots, s.keyWindowMs, s.seed)
 	}
 	b.pool.New = func() any { return new(recorder) }
 	return b

@@ -106,6 +106,13 @@ type Config struct {
 	// power of two; see the README for what a full table does. Default
 	// DefaultKeySlots (65,536).
 	KeySlots int
+	// Seed, if not 0, fixes the middleware's random choices: the hash of
+	// the table of recent keys and each pushback answer's Retry-After
+	// draw. The same requests in the same order then get the same answers,
+	// so that a test or a simulation replays exactly. Default 0: a random
+	// seed per Budget. Keep it 0 in production: a client that knows the
+	// seed can choose keys that collide in the table (see the README).
+	Seed uint64
 }
 
 // settings is a Config with its defaults resolved.
@@ -122,6 +129,7 @@ type settings struct {
 	keyHeader     string
 	keyWindowMs   uint32 // 0: no detection by key
 	keySlots      int
+	seed          uint64 // Config.Seed; 0: random
 }
 
 // resolve returns c's settings. It panics if a field is invalid: a Status
@@ -135,6 +143,7 @@ func (c Config) resolve() settings {
 		attemptHeader: c.AttemptHeader,
 		keyHeader:     c.KeyHeader,
 		keySlots:      c.KeySlots,
+		seed:          c.Seed,
 	}
 	window := c.Window
 	switch {

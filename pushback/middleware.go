@@ -41,16 +41,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer b.inFlight.Add(-1)
 	if b.isRetry(r, now) {
 		if ok, reason := b.admitRetry(now, inFlight); !ok {
-			b.ans.refuse(w, reason)
+			b.ans.refuse(w, reason, r, now)
 			return
 		}
 	} else if !b.admitFirst(inFlight) {
-		b.ans.refuse(w, reasonOverload)
+		b.ans.refuse(w, reasonOverload, r, now)
 		return
 	}
 
 	rec := b.pool.Get().(*recorder)
-	*rec = recorder{ResponseWriter: w, b: b}
+	*rec = recorder{ResponseWriter: w, b: b, req: r}
 	defer b.finish(rec)
 	h.next.ServeHTTP(rec, r)
 	rec.returned = true
@@ -86,10 +86,11 @@ func (b *Budget) finish(rec *recorder) {
 type recorder struct {
 	http.ResponseWriter
 	b        *Budget
-	status   int  // the final status written, 0 before
-	hinted   bool // the answer carries pushback
-	returned bool // the handler returned (did not panic)
-	hijacked bool // the handler took the connection over (an upgrade)
+	req      *http.Request // the request answered
+	status   int           // the final status written, 0 before
+	hinted   bool          // the answer carries pushback
+	returned bool          // the handler returned (did not panic)
+	hijacked bool          // the handler took the connection over (an upgrade)
 }
 
 // WriteHeader notes the first final status (1xx answers are passed through)
@@ -98,9 +99,11 @@ type recorder struct {
 func (rec *recorder) WriteHeader(code int) {
 	if rec.status == 0 && code >= 200 {
 		rec.status = code
-		if !healthy(code) && rec.b.exhausted(rec.b.now()) {
-			rec.b.ans.hint(rec.ResponseWriter.Header())
-			rec.hinted = true
+		if !healthy(code) {
+			if now := rec.b.now(); rec.b.exhausted(now) {
+				rec.b.ans.hint(rec.ResponseWriter.Header(), rec.req, now)
+				rec.hinted = true
+			}
 		}
 	}
 	rec.ResponseWriter.WriteHeader(code)

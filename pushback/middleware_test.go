@@ -84,6 +84,8 @@ func TestPushbackAnswer(t *testing.T) {
 	}{
 		{"defaults", pushback.Config{}, 503, []string{"1", "2"}},
 		{"429", pushback.Config{Status: 429}, 429, []string{"1", "2"}},
+		{"seeded", pushback.Config{Seed: 1}, 503, []string{"1", "2"}},
+		{"seeded, wider jitter", pushback.Config{Seed: 1, RetryAfter: 2 * time.Second, RetryAfterJitter: 3 * time.Second}, 503, []string{"2", "3", "4", "5"}},
 		{"no jitter, rounded up", pushback.Config{RetryAfter: 2500 * time.Millisecond, RetryAfterJitter: -1}, 503, []string{"3"}},
 		{"wider jitter", pushback.Config{RetryAfter: 2 * time.Second, RetryAfterJitter: 3 * time.Second}, 503, []string{"2", "3", "4", "5"}},
 	}

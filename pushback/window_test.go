@@ -1,6 +1,8 @@
 package pushback
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,23 +61,49 @@ func TestParseAttempt(t *testing.T) {
 	}
 }
 
-// TestRecentKeys checks the key table's window and its slot reuse.
+// TestRecentKeys checks the key table's window and its slot reuse, with a
+// random seed and a fixed one.
 func TestRecentKeys(t *testing.T) {
-	k := newRecentKeys(3, 100) // rounded up to 4 slots
-	assert.Len(t, k.slots, 4)
-	assert.False(t, k.seen("a", 1000))
-	assert.True(t, k.seen("a", 1099))
-	assert.False(t, k.seen("a", 1199), "100 ms after it was last seen")
-	assert.True(t, k.seen("a", 1200))
-	assert.False(t, k.seen("b", 1200))
-	// A table of one slot forgets a key as soon as another takes its slot.
-	one := newRecentKeys(1, 100)
-	assert.Len(t, one.slots, 2)
-	n := 0
-	for i := range 100 {
-		if one.seen(string(rune('a'+i%26))+"x", 5) {
-			n++
-		}
+	for _, seed := range []uint64{0, 42} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			k := newRecentKeys(3, 100, seed) // rounded up to 4 slots
+			assert.Len(t, k.slots, 4)
+			assert.False(t, k.seen("a", 1000))
+			assert.True(t, k.seen("a", 1099))
+			assert.False(t, k.seen("a", 1199), "100 ms after it was last seen")
+			assert.True(t, k.seen("a", 1200))
+			assert.False(t, k.seen("b", 1200))
+			// A table of one slot forgets a key as soon as another takes its slot.
+			one := newRecentKeys(1, 100, seed)
+			assert.Len(t, one.slots, 2)
+			n := 0
+			for i := range 100 {
+				if one.seen(string(rune('a'+i%26))+"x", 5) {
+					n++
+				}
+			}
+			assert.Less(t, n, 100)
+		})
 	}
-	assert.Less(t, n, 100)
+}
+
+// TestSeededHashSpreads checks that seededHash spreads keys that differ in
+// one character over the slots and the tags, and that the seed changes it.
+func TestSeededHashSpreads(t *testing.T) {
+	const keys, slots = 4096, 256
+	for _, seed := range []uint64{1, 42, 1 << 63} {
+		perSlot := make([]int, slots)
+		tags := map[uint32]bool{}
+		for i := range keys {
+			h := seededHash(seed, fmt.Sprintf("0190b3a4-6c1e-7d2a-8000-%012x", i))
+			perSlot[h%slots]++
+			tags[uint32(h>>32)] = true
+			assert.NotEqual(t, h, seededHash(seed+1, fmt.Sprintf("0190b3a4-6c1e-7d2a-8000-%012x", i)))
+		}
+		// 16 keys per slot on average; a binomial count stays within 16 ± 20
+		// for a hash that spreads them, while one that ignores some bits piles them up.
+		assert.Less(t, slices.Max(perSlot), 40, "seed %d: the busiest slot", seed)
+		assert.Greater(t, slices.Min(perSlot), 0, "seed %d: an empty slot", seed)
+		assert.Greater(t, len(tags), keys-8, "seed %d: distinct tags", seed)
+	}
 }

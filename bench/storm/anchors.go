@@ -55,11 +55,12 @@ type anchorTransport struct {
 	base    http.RoundTripper
 	policy  anchorPolicy
 	backoff resilient.Backoff
+	newKey  func() (string, error) // mints an operation's key when the request has none
 }
 
 func newAnchor(base http.RoundTripper, p anchorPolicy) *http.Client {
 	return &http.Client{Transport: &anchorTransport{base: base, policy: p,
-		backoff: jitter(base, resilient.FullJitter(anchorBackoffBase, anchorBackoffMax))}}
+		backoff: jitter(base, resilient.FullJitter(anchorBackoffBase, anchorBackoffMax)), newKey: keysOf(base)}}
 }
 
 // RoundTrip sends req with up to anchorAttempts attempts.
@@ -76,7 +77,7 @@ func (t *anchorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	key := req.Header.Get(resilient.DefaultKeyHeader)
 	if key == "" {
-		k, err := resilient.NewKey()
+		k, err := t.newKey()
 		if err != nil {
 			closeBody()
 			return nil, err

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/resilienthttp/resilient/fakeserver"
 	"github.com/resilienthttp/resilient/pushback"
 )
 
@@ -101,7 +100,7 @@ func TestPushbackRatioSweep(t *testing.T) {
 	for _, ratio := range []float64{0.1, 0.2, 0.5, 1} {
 		st := base
 		st.Name = fmt.Sprintf("pushback-ratio%g", ratio)
-		st.ServerOptions = []fakeserver.Option{fakeserver.WithPushback(pushback.Config{Ratio: ratio})}
+		st.Pushback = &pushback.Config{Ratio: ratio}
 		strategies = append(strategies, st)
 	}
 	res := runVirtualPlan(t, newPlan(cfg, strategies))

@@ -16,6 +16,7 @@ import (
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/fakeserver"
 	"github.com/resilienthttp/resilient/internal/retryafter"
+	"github.com/resilienthttp/resilient/pushback"
 )
 
 // OperationHeader is the request header by which the harness names each
@@ -217,11 +218,12 @@ func (rp runParams) outage(ctx context.Context, srv *fakeserver.Server, start ti
 }
 
 // driverCapacity reports whether the capacity model of a virtual run is
-// the driver's (vcapacity) rather than the fake server's: always, but
-// behind the pushback middleware, which comes before the capacity model
-// inside the fake server.
+// the driver's (vcapacity) rather than the fake server's: always, but for
+// a strategy with server options of its own. The pushback middleware, if
+// any, then runs in front of it in the driver's transport (turnTransport)
+// rather than inside the fake server.
 func (rp runParams) driverCapacity() bool {
-	return rp.cfg.Virtual && rp.cfg.Capacity.MaxConcurrent > 0 && len(rp.strategy.ServerOptions) == 0 && !rp.cfg.Pushback
+	return rp.cfg.Virtual && rp.cfg.Capacity.MaxConcurrent > 0 && len(rp.strategy.ServerOptions) == 0
 }
 
 // outageSteps are the outage's switches, for a virtual run's driver; none
@@ -333,12 +335,16 @@ func runOne(ctx context.Context, rp runParams) Result {
 	var base http.RoundTripper
 	url := "http://fakeserver.test"
 	var tn *turns
+	var pb *pushback.Budget // the pushback middleware in front of the driver's capacity model
 	if cfg.Virtual {
 		tn = newTurns(cfg.Seed, len(rp.arrivals))
 		if rp.driverCapacity() {
 			tn.cap = newVCapacity(cfg, tn.notify)
+			if c := rp.pushbackConfig(); c != nil {
+				pb = pushback.New(*c)
+			}
 		}
-		base = turnTransport{rt: srv.Transport(), turns: tn, probe: pr}
+		base = turnTransport{rt: srv.Transport(), turns: tn, probe: pr, pushback: pb}
 	} else {
 		ts := httptest.NewUnstartedServer(countingHandler(srv.Handler(), pr))
 		ts.Config.ErrorLog = log.New(pr, "", 0)
@@ -422,6 +428,11 @@ func runOne(ctx context.Context, rp runParams) Result {
 		st.Requests = pr.requests.Load()
 		if tn.cap != nil {
 			st.CapacityRejections = tn.cap.shed
+		}
+		if pb != nil {
+			ps := pb.Stats()
+			st.PushbackRefused = int64(ps.RetriesShed + ps.FirstAttemptsShed)
+			st.PushbackHinted = int64(ps.Hinted)
 		}
 	}
 	r := Result{

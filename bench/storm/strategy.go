@@ -7,6 +7,7 @@ import (
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/bench"
 	"github.com/resilienthttp/resilient/fakeserver"
+	"github.com/resilienthttp/resilient/pushback"
 )
 
 // Strategy is a way for a client to call the server: a client library and
@@ -34,8 +35,12 @@ type Strategy struct {
 	MaxAttempts int
 	// ServerOptions are added to the options of the fake server of the
 	// strategy's runs (after the scenario), for strategies that need the
-	// server's help, such as the pushback middleware.
+	// server's help.
 	ServerOptions []fakeserver.Option
+	// Pushback, if not nil, mounts the pushback middleware in the fake
+	// server of the strategy's runs, configured by it. A Seed of 0 is
+	// derived from the storm's seed, so that virtual runs replay exactly.
+	Pushback *pushback.Config
 
 	// NewRun, if not nil, is called once per run instead of using
 	// NewClient: it returns the run's NewClient, whose clients may share

@@ -2,7 +2,10 @@ package storm
 
 import (
 	"cmp"
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/resilienthttp/resilient"
 	"github.com/resilienthttp/resilient/bench"
 	"github.com/resilienthttp/resilient/internal/backoff"
+	"github.com/resilienthttp/resilient/pushback"
 )
 
 // turns makes a virtual run a function of its seed alone. synctest makes
@@ -228,12 +232,15 @@ func opOf(h http.Header) int {
 // turnTransport sends each request through rt, the server, in its turn,
 // and hands the answer back in the next one. With the driver's capacity
 // model (turns.cap), the request first takes a slot, waits in the queue or
-// is shed, as the model says; probe, if not nil, sees every request as it
-// arrives and every answer.
+// is shed, as the model says; with pushback, the server's pushback
+// middleware sees it before the capacity model, as in a fake server that
+// mounts both. probe, if not nil, sees every request as it arrives and
+// every answer.
 type turnTransport struct {
-	rt    http.RoundTripper
-	turns *turns
-	probe *probe
+	rt       http.RoundTripper
+	turns    *turns
+	probe    *probe
+	pushback *pushback.Budget // nil: none in front of the capacity model
 }
 
 func (t turnTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -244,6 +251,21 @@ func (t turnTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var resp *http.Response
 	var err error
+	if t.pushback != nil {
+		resp, err = t.behindPushback(req, key)
+	} else {
+		resp, err = t.serve(req, key)
+	}
+	if err == nil && t.probe != nil {
+		t.probe.response(time.Now(), resp.Header)
+	}
+	t.turns.wait(op)
+	return resp, err
+}
+
+// serve is the server's side of req, whose turn's key is key: the capacity
+// model, if the driver runs it, then rt.
+func (t turnTransport) serve(req *http.Request, key uint64) (*http.Response, error) {
 	if c := t.turns.cap; c != nil {
 		served, gone := c.admit(req.Context(), time.Now(), key)
 		switch {
@@ -252,17 +274,50 @@ func (t turnTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		case !served:
 			closeRequest(req)
-			resp = c.shedAnswer(req)
+			return c.shedAnswer(req), nil
 		}
 	}
-	if resp == nil {
-		resp, err = t.rt.RoundTrip(req)
+	return t.rt.RoundTrip(req)
+}
+
+// behindPushback is serve behind the pushback middleware: the middleware
+// refuses req or passes it on to serve, whose answer it counts (and hints,
+// when the budget is exhausted). Its answers are recorded and handed back as
+// a response. The middleware's every step then happens in the request's
+// turn or in the capacity model's release, one at a time, as the driver
+// orders them: in the fake server, the middleware would see the ends of
+// services and the queue's timeouts that fall at one instant in the
+// runtime's order. An error of serve (the client gave up, a lost response)
+// counts as the middleware counts a handler that drops the request.
+func (t turnTransport) behindPushback(req *http.Request, key uint64) (resp *http.Response, err error) {
+	handled := false
+	h := t.pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled = true
+		resp, err = t.serve(r, key)
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	rec := httptest.NewRecorder()
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler || err == nil {
+				panic(v)
+			}
+			resp = nil // err is serve's
+		}
+	}()
+	h.ServeHTTP(rec, req)
+	if !handled {
+		closeRequest(req) // refused: nothing read it
 	}
-	if err == nil && t.probe != nil {
-		t.probe.response(time.Now(), resp.Header)
-	}
-	t.turns.wait(op)
-	return resp, err
+	resp = rec.Result()
+	resp.Request = req
+	return resp, nil
 }
 
 func closeRequest(req *http.Request) {
@@ -272,7 +327,7 @@ func closeRequest(req *http.Request) {
 }
 
 // seededBase is the base RoundTripper of one client of a run, with the seed
-// of the client's jitter (see jitter).
+// of the client's jitter (see jitter) and keys (see seededKeys).
 type seededBase struct {
 	http.RoundTripper
 	seed uint64
@@ -301,8 +356,8 @@ const (
 
 // resilientClient is bench.Resilient(base, opts...) with resilient's
 // default backoff drawn from the client's seeded source (opts may set
-// another; see jitter).
+// another; see jitter), and its keys minted from it (see seededKeys).
 func resilientClient(base http.RoundTripper, opts ...resilient.Option) *http.Client {
-	first := resilient.WithBackoff(jitter(base, resilient.FullJitter(defaultBackoffBase, defaultBackoffMax)))
-	return bench.Resilient(base, append([]resilient.Option{first}, opts...)...)
+	first := append(seededKeys(base), resilient.WithBackoff(jitter(base, resilient.FullJitter(defaultBackoffBase, defaultBackoffMax))))
+	return bench.Resilient(base, append(first, opts...)...)
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/resilienthttp/resilient/bench/storm"
 )
 
 // TestCommand builds the command and runs it the two ways it runs: on
@@ -203,9 +205,10 @@ func TestTargetCommand(t *testing.T) {
 // TestVirtualRunsAreByteIdentical runs the command twice, in virtual time,
 // for a reduced default run (every scenario and strategy of the headline,
 // the tail included) and a reduced sweep (three failure rates, both
-// overloads, both scales), and wants the same bytes from both runs: stdout
-// and every table and JSON file of -out (the plots and index.html are drawn
-// from them). Another seed must give other bytes.
+// overloads, both scales, the command's strategies and resilient-pushback,
+// whose server mounts the pushback middleware), and wants the same bytes
+// from both runs: stdout and every table and JSON file of -out (the plots
+// and index.html are drawn from them). Another seed must give other bytes.
 func TestVirtualRunsAreByteIdentical(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "storm")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -236,7 +239,8 @@ func TestVirtualRunsAreByteIdentical(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-ops", "1500", "-tail-duration", "1s"},
-		{"-format", "json", "-sweep", "-p", "0,0.5,1", "-scales", "both", "-ops", "1000", "-duration", "6s", "-outage", "2s-4s", "-tail-duration", "500ms"},
+		{"-format", "json", "-sweep", "-p", "0,0.5,1", "-scales", "both", "-ops", "1000", "-duration", "6s", "-outage", "2s-4s", "-tail-duration", "500ms",
+			"-strategies", strings.Join(append(storm.CommandStrategies(), storm.PushbackStrategy), ",")},
 	} {
 		a, b := run(args...), run(args...)
 		for name, want := range a {
