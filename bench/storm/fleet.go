@@ -1,6 +1,7 @@
 package storm
 
 import (
+	"context"
 	"net/http"
 	"sync"
 
@@ -24,7 +25,9 @@ func init() {
 		Keyed: true,
 		NewRun: func() (func(http.RoundTripper) *http.Client, func()) {
 			mem := redisbudget.NewMemory()
-			return fleetRun(func() *redisbudget.Fleet { return redisbudget.NewWithBackend(mem, redisbudget.Config{}) })
+			return fleetRun(func(base http.RoundTripper) *redisbudget.Fleet {
+				return redisbudget.NewWithBackend(inTurn(mem, base), redisbudget.Config{})
+			})
 		},
 	})
 }
@@ -39,19 +42,19 @@ func FleetRedisStrategy(name string, newFleet func() *redisbudget.Fleet) Strateg
 		Description: "resilient defaults + a retry budget shared by all clients through a real redis-server",
 		Keyed:       true,
 		NewRun: func() (func(http.RoundTripper) *http.Client, func()) {
-			return fleetRun(newFleet)
+			return fleetRun(func(http.RoundTripper) *redisbudget.Fleet { return newFleet() })
 		},
 	}
 }
 
 // fleetRun returns the NewClient of one run of a fleet strategy: each client
 // gets a Fleet of its own (a process: its own lease and flusher) from
-// newFleet; done closes them all.
-func fleetRun(newFleet func() *redisbudget.Fleet) (func(http.RoundTripper) *http.Client, func()) {
+// newFleet, given the client's base; done closes them all.
+func fleetRun(newFleet func(base http.RoundTripper) *redisbudget.Fleet) (func(http.RoundTripper) *http.Client, func()) {
 	var mu sync.Mutex
 	var fleets []*redisbudget.Fleet
 	newClient := func(base http.RoundTripper) *http.Client {
-		f := newFleet()
+		f := newFleet(base)
 		mu.Lock()
 		fleets = append(fleets, f)
 		mu.Unlock()
@@ -74,4 +77,35 @@ func (s Strategy) clients() (func(http.RoundTripper) *http.Client, func()) {
 		return s.NewRun()
 	}
 	return s.NewClient, func() {}
+}
+
+// inTurn returns b, the shared backend of a virtual run's fleets, as the
+// fleet of the client whose base is base sees it: each flush waits for a
+// turn of the driver (turns.waitFor), keyed by the client and its count
+// of flushes. The clients' flushers wake on timers of their own, all at
+// the same instants; without turns they met the shared windows in the
+// runtime's order, and a lease went to whichever ran first. On sockets
+// (no turns) it returns b.
+func inTurn(b redisbudget.Backend, base http.RoundTripper) redisbudget.Backend {
+	sb, ok := base.(seededBase)
+	if !ok {
+		return b
+	}
+	tt, ok := sb.RoundTripper.(turnTransport)
+	if !ok || tt.turns == nil {
+		return b
+	}
+	return turnBackend{b, tt.turns, sb.seed}
+}
+
+// turnBackend is a Backend whose flushes take the driver's turns (inTurn).
+type turnBackend struct {
+	redisbudget.Backend
+	turns *turns
+	id    uint64 // the client's (its base's seed)
+}
+
+func (b turnBackend) Flush(ctx context.Context, rule redisbudget.Rule, reqs []redisbudget.Request) ([]redisbudget.Reply, error) {
+	b.turns.waitFor(b.id)
+	return b.Backend.Flush(ctx, rule, reqs)
 }

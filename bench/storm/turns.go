@@ -45,8 +45,10 @@ type turns struct {
 
 	mu      sync.Mutex
 	pending []turn
-	taken   []uint32 // by operation: turns taken so far
-	other   uint32   // turns of requests that name no operation
+	taken   []uint32          // by operation: turns taken so far
+	other   uint32            // turns of requests that name no operation
+	named   map[uint64]uint32 // by waitFor's id: turns taken so far
+	stopped bool              // the driver returned: waitFor waits no more
 }
 
 // turn is a goroutine waiting for its turn.
@@ -80,6 +82,42 @@ func (d *turns) wait(op int) uint64 {
 	d.notify()
 	<-ch
 	return key
+}
+
+// waitFor blocks until the driver gives the caller its turn, as wait does,
+// for a goroutine of no operation that names itself id (a client's fleet
+// flusher, fleet.go). Its key is a function of the seed, id and how many
+// turns id took before, never of the order the runtime ran the callers in.
+func (d *turns) waitFor(id uint64) {
+	ch := make(chan struct{})
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return // the run is over: a fleet closing flushes at once
+	}
+	if d.named == nil {
+		d.named = make(map[uint64]uint32)
+	}
+	n := d.named[id]
+	d.named[id]++
+	key := mix(d.seed, id|1<<63, uint64(n))
+	d.pending = append(d.pending, turn{key: key, op: -2, n: int(n), ch: ch})
+	d.mu.Unlock()
+	d.notify()
+	<-ch
+}
+
+// stop ends the driver's turns: it releases waitFor's callers still
+// pending, and later ones do not wait. The run is over: every operation
+// has ended, and what is left is the fleets' flushes as they close.
+func (d *turns) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	for _, t := range d.pending {
+		close(t.ch)
+	}
+	d.pending = nil
 }
 
 // notify wakes the driver if it sleeps.
@@ -166,6 +204,7 @@ func (d *turns) drive(start time.Time, arrivals []arrival, steps []step, spawn f
 			close(t.ch)
 			continue
 		case next == len(arrivals) && live.Load() == 0:
+			d.stop()
 			return
 		}
 		var at time.Time

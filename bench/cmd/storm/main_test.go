@@ -205,8 +205,9 @@ func TestTargetCommand(t *testing.T) {
 // TestVirtualRunsAreByteIdentical runs the command twice, in virtual time,
 // for a reduced default run (every scenario and strategy of the headline,
 // the tail included) and a reduced sweep (three failure rates, both
-// overloads, both scales, the command's strategies and resilient-pushback,
-// whose server mounts the pushback middleware), and wants the same bytes
+// overloads, both scales, the command's strategies, resilient-pushback,
+// whose server mounts the pushback middleware, and resilient-fleet, whose
+// clients share a budget through their flushers), and wants the same bytes
 // from both runs: stdout and every table and JSON file of -out (the plots
 // and index.html are drawn from them). Another seed must give other bytes.
 func TestVirtualRunsAreByteIdentical(t *testing.T) {
@@ -240,7 +241,7 @@ func TestVirtualRunsAreByteIdentical(t *testing.T) {
 	for _, args := range [][]string{
 		{"-ops", "1500", "-tail-duration", "1s"},
 		{"-format", "json", "-sweep", "-p", "0,0.5,1", "-scales", "both", "-ops", "1000", "-duration", "6s", "-outage", "2s-4s", "-tail-duration", "500ms",
-			"-strategies", strings.Join(append(storm.CommandStrategies(), storm.PushbackStrategy), ",")},
+			"-strategies", strings.Join(append(storm.CommandStrategies(), storm.PushbackStrategy, "resilient-fleet"), ",")},
 	} {
 		a, b := run(args...), run(args...)
 		for name, want := range a {
