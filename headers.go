@@ -33,6 +33,9 @@ type headerScan struct {
 	// method is the request method's bit (methodBit), 0 for a method
 	// without one.
 	method uint16
+	// checked: the scan is checkRequest's, which found nothing to refuse.
+	// A plain call that is not one hands it to the loop (RoundTrip).
+	checked bool
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
@@ -55,10 +58,10 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 	case req.Method != "" && !validMethod(req.Method, known):
 		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
 	case len(req.Header) == 0:
-		return headerScan{clipped: true, method: bit}, nil // ranging over an empty map still costs an iterator
+		return headerScan{clipped: true, method: bit, checked: true}, nil // ranging over an empty map still costs an iterator
 	}
 	hs, err := checkHeader(req.Header, keyHeader, attemptHeader)
-	hs.method = bit
+	hs.method, hs.checked = bit, err == nil
 	return hs, err
 }
 

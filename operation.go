@@ -57,11 +57,16 @@ type operation struct {
 // scan is the operation's call when failures are remembered, else nil. It
 // finds the loop whose re-send a request without marks is, and the key it
 // continues (call.recognise).
-func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, keys *keySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
-	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
-	if err != nil {
-		closeReqBody(req)
-		return nil, &refusal{ErrInvalidRequest, CategoryTerminal, err}
+//
+// hs is what checkRequest found of req, if hs.checked; prepare checks req
+// itself otherwise.
+func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, hs headerScan, keys *keySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
+	if !hs.checked {
+		var err error
+		if hs, err = checkRequest(req, cfg.keyHeader, cfg.attemptHeader); err != nil {
+			closeReqBody(req)
+			return nil, &refusal{ErrInvalidRequest, CategoryTerminal, err}
+		}
 	}
 	key, err := op.identity(cfg, ctx, req, keys, hs)
 	if err != nil {

@@ -28,10 +28,11 @@ func plainBody(req *http.Request) bool {
 }
 
 // sendPlain sends req as a plain call, if it is one. ok is false when it
-// is not; nothing was sent then, and the loop sends it. Else sendPlain
+// is not; nothing was sent then, and the loop sends it, with *hs, the scan
+// of req's header if sendPlain made one (hs.checked). Else sendPlain
 // returns the call's outcome, the loop's if the first answer was not a
-// plain success. (roundTrip tries it when t.plain, for a plainBody.)
-func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error, ok bool) {
+// plain success. (RoundTrip tries it when t.plain, for a plainBody.)
+func (t *Transport) sendPlain(req *http.Request, hs *headerScan) (resp *http.Response, err error, ok bool) {
 	ctx := req.Context()
 	if name, _ := operationFromContext(ctx); name != "" || req.Response != nil || outerContexts.Load() || t.loopsKnown() {
 		return nil, nil, false // a named operation, a redirect hop, a loop in sight
@@ -39,8 +40,7 @@ func (t *Transport) sendPlain(req *http.Request) (resp *http.Response, err error
 	if _, keyed := keyFromContext(ctx); keyed || reportFromContext(ctx) != nil {
 		return nil, nil, false
 	}
-	hs, err := checkRequest(req, t.cfg.keyHeader, t.cfg.attemptHeader)
-	if err != nil || hs.alt != "" || hs.marked || hs.attemptSet {
+	if *hs, err = checkRequest(req, t.cfg.keyHeader, t.cfg.attemptHeader); err != nil || hs.alt != "" || hs.marked || hs.attemptSet {
 		return nil, nil, false // the loop's to refuse, or to send with what it carries
 	}
 	now := t.cfg.nanos() // the first attempt's admission

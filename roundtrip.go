@@ -16,12 +16,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp *http.Response
 		err  error
 		ok   bool
+		hs   headerScan // the header's scan, made once
 	)
 	if t.plain && plainBody(req) {
-		resp, err, ok = t.sendPlain(req)
+		resp, err, ok = t.sendPlain(req, &hs)
 	}
 	if !ok {
-		resp, err = t.roundTrip(req)
+		resp, err = t.roundTrip(req, hs)
 	}
 	if err != nil && t.cfg.refusalResponses {
 		if r := refusalResponse(req, err, t.cfg.now()); r != nil {

@@ -104,9 +104,12 @@ type call struct {
 
 // roundTrip sends req through the loop (call.run): the general path of
 // RoundTrip, for a request that is not a plain call.
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+//
+// hs is checkRequest's scan of req, if hs.checked (a plain call that was not
+// one).
+func (t *Transport) roundTrip(req *http.Request, hs headerScan) (*http.Response, error) {
 	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
-	if err := c.resolve(); err != nil {
+	if err := c.resolve(hs); err != nil {
 		return nil, err
 	}
 	own := c.op.own && !c.op.hop
@@ -136,7 +139,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // key, its body (operation.prepare), and its claim in the Store. On error
 // nothing was sent and the caller's body is closed; the error is the
 // ledger's.
-func (c *call) resolve() error {
+func (c *call) resolve(hs headerScan) error {
 	cfg := c.cfg
 	op := &c.op
 	op.name, _ = operationFromContext(c.ctx)
@@ -149,7 +152,7 @@ func (c *call) resolve() error {
 	if c.t.loopsKnown() && !op.hop && c.outerMode() == outerAuto {
 		scan = c
 	}
-	o, f := op.prepare(cfg, c.ctx, c.req, &c.t.keys, &c.t.pending, claims, scan)
+	o, f := op.prepare(cfg, c.ctx, c.req, hs, &c.t.keys, &c.t.pending, claims, scan)
 	if f != nil {
 		return c.fail(f.reason, f.cat, f.err)
 	}
