@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -349,7 +350,13 @@ func (c *call) stopped(reason error) error {
 	if last {
 		return c.fail(reason, cat, c.led.lastErr)
 	}
-	return c.fail(reason, cat, reason)
+	err := reason
+	if reason == c.ctx.Err() {
+		// The caller gave up: its cause, if it gave one, as a bare
+		// client's http.Transport returns it (context.Cause).
+		err = context.Cause(c.ctx)
+	}
+	return c.fail(reason, cat, err)
 }
 
 // record tells the Store how c's operation ended (operation.record); the
