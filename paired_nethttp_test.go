@@ -846,10 +846,12 @@ func TestPairedNeverPastTheDeadline(t *testing.T) {
 // context, or by Request.Cancel, which http.Transport honours as it
 // honours the context (deprecated, but a field net/http still serves). A
 // bare client has returned the 500 by then; the wrapped one must not be
-// found waiting, nor sending, once the caller has left.
+// found waiting, nor sending, once the caller has left. The same when the
+// caller gives up while the server holds the request (Retry-After "hold"):
+// both sides return then, and no retry follows.
 func TestPairedCancelDuringTheWait(t *testing.T) {
 	for _, how := range []string{"context", "Request.Cancel"} {
-		for _, ra := range []string{"", "1", "20"} {
+		for _, ra := range []string{"", "1", "20", "hold"} {
 			for _, method := range []string{http.MethodGet, http.MethodPut} {
 				t.Run(fmt.Sprintf("%s/Retry-After=%q/%s", how, ra, method), func(t *testing.T) {
 					const cancelAt = 50 * time.Millisecond
@@ -860,7 +862,12 @@ func TestPairedCancelDuringTheWait(t *testing.T) {
 						arrivals = append(arrivals, time.Now())
 						mu.Unlock()
 						io.Copy(io.Discard, r.Body)
-						if ra != "" {
+						switch ra {
+						case "hold": // the caller gives up while the server holds the request
+							hang(r, release)
+							return
+						case "":
+						default:
 							w.Header().Set("Retry-After", ra)
 						}
 						w.WriteHeader(http.StatusInternalServerError)
