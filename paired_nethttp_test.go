@@ -1158,3 +1158,51 @@ func TestPairedLargeBodiesAreNotBuffered(t *testing.T) {
 		})
 	}
 }
+
+// An answer the wrapped side held while it waited to retry, and returned
+// when the retry was not sent (here: the caller closed Request.Cancel
+// during the wait), reads as a bare client's: once closed, a read fails as
+// net/http's does; unclosed, its read ends with the caller's cancel, as
+// net/http's (Request.Cancel also ends a body being read).
+func TestPairedHeldAnswerReadsAsBare(t *testing.T) {
+	for _, closeFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closed=%v", closeFirst), func(t *testing.T) {
+			body := strings.Repeat("0123456789", 10<<10) // past what the wait drains
+			bare, wrapped := pnBubble(t, func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+				w.Header().Set("Retry-After", "5")
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, body)
+			}, func(t *testing.T, c *http.Client) string {
+				req, err := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
+				require.NoError(t, err)
+				stop := make(chan struct{})
+				//lint:ignore SA1019 the deprecated field ends the wrapped side's wait
+				req.Cancel = stop
+				fired := make(chan struct{})
+				go func() {
+					defer close(fired)
+					time.Sleep(time.Second)
+					close(stop)
+				}()
+				resp, err := c.Do(req)
+				require.NoError(t, err)
+				<-fired
+				synctest.Wait() // the wrapped side's drain has read what it reads
+				if closeFirst {
+					resp.Body.Close()
+					n, err := resp.Body.Read(make([]byte, 10))
+					return fmt.Sprintf("%d after close: %d %v", resp.StatusCode, n, err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return fmt.Sprintf("%d same body=%v %v", resp.StatusCode, string(b) == body, err)
+			})
+			if !closeFirst {
+				assert.Equal(t, "500 same body=false net/http: request canceled", bare)
+			} else {
+				assert.Equal(t, "500 after close: 0 http: read on closed response body", bare)
+			}
+			assert.Equal(t, bare, wrapped)
+		})
+	}
+}
