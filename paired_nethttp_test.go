@@ -14,6 +14,7 @@ package resilient_test
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -582,6 +583,8 @@ func TestPairedErrors(t *testing.T) {
 		cancelledBefore
 		cancelledOnArrival
 		shortDeadline
+		passedDeadlineCause
+		shortDeadlineCause
 		refusedDial
 		failingBody
 	)
@@ -607,6 +610,10 @@ func TestPairedErrors(t *testing.T) {
 		{name: "cause awaiting headers POST streamed", shape: streamed, server: pnHang, call: cancelledOnArrival, wantMatch: "the cause"},
 		{name: "deadline awaiting headers GET", shape: get, server: pnHang, call: shortDeadline, wantMatch: "context.DeadlineExceeded"},
 		{name: "deadline awaiting headers POST", shape: post, server: pnHang, call: shortDeadline, wantMatch: "context.DeadlineExceeded"},
+		{name: "deadline with a cause passed before the call GET", shape: get, call: passedDeadlineCause, wantMatch: "the cause"},
+		{name: "deadline with a cause passed before the call POST streamed", shape: streamed, call: passedDeadlineCause, wantMatch: "the cause"},
+		{name: "deadline with a cause awaiting headers GET", shape: get, server: pnHang, call: shortDeadlineCause, wantMatch: "the cause"},
+		{name: "deadline with a cause awaiting headers POST", shape: post, server: pnHang, call: shortDeadlineCause, wantMatch: "the cause"},
 		{name: "ResponseHeaderTimeout POST", shape: post, server: pnHang,
 			tune: func(tr *http.Transport) { tr.ResponseHeaderTimeout = 50 * time.Millisecond }, wantMatch: "Timeout"},
 		{name: "body read fails GET", shape: get, call: failingBody, wantMatch: "the body's error"},
@@ -646,6 +653,14 @@ func TestPairedErrors(t *testing.T) {
 					var stop context.CancelFunc
 					ctx, stop = context.WithTimeout(ctx, 100*time.Millisecond)
 					defer stop()
+				case passedDeadlineCause, shortDeadlineCause:
+					d := 100 * time.Millisecond
+					if tc.call == passedDeadlineCause {
+						d = -time.Second
+					}
+					var stop context.CancelFunc
+					ctx, stop = context.WithTimeoutCause(ctx, d, errPNCause)
+					defer stop()
 				case refusedDial:
 					u = refused.URL
 				}
@@ -668,8 +683,13 @@ func TestPairedErrors(t *testing.T) {
 			// A caller that gave up with a cause gets, besides it, its
 			// context's own error (Error.Reason); nothing else is added.
 			extra := []string{}
-			if tc.call == cancelledBefore || tc.call == cancelledOnArrival {
+			switch tc.call {
+			case cancelledBefore, cancelledOnArrival:
 				extra = append(extra, "context.Canceled")
+			case passedDeadlineCause, shortDeadlineCause:
+				// Error.Reason is context.DeadlineExceeded, and *Error
+				// answers Timeout as a deadline's error does.
+				extra = append(extra, "context.DeadlineExceeded", "Timeout", "os.IsTimeout", "net.Error.Timeout")
 			}
 			assert.Subset(t, append(bare, extra...), wrapped, "nothing but the context's own error is added")
 		})
@@ -1202,6 +1222,88 @@ func TestPairedHeldAnswerReadsAsBare(t *testing.T) {
 			} else {
 				assert.Equal(t, "500 after close: 0 http: read on closed response body", bare)
 			}
+			assert.Equal(t, bare, wrapped)
+		})
+	}
+}
+
+// pnUntilDone is a reader that blocks until its context is done, then
+// fails with the context's error.
+type pnUntilDone struct{ ctx context.Context }
+
+func (u pnUntilDone) Read([]byte) (int, error) {
+	<-u.ctx.Done()
+	return 0, u.ctx.Err()
+}
+
+// A caller that cancels its context mid-upload (the server has part of the
+// body) or mid-answer (the caller has part of the response) gets the
+// context's error from Do or from the body's Read, on every shape, and the
+// caller's request body is closed.
+func TestPairedCancelMidUploadAndMidAnswer(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodPut} {
+		t.Run("mid-upload/"+method, func(t *testing.T) {
+			bare, wrapped := pnPair(t, func(t *testing.T, c *http.Client) []string {
+				got := make(chan struct{})
+				srv := hangingServer(t, func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+					buf := make([]byte, 5)
+					if _, err := io.ReadFull(r.Body, buf); err == nil {
+						close(got)
+					}
+					hang(r, release)
+				})
+				var closed atomic.Int32
+				ctx, cancel := context.WithCancel(pnCtx(t))
+				defer cancel()
+				// More than net/http buffers before it writes, then nothing
+				// until the caller gives up: the upload is under way. (A
+				// body read that ignores the context holds net/http's
+				// RoundTrip until it returns, bare or wrapped.)
+				body := &pnBody{r: io.MultiReader(bytes.NewReader(make([]byte, 64<<10)), pnUntilDone{ctx}), closed: &closed}
+				req, err := http.NewRequestWithContext(ctx, method, srv.URL, body)
+				require.NoError(t, err)
+				go func() {
+					select {
+					case <-got:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				var resp *http.Response
+				within(t, 10*time.Second, cancel, func() { resp, err = c.Do(req) })
+				if err == nil {
+					resp.Body.Close()
+				}
+				require.Eventually(t, func() bool { return closed.Load() > 0 }, 5*time.Second, time.Millisecond, "the body was closed")
+				return pnErrObs(err)
+			})
+			assert.Contains(t, bare, "context.Canceled")
+			assert.Equal(t, bare, wrapped)
+		})
+	}
+	for _, s := range pnShapes {
+		t.Run("mid-answer/"+s.name, func(t *testing.T) {
+			bare, wrapped := pnPair(t, func(t *testing.T, c *http.Client) []string {
+				srv := hangingServer(t, func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+					io.Copy(io.Discard, r.Body)
+					io.WriteString(w, "first\n")
+					http.NewResponseController(w).Flush()
+					hang(r, release)
+				})
+				ctx, cancel := context.WithCancel(pnCtx(t))
+				defer cancel()
+				resp, err := c.Do(pnRequest(t, ctx, s, srv.URL))
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				br := bufio.NewReader(resp.Body)
+				line, err := br.ReadString('\n')
+				require.NoError(t, err)
+				require.Equal(t, "first\n", line)
+				cancel()
+				within(t, 10*time.Second, func() { resp.Body.Close() }, func() { _, err = io.ReadAll(br) })
+				return pnErrObs(err)
+			})
+			assert.Contains(t, bare, "context.Canceled")
 			assert.Equal(t, bare, wrapped)
 		})
 	}
