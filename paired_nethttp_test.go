@@ -1308,3 +1308,69 @@ func TestPairedCancelMidUploadAndMidAnswer(t *testing.T) {
 		})
 	}
 }
+
+// Redirects followed by http.Client, on every shape: a 302 turns the
+// request into a GET without body; a 307 re-sends it with its body when it
+// can be rewound (GetBody), and is returned as is when it cannot (the
+// streamed shape), as a bare client does.
+func TestPairedRedirectsOnEveryShape(t *testing.T) {
+	for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
+		for _, s := range pnShapes {
+			t.Run(fmt.Sprintf("%d/%s", code, s.name), func(t *testing.T) {
+				bare, wrapped := pnPair(t, func(t *testing.T, c *http.Client) string {
+					var hops atomic.Int32
+					srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+						b, _ := io.ReadAll(r.Body)
+						if r.URL.Path == "/start" {
+							http.Redirect(w, r, "/end", code)
+							return
+						}
+						hops.Add(1)
+						fmt.Fprintf(w, "%s %q", r.Method, b)
+					})
+					resp, err := c.Do(pnRequest(t, pnCtx(t), s, srv.URL+"/start"))
+					require.NoError(t, err)
+					b, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					return fmt.Sprintf("%d %q %v followed=%d", resp.StatusCode, b, err, hops.Load())
+				})
+				assert.Equal(t, bare, wrapped)
+			})
+		}
+	}
+}
+
+// Expect: 100-continue on every shape with a body: the body follows the
+// server's 100 Continue; a server that refuses without reading gets one
+// request, and the caller its refusal.
+func TestPairedExpectContinueOnEveryShape(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		for _, s := range pnShapes[1:] {
+			t.Run(fmt.Sprintf("refuse=%v/%s", refuse, s.name), func(t *testing.T) {
+				bare, wrapped := pnPair(t, func(t *testing.T, c *http.Client) string {
+					var n atomic.Int32
+					srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+						n.Add(1)
+						if refuse {
+							w.WriteHeader(http.StatusForbidden)
+							return
+						}
+						b, _ := io.ReadAll(r.Body)
+						w.Write(b)
+					})
+					var got100 atomic.Bool
+					trace := &httptrace.ClientTrace{Got100Continue: func() { got100.Store(true) }}
+					req := pnRequest(t, httptrace.WithClientTrace(pnCtx(t), trace), s, srv.URL)
+					req.Header.Set("Expect", "100-continue")
+					resp, err := c.Do(req)
+					require.NoError(t, err)
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					return fmt.Sprintf("%d %q 100=%v requests=%d", resp.StatusCode, b, got100.Load(), n.Load())
+				}, func(tr *http.Transport) { tr.ExpectContinueTimeout = 5 * time.Second })
+				assert.Contains(t, bare, "requests=1")
+				assert.Equal(t, bare, wrapped)
+			})
+		}
+	}
+}
