@@ -1374,3 +1374,67 @@ func TestPairedExpectContinueOnEveryShape(t *testing.T) {
 		}
 	}
 }
+
+// Two calls of one key of the application's at once: the wrapped side
+// sends the second only once the first has ended (flight.go), where a bare
+// client sends both. A caller of the second that gives up while it waits
+// gets its call back then, by its context or by Request.Cancel, as a bare
+// client's caller does.
+func TestPairedCancelWhileTheKeyIsInFlight(t *testing.T) {
+	for _, how := range []string{"context", "Request.Cancel"} {
+		t.Run(how, func(t *testing.T) {
+			const cancelAt, firstEnds = 50 * time.Millisecond, time.Second
+			bare, wrapped := pnBubble(t, func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+				io.Copy(io.Discard, r.Body)
+				hang(r, release) // until its caller leaves
+			}, func(t *testing.T, c *http.Client) string {
+				put := func(ctx context.Context) *http.Request {
+					req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/x", strings.NewReader("{}"))
+					require.NoError(t, err)
+					req.Header.Set("Idempotency-Key", "one-key")
+					return req
+				}
+				firstCtx, stopFirst := context.WithTimeout(context.Background(), firstEnds)
+				defer stopFirst()
+				firstDone := make(chan struct{})
+				go func() {
+					defer close(firstDone)
+					if resp, err := c.Do(put(firstCtx)); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				synctest.Wait() // the first is in flight
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				stop := make(chan struct{})
+				if how == "Request.Cancel" {
+					ctx = context.Background()
+				}
+				req := put(ctx)
+				if how == "Request.Cancel" {
+					//lint:ignore SA1019 the deprecated field is the case: net/http still honours it
+					req.Cancel = stop
+				}
+				fired := make(chan struct{})
+				start := time.Now()
+				go func() {
+					defer close(fired)
+					time.Sleep(cancelAt)
+					if how == "Request.Cancel" {
+						close(stop)
+					} else {
+						cancel()
+					}
+				}()
+				_, err := c.Do(req)
+				took := time.Since(start)
+				<-fired
+				<-firstDone
+				assert.LessOrEqual(t, took, cancelAt, "returned by the time the caller gave up")
+				return fmt.Sprintf("error=%v", err != nil)
+			})
+			assert.Equal(t, "error=true", bare)
+			assert.Equal(t, bare, wrapped)
+		})
+	}
+}
