@@ -451,44 +451,52 @@ func TestPairedTransparentGzip(t *testing.T) {
 	}
 }
 
-// Over TLS, resp.TLS is the connection's state; a response streams: its
-// first bytes reach the caller before the server writes the rest.
+// Over TLS, HTTP/1.1 and HTTP/2: resp.TLS is the connection's state, the
+// protocol is the bare client's, a response streams (its first bytes reach
+// the caller before the server writes the rest), and the response's
+// trailer arrives.
 func TestPairedTLSAndStreaming(t *testing.T) {
-	for _, s := range pnShapes {
-		t.Run(s.name, func(t *testing.T) {
-			bare, wrapped := pnPair(t, func(t *testing.T, _ *http.Client) string {
-				next := make(chan struct{})
-				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					io.Copy(io.Discard, r.Body)
-					io.WriteString(w, "one\n")
-					http.NewResponseController(w).Flush()
-					select {
-					case <-next:
-						io.WriteString(w, "two\n")
-					case <-r.Context().Done():
+	for _, h2 := range []bool{false, true} {
+		for _, s := range pnShapes {
+			t.Run(fmt.Sprintf("h2=%v/%s", h2, s.name), func(t *testing.T) {
+				bare, wrapped := pnPair(t, func(t *testing.T, _ *http.Client) string {
+					next := make(chan struct{})
+					srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						io.Copy(io.Discard, r.Body)
+						w.Header().Set("Trailer", "X-End")
+						io.WriteString(w, "one\n")
+						http.NewResponseController(w).Flush()
+						select {
+						case <-next:
+							io.WriteString(w, "two\n")
+							w.Header().Set("X-End", "done")
+						case <-r.Context().Done():
+						}
+					}))
+					srv.EnableHTTP2 = h2
+					srv.StartTLS()
+					t.Cleanup(srv.Close)
+					c := srv.Client()
+					t.Cleanup(c.CloseIdleConnections)
+					if strings.HasSuffix(t.Name(), "/wrapped") {
+						c = resilient.Wrap(c)
 					}
-				}))
-				srv.StartTLS()
-				t.Cleanup(srv.Close)
-				c := srv.Client()
-				t.Cleanup(c.CloseIdleConnections)
-				if t.Name() != "" && strings.HasSuffix(t.Name(), "/wrapped") {
-					c = resilient.Wrap(c)
-				}
-				resp, err := c.Do(pnRequest(t, pnCtx(t), s, srv.URL))
-				require.NoError(t, err)
-				defer resp.Body.Close()
-				br := bufio.NewReader(resp.Body)
-				first, err := br.ReadString('\n') // the server waits for next: the line came alone
-				require.NoError(t, err)
-				close(next)
-				rest, err := io.ReadAll(br)
-				require.NoError(t, err)
-				return fmt.Sprintf("%s|%s tls=%v", first, rest, resp.TLS != nil && resp.TLS.HandshakeComplete)
+					resp, err := c.Do(pnRequest(t, pnCtx(t), s, srv.URL))
+					require.NoError(t, err)
+					defer resp.Body.Close()
+					br := bufio.NewReader(resp.Body)
+					first, err := br.ReadString('\n') // the server waits for next: the line came alone
+					require.NoError(t, err)
+					close(next)
+					rest, err := io.ReadAll(br)
+					require.NoError(t, err)
+					return fmt.Sprintf("%s|%s proto=%d tls=%v trailer=%q", first, rest, resp.ProtoMajor,
+						resp.TLS != nil && resp.TLS.HandshakeComplete, resp.Trailer.Get("X-End"))
+				})
+				assert.Equal(t, fmt.Sprintf("one\n|two\n proto=%d tls=true trailer=\"done\"", map[bool]int{false: 1, true: 2}[h2]), bare)
+				assert.Equal(t, bare, wrapped)
 			})
-			assert.Equal(t, "one\n|two\n tls=true", bare)
-			assert.Equal(t, bare, wrapped)
-		})
+		}
 	}
 }
 
