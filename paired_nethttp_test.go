@@ -16,6 +16,7 @@ package resilient_test
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -999,6 +1001,43 @@ func TestPairedExpectContinueOnEveryShape(t *testing.T) {
 					return fmt.Sprintf("%d %q 100=%v requests=%d", resp.StatusCode, b, got100.Load(), n.Load())
 				}, func(tr *http.Transport) { tr.ExpectContinueTimeout = 5 * time.Second })
 				assert.Contains(t, bare, "requests=1")
+				assert.Equal(t, bare, wrapped)
+			})
+		}
+	}
+}
+
+// A body that is an *os.File (net/http may send it with sendfile), with its
+// length given and without: the same bytes and framing reach the server,
+// and the file is closed once.
+func TestPairedFileBody(t *testing.T) {
+	content := bytes.Repeat([]byte("0123456789abcdef"), (1<<20)/16+1) // past the 1 MiB kept for a retry
+	path := filepath.Join(t.TempDir(), "upload")
+	require.NoError(t, os.WriteFile(path, content, 0o600))
+	for _, method := range []string{http.MethodPost, http.MethodPut} {
+		for _, length := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/length=%v", method, length), func(t *testing.T) {
+				bare, wrapped := pnPair(t, func(t *testing.T, c *http.Client) string {
+					srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+						b, err := io.ReadAll(r.Body)
+						fmt.Fprintf(w, "cl=%d te=%q same=%v %v", r.ContentLength, r.TransferEncoding, bytes.Equal(b, content), err)
+					})
+					f, err := os.Open(path)
+					require.NoError(t, err)
+					defer f.Close()
+					req, err := http.NewRequestWithContext(pnCtx(t), method, srv.URL, f)
+					require.NoError(t, err)
+					if length {
+						req.ContentLength = int64(len(content))
+					}
+					resp, err := c.Do(req)
+					require.NoError(t, err)
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					_, rerr := f.Read(make([]byte, 1))
+					return fmt.Sprintf("%d %s closed=%v", resp.StatusCode, b, errors.Is(rerr, os.ErrClosed))
+				})
+				assert.Contains(t, bare, "same=true")
 				assert.Equal(t, bare, wrapped)
 			})
 		}
