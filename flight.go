@@ -47,10 +47,11 @@ type flight struct {
 }
 
 // acquire waits until no other call of key is in flight on the Transport,
-// or until ctx is done; it reports whether the call had to wait for
-// another. Unless it returns ctx's error (then nothing is held), the call
-// must release key when it ends.
-func (fs *flights) acquire(ctx context.Context, key string) (waited bool, err error) {
+// or until ctx is done or cancel closed (the caller's Request.Cancel, nil
+// if none); it reports whether the call had to wait for another. Unless it
+// returns an error, ctx's or errRequestCanceled (then nothing is held), the
+// call must release key when it ends.
+func (fs *flights) acquire(ctx context.Context, cancel <-chan struct{}, key string) (waited bool, err error) {
 	fs.mu.Lock()
 	f, ok := fs.m[key]
 	if !ok {
@@ -76,6 +77,9 @@ func (fs *flights) acquire(ctx context.Context, key string) (waited bool, err er
 	case <-ctx.Done():
 		fs.leave(key, f)
 		return true, ctx.Err()
+	case <-cancel:
+		fs.leave(key, f)
+		return true, errRequestCanceled
 	}
 }
 

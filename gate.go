@@ -242,17 +242,17 @@ func (r *reservation) withdraw(now int64) bool {
 // wait sleeps the reservation's delay, then passes the policies that act at
 // send time: a pause that began meanwhile, the rate limiter, the breaker.
 // On error the reservation is cancelled; the error is the reason (a
-// sentinel, or the context's error).
+// sentinel, the context's error, or errRequestCanceled).
 //
 // r.at is then when the attempt starts.
 func (r *reservation) wait(g *applicant) error {
 	if r.delay > 0 {
-		if err := sleep(g.ctx, r.delay); err != nil {
+		if err := sleep(g.ctx, g.cancelled(), r.delay); err != nil {
 			r.cancel()
 			return err
 		}
 		r.at = g.cfg.nanos()
-	} else if err := g.ctx.Err(); err != nil {
+	} else if err := g.gone(); err != nil {
 		r.cancel()
 		return err
 	}
@@ -312,7 +312,7 @@ func (r *reservation) waitPause(g *applicant) (time.Duration, int64, error) {
 	now := g.cfg.nanos()
 	h.pauses.clearPauses(now)
 	if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
-		if err := sleep(g.ctx, p); err != nil {
+		if err := sleep(g.ctx, g.cancelled(), p); err != nil {
 			return 0, now, err
 		}
 		return p, g.cfg.nanos(), nil
@@ -425,8 +425,9 @@ func (g *applicant) fits(now int64, d time.Duration) bool {
 	return !ok || later(now, d) < retrycontrol.UnixNanos(dl)
 }
 
-// sleep waits d or until ctx is done, whichever is first.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d or until ctx is done or cancel closed (a nil cancel never
+// is), whichever is first.
+func sleep(ctx context.Context, cancel <-chan struct{}, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -437,7 +438,41 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-cancel:
+		return errRequestCanceled
 	}
+}
+
+// errRequestCanceled is why a call ends when its caller closed the
+// request's Cancel channel: net/http's own words for it.
+var errRequestCanceled = errors.New("net/http: request canceled")
+
+// cancelled returns the caller's Request.Cancel, nil if none (or if g has
+// no request: the gate's own tests admit without one). It is deprecated,
+// but http.Transport honours it as it honours the context, so the
+// Transport's waits do too: a caller that closed it is gone, and no retry
+// is sent for it.
+func (g *applicant) cancelled() <-chan struct{} {
+	if g.req == nil {
+		return nil
+	}
+	return g.req.Cancel //lint:ignore SA1019 a field net/http still honours
+}
+
+// gone returns why the caller gave up, nil if it has not: its context's
+// error, or errRequestCanceled once it closed Request.Cancel.
+func (g *applicant) gone() error {
+	if err := g.ctx.Err(); err != nil {
+		return err
+	}
+	if c := g.cancelled(); c != nil {
+		select {
+		case <-c:
+			return errRequestCanceled
+		default:
+		}
+	}
+	return nil
 }
 
 // reserveHedge admits a hedge to h at now, as reserve and wait admit a retry

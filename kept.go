@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -81,12 +82,16 @@ func (b *heldBody) drain() {
 }
 
 // Read returns what the drain read, then reads on from the body once the
-// drain has stopped.
+// drain has stopped. Once the body is closed, it fails as net/http's does.
 func (b *heldBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	b.handed = true
-	for len(b.buf) == 0 && b.draining {
+	for len(b.buf) == 0 && b.draining && !b.closed {
 		b.wake.Wait()
+	}
+	if b.closed {
+		b.mu.Unlock()
+		return 0, errReadOnClosedBody
 	}
 	if len(b.buf) > 0 {
 		n := copy(p, b.buf)
@@ -102,6 +107,10 @@ func (b *heldBody) Read(p []byte) (int, error) {
 	return b.rc.Read(p) // the drain has stopped: the caller reads alone
 }
 
+// errReadOnClosedBody is what a read of a closed held body returns:
+// net/http's words for a response body read after Close.
+var errReadOnClosedBody = errors.New("http: read on closed response body")
+
 // Close closes the body (a drain still reading ends); closing again does
 // nothing.
 func (b *heldBody) Close() error {
@@ -111,6 +120,7 @@ func (b *heldBody) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.wake.Broadcast() // a Read waiting for the drain fails now
 	b.mu.Unlock()
 	return b.rc.Close()
 }

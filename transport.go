@@ -1,6 +1,7 @@
 package resilient
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -175,11 +176,12 @@ func (c *call) resolve(hs headerScan) error {
 // Transport. c's key is the application's. flights.acquire gives the turn;
 // call.ended ends it. takeTurn reports whether c joined another call of its
 // key and waited for it to end. c's first attempt is then a first attempt of
-// its own, not a retry of that call's. If c's context ends first, c ends
-// with an *Error. Nothing was sent by c. The outcome is unknown, since the
-// operation is in flight in this process.
+// its own, not a retry of that call's. If c's context ends first, or its
+// caller closes Request.Cancel, c ends with an *Error. Nothing was sent by
+// c. The outcome is unknown, since the operation is in flight in this
+// process.
 func (c *call) takeTurn() (joined bool, err error) {
-	waited, err := c.t.flights.acquire(c.ctx, c.op.key)
+	waited, err := c.t.flights.acquire(c.ctx, c.cancelled(), c.op.key)
 	if err != nil {
 		c.led.ambiguous = true
 		c.op.body.close()
@@ -349,7 +351,13 @@ func (c *call) stopped(reason error) error {
 	if last {
 		return c.fail(reason, cat, c.led.lastErr)
 	}
-	return c.fail(reason, cat, reason)
+	err := reason
+	if reason == c.ctx.Err() {
+		// The caller gave up: its cause, if it gave one, as a bare
+		// client's http.Transport returns it (context.Cause).
+		err = context.Cause(c.ctx)
+	}
+	return c.fail(reason, cat, err)
 }
 
 // record tells the Store how c's operation ended (operation.record); the
