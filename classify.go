@@ -142,22 +142,22 @@ const (
 )
 
 // DefaultClassifier implements this classification table. Its middle
-// column is what the Transport does. "Unsafe" is a keyed request whose
-// method is not idempotent (POST, PATCH). The answers marked "keyed
-// unsafe: with evidence" are Retry decisions. The Transport carries them
+// column is what the Transport does. "Unsafe" is a request whose method is
+// not idempotent (POST, PATCH, custom methods). The answers marked
+// "unsafe: with evidence" are Retry decisions. The Transport carries them
 // out only with evidence that the server dedupes by the key: the
 // unsafe-retry guard (see "Unsafe requests" in the package documentation).
-// Without it, the answer is returned as a bare client would get it, with
-// ErrUnsafeRetry.
+// A request without a key never has it. Without it, the answer is returned
+// as a bare client would get it, with ErrUnsafeRetry.
 //
 //	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
 //	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
 //	reset, EOF, timeout after send        retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.timeout / TRANSIENT
-//	408, 425                              retry; keyed unsafe: with evidence            DEPENDENCY.timeout
+//	408, 425                              retry; unsafe: with evidence                  DEPENDENCY.timeout
 //	429                                   retry, Retry-After or RateLimit delay         RATE_LIMIT.exceeded
 //	500                                   retry if idempotent; keyed unsafe: with evidence  TRANSIENT
 //	502, 504                              retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.unavailable / .timeout
-//	503                                   retry; keyed unsafe: with evidence            DEPENDENCY.unavailable
+//	503                                   retry; unsafe: with evidence                  DEPENDENCY.unavailable
 //	other 5xx except 501, 505             retry if idempotent; keyed unsafe: with evidence  TRANSIENT
 //	keyed 409, "in progress" answer       retry after Retry-After, else backoff         CONFLICT.in_progress
 //	keyed 409, no answer, Retry-After     retry after Retry-After (as in progress)      CONFLICT.in_progress
@@ -169,11 +169,12 @@ const (
 //	context canceled                      terminal                                      CANCELED
 //	context deadline exceeded             as a timeout after send (attempt timeout)     DEPENDENCY.timeout
 //
-// An unkeyed request of an unsafe method is retried after a failed dial,
-// a 408, 425, 429 or 503 (a 503 is shed before processing, by
-// convention). Its other 5xx and errors after sending are terminal, as for
-// a bare client. A keyed unsafe request needs no evidence when the failure
-// proves it was not applied: a failed dial, nothing written, a 429.
+// An unsafe request needs no evidence when the failure proves it was not
+// applied: a failed dial, nothing written, a 429. An unkeyed one is
+// retried only then: its 408, 425 and 503 (which a proxy may send after
+// the backend applied it) are returned as a bare client gets them, and
+// the classifier already makes its other 5xx and its errors after sending
+// terminal.
 //
 // The idempotency answers are recognised by status, by whether the request
 // carried a key, and by the structured members of a JSON body. They are
@@ -293,7 +294,9 @@ func classifyStatus(o Outcome) Decision {
 	case code == http.StatusTooManyRequests:
 		return Decision{Action: Retry, Category: CategoryRateLimit, Delay: ServerDelay(resp.Header, o.Now)}
 	case code == http.StatusServiceUnavailable:
-		// A 503 is shed before processing by convention; retry any method.
+		// A 503 is shed before processing by convention: a Retry for any
+		// method. The Transport re-sends an unsafe one only with evidence
+		// that the server dedupes it (decide.go).
 		return Decision{Action: Retry, Category: CategoryUnavailable, Delay: ServerDelay(resp.Header, o.Now), Unknown: true}
 	case code == http.StatusBadGateway:
 		return retryIfSafe(CategoryUnavailable)

@@ -10,9 +10,10 @@ import (
 //  1. classify (classify.go): the Classifier's Decision, with what the
 //     Transport knows better (a cancelled caller, no response is no
 //     success, a write that got no answer may have been applied);
-//  2. the unsafe-retry guard: a keyed request whose method is not
-//     idempotent is retried, after an answer that may have been applied,
-//     only with evidence that the server dedupes it (ErrUnsafeRetry);
+//  2. the unsafe-retry guard: a request whose method is not idempotent
+//     is retried, after an answer that may have been applied, only with
+//     evidence that the server dedupes it by its key (ErrUnsafeRetry),
+//     which a request without a key never has;
 //  3. the call's limits: attempts (ErrRetriesExhausted), a body that
 //     cannot be replayed (ErrBodyNotReplayable), a server delay over the
 //     maximum (ErrDelayTooLong), then the backoff and the key's age
@@ -50,15 +51,19 @@ type verdict struct {
 func (c *call) verdict(a *attempt) verdict {
 	op := &c.op
 	v, rh := classify(c.cfg, a, c.ctx, op.key) // 1. classify
-	if !a.sent || !op.unsafe {
+	if !a.sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {
 		return v
 	}
 	// 2. the unsafe-retry guard. Three things show that the server
 	// dedupes: this answer (shown), the application vouching for it, or
 	// an earlier answer on a's route. The evidence of earlier answers is
-	// looked up only for a retry.
-	v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
-	if !v.shown && v.d.Action == Retry && !notApplied(a) && !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end) {
+	// looked up only for a retry. A request without a key has none of
+	// them: nothing can dedupe it.
+	if op.unsafe {
+		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
+	}
+	if !v.shown && v.d.Action == Retry && !notApplied(a) &&
+		(!op.unsafe || !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end)) {
 		v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
 		v.stop = ErrUnsafeRetry
 	}

@@ -53,6 +53,8 @@
 // was not applied: the dial failed, nothing was written, or a 429. Anything
 // else is returned as a bare client would return it. Report.Stopped (or
 // Error.Reason) is then ErrUnsafeRetry, with Unknown set where it applies.
+// A request without a key (a method outside WithKeyMethods) has no
+// evidence: it is re-sent only then, even after a 503, 408 or 425.
 //
 // # Retry control
 //

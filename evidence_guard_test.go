@@ -3,6 +3,7 @@ package resilient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -287,4 +290,73 @@ func TestRetriedWithoutEvidenceWhenNothingWasApplied(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.False(t, re.Unknown, "nothing was sent")
 	})
+}
+
+// A request without a key whose method is not idempotent (a POST when no
+// method is keyed, a custom or WebDAV method, a method net/http sends as
+// written, such as "post") can be deduped by nothing: it is re-sent only
+// when the failure proves it was not applied, as a keyed one without
+// evidence. A 503, 408 or 425 proves nothing (a proxy answers 503 after
+// the backend applied it), so the caller has it as from a bare client,
+// with ErrUnsafeRetry and Unknown. An idempotent method is retried.
+func TestUnkeyedUnsafeRequestResentOnlyWhenNotApplied(t *testing.T) {
+	unkeyed := []resilient.Option{resilient.WithKeyMethods()}
+	refused := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	tests := []struct {
+		method   string
+		opts     []resilient.Option
+		code     int   // the first answer's status, or
+		err      error // the first attempt's error
+		attempts int   // what the server got
+		unknown  bool  // the outcome may have been applied
+	}{
+		{"POST", unkeyed, 503, nil, 1, true},
+		{"POST", unkeyed, 408, nil, 1, false},
+		{"PURGE", nil, 503, nil, 1, true},
+		{"LOCK", nil, 425, nil, 1, false},
+		{"MKCOL", nil, 408, nil, 1, false},
+		{"post", nil, 503, nil, 1, true},
+		// Terminal for it already (the classifier): no guard needed.
+		{"PURGE", nil, 502, nil, 1, true},
+		{"PURGE", nil, 0, syscall.ECONNRESET, 1, true},
+		// Proof that nothing was applied: re-sent, whatever the method.
+		{"PURGE", nil, 429, nil, 2, false},
+		{"POST", unkeyed, 429, nil, 2, false},
+		{"PURGE", nil, 0, refused, 2, false},
+		// Idempotent methods are retried without a key.
+		{"PUT", nil, 503, nil, 2, false},
+		{"DELETE", nil, 408, nil, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s %d %v", tt.method, tt.code, tt.err), func(t *testing.T) {
+			first := stubtest.Reply(tt.code)
+			if tt.err != nil {
+				first = stubtest.Fail(tt.err)
+			}
+			s := stubtest.New(first, stubtest.Reply(200))
+			rep := new(resilient.Report)
+			req, err := http.NewRequestWithContext(resilient.ContextWithReport(context.Background(), rep), tt.method, stubtest.Target, strings.NewReader("{}"))
+			require.NoError(t, err)
+			resp, err := do(t, resilient.NewTransport(s, fast(tt.opts...)...), req)
+			assert.Len(t, s.Attempts(), tt.attempts, "requests sent")
+			for _, a := range s.Attempts() {
+				assert.Empty(t, a.Header.Get("Idempotency-Key"), "no key minted")
+			}
+			if tt.attempts == 2 {
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				return
+			}
+			if tt.code == 503 || tt.code == 408 || tt.code == 425 {
+				assert.ErrorIs(t, rep.Stopped, resilient.ErrUnsafeRetry, "a retryable answer, refused by the guard")
+			}
+			assert.Equal(t, tt.unknown, rep.Unknown)
+			if tt.err == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.code, resp.StatusCode, "the server's answer, as a bare client gets it")
+			} else {
+				assert.ErrorIs(t, err, tt.err)
+			}
+		})
+	}
 }

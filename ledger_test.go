@@ -31,16 +31,3 @@ func TestOutcomeEventCarriesTheLastStatus(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, out.Attempt.StatusCode, "the last status seen")
 	assert.Equal(t, 2, out.Summary.Attempts)
 }
-
-// Regression: an unkeyed POST re-sent after a 503 (which the classifier marks
-// Unknown) must stay Unknown after the next 200: the first POST may also
-// have been applied.
-func TestUnkeyedPostAfter503StaysUnknown(t *testing.T) {
-	s := stubtest.New(stubtest.Reply(503), stubtest.Reply(200))
-	rep := new(resilient.Report)
-	_, err := do(t, resilient.NewTransport(s, fast(resilient.WithKeyMethods())...),
-		stubtest.Post(resilient.ContextWithReport(context.Background(), rep), "{}"))
-	require.NoError(t, err)
-	assert.Len(t, s.Attempts(), 2, "a 503 is retried for any method (shed before processing, by convention)")
-	assert.True(t, rep.Unknown, "without a key the second success does not answer for the first POST")
-}

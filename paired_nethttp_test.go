@@ -1043,3 +1043,30 @@ func TestPairedFileBody(t *testing.T) {
 		}
 	}
 }
+
+// An unkeyed request of a method that is not idempotent (a custom or
+// WebDAV method, a lowercase "post") answered 503, 408 or 425 reaches the
+// server once, as from a bare client: nothing can dedupe it, and none of
+// these answers proves it was not applied.
+func TestPairedUnkeyedUnsafeMethodSentOnce(t *testing.T) {
+	for _, method := range []string{"PURGE", "post", "LOCK"} {
+		for _, code := range []int{503, 408, 425} {
+			t.Run(fmt.Sprint(method, code), func(t *testing.T) {
+				bare, wrapped := pnPair(t, func(t *testing.T, c *http.Client) int32 {
+					var n atomic.Int32
+					srv := compatServer(t, func(w http.ResponseWriter, r *http.Request) {
+						n.Add(1)
+						io.Copy(io.Discard, r.Body)
+						w.WriteHeader(code)
+					})
+					req, _ := http.NewRequestWithContext(pnCtx(t), method, srv.URL, strings.NewReader("x"))
+					if resp, err := c.Do(req); err == nil {
+						resp.Body.Close()
+					}
+					return n.Load()
+				})
+				assert.Equal(t, bare, wrapped, "requests the server got")
+			})
+		}
+	}
+}

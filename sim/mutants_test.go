@@ -52,7 +52,7 @@ var mutants = []mutant{
 	}}},
 	{"unsaferesend", []edit{{ // an unsafe request is re-sent without evidence
 		file: "decide.go", fn: "call.verdict",
-		anchor: "if !a.sent || !op.unsafe {", op: "replace",
+		anchor: `if !a.sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {`, op: "replace",
 		code: "return v",
 	}}},
 	{"nofinish", []edit{{ // the final Store Finish is skipped
