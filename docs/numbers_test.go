@@ -252,6 +252,7 @@ func TestFleetStormSentences(t *testing.T) {
 		{"pushback/README.md", fmt.Sprintf("the per-client retry controls but the retry-only breaker put **%s×** (the SDK's, which stop for a shed answer's `Retry-After`) to **%s×** (Finagle's, gRPC's and AWS's) the load on a server that fails everything, where naive retries put %s×",
 			num(ctlLo, 2), num(ctlHi, 2), num(runs.steady["naive"][1].Amplification, 0))},
 		{"pushback/README.md", fmt.Sprintf("the %s %% that fail are answers lost after the effect", lost)},
+		{"pushback/README.md", fmt.Sprintf("the storm's %s is measured with it", num(pb[1].Amplification, 4))},
 		{"pushback/README.md", fmt.Sprintf("at p = 1 the server sees its first attempts and %d retries in %d s, the floor", pb[1].ServerRequests-pb[1].Ops, pb[1].DurationS)},
 		{"bench/README.md", fmt.Sprintf("during the outage to %s× (%s to %s for every `resilient-*` row with per-client controls, full jitter alone included; Finagle's, gRPC's and AWS's anchors: %s×)",
 			num(o("resilient").LoadOutage, 2), num(resLo, 2), num(resHi, 2), num(o("anchor-finagle").LoadOutage, 2))},
