@@ -525,3 +525,51 @@ func TestPairedLoopsNeverWorse(t *testing.T) {
 		})
 	}
 }
+
+// lpSlowLoop waits wait between tries, longer than a minute: backoff
+// libraries cap their interval near a minute and add jitter (cenkalti's
+// ExponentialBackOff: MaxInterval 60 s, RandomizationFactor 0.5).
+func lpSlowLoop(method, key string, wait time.Duration) loopShape {
+	return func(ctx context.Context, c *http.Client, url string, n int) (resp *http.Response, err error) {
+		for i := range loopTries {
+			var body io.Reader
+			if method != http.MethodGet {
+				body = strings.NewReader(loopBody(n, true))
+			}
+			req, _ := http.NewRequestWithContext(ctx, method, url, body)
+			req.Header.Set("X-Call", strconv.Itoa(n))
+			if key != "" {
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", key, n))
+			}
+			resp, err = c.Do(req)
+			if !lpRetryable(resp, err) || i == loopTries-1 {
+				return resp, err
+			}
+			lpDrain(resp)
+			time.Sleep(wait)
+		}
+		return resp, err
+	}
+}
+
+// A loop that waits more than a minute between tries is still one loop:
+// each of its tries must not become a new call the Transport retries.
+func TestPairedLoopsSlowLoop(t *testing.T) {
+	for _, tc := range []loopCase{
+		{name: "GET, 65 s between tries", shape: lpSlowLoop(http.MethodGet, "", 65*time.Second), script: loopScript{fail503, 100}, calls: 2},
+		{name: "GET, 90 s between tries", shape: lpSlowLoop(http.MethodGet, "", 90*time.Second), script: loopScript{fail500, 100}, calls: 2},
+		{name: "keyed POST, 90 s between tries", shape: lpSlowLoop(http.MethodPost, "app", 90*time.Second), script: loopScript{fail503, 100}, calls: 2, appKey: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bare := runLoopSide(t, tc, false)
+			wrapped := runLoopSide(t, tc, true)
+			assert.Equal(t, bare.outcomes, wrapped.outcomes, "final status or error class")
+			assert.LessOrEqual(t, wrapped.perCall[0], bare.perCall[0]+firstCallExtra, "requests of the first call")
+			assert.LessOrEqual(t, wrapped.perCall[1], bare.perCall[1], "requests of the second call")
+			assert.LessOrEqual(t, wrapped.took[1], bare.took[1], "time of the second call in the bubble")
+			if tc.appKey {
+				assert.Equal(t, wrapped.requests, wrapped.appKeys, "no request without the app's key")
+			}
+		})
+	}
+}
