@@ -169,9 +169,10 @@
 //
 // Nothing on a call's first arrival tells a loop's call from a plain one. So
 // each rule acts only on evidence, and each is as strong as what it may
-// decide. A re-send is recognised within a minute of the failure (loops come
-// back within seconds: go-retryablehttp waits at most 30 s by default,
-// Azure's pipeline 60 s). The rules:
+// decide. A re-send is recognised within five minutes of the failure (loops
+// come back within seconds: go-retryablehttp waits at most 30 s by default,
+// Azure's pipeline 60 s, a backoff library capped at a minute up to 90 s
+// with its jitter). The rules:
 //
 //   - request: the same *http.Request arrives again. Its earlier call
 //     ended with a retryable failure and is no longer in flight. The
@@ -202,8 +203,8 @@
 // another call.
 //
 // A site is unlearned when a call's first failure from it, deferred to the
-// loop, is not sent again within the minute. A plain call taken for a loop
-// so gets the Transport's retries back. A loop that ran out of attempts
+// loop, is not sent again within those five minutes. A plain call taken for
+// a loop so gets the Transport's retries back. A loop that ran out of attempts
 // stops repeating too, but its last failure is a re-send, not a call's
 // first.
 //

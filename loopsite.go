@@ -20,9 +20,16 @@ import (
 // without marks". The request rule's admission is reserveOuterRetry's.
 
 // loopWindow is how long after a call's retryable failure a re-send of it
-// is recognised. Loops come back within seconds: go-retryablehttp waits at
-// most 30 s by default, Azure's pipeline 60 s.
-const loopWindow = time.Minute
+// is recognised. Most loops come back within seconds: go-retryablehttp
+// waits at most 30 s by default, Azure's pipeline 60 s. Backoff libraries
+// cap near a minute plus jitter (cenkalti's ExponentialBackOff: up to 90 s).
+// A loop past the window has each try retried as a new call.
+const loopWindow = 5 * time.Minute
+
+// loopWindowFull is the age past which a failure is forgotten to make room
+// when loops is full. It keeps a storm's recent failures, as before the
+// window grew.
+const loopWindowFull = time.Minute
 
 // maxLoopFailures and maxLoopSites bound what loops remembers.
 const (
@@ -299,10 +306,10 @@ func (lp *loops) forget(f *failure) {
 	lp.n.Add(-1)
 }
 
-// sweep forgets, under lp.mu, the failures older than the window at ns.
+// sweep forgets, under lp.mu, the failures older than loopWindowFull at ns.
 func (lp *loops) sweep(ns int64) {
 	for _, f := range lp.byReq {
-		if ns-f.at > int64(loopWindow) {
+		if ns-f.at > int64(loopWindowFull) {
 			lp.forget(f)
 		}
 	}
