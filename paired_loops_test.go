@@ -5,7 +5,7 @@ package resilient_test
 // must send no more requests, wait no longer (the bubble's fake clock), give
 // each logical call of an unsafe method one key (or keep the caller's), and
 // end with the same status or error class. Every case runs in a synctest
-// bubble over an in-memory network (loopPipeNet, a copy of pnPipeNet).
+// bubble over an in-memory network (pnPipeNet, paired_nethttp_cancel_test.go).
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,54 +25,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// loopPipeNet is an in-memory network for a synctest bubble.
-type loopPipeNet struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	srv   *http.Server
-	tr    *http.Transport
-}
-
-func newLoopPipeNet(h http.HandlerFunc) *loopPipeNet {
-	n := &loopPipeNet{conns: make(chan net.Conn), done: make(chan struct{})}
-	n.srv = &http.Server{Handler: h}
-	n.tr = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		c, s := net.Pipe()
-		select {
-		case n.conns <- s:
-			return c, nil
-		case <-n.done:
-			return nil, net.ErrClosed
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}}
-	go n.srv.Serve(n)
-	return n
-}
-
-func (n *loopPipeNet) Accept() (net.Conn, error) {
-	select {
-	case c := <-n.conns:
-		return c, nil
-	case <-n.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (n *loopPipeNet) Close() error {
-	n.once.Do(func() { close(n.done) })
-	return nil
-}
-
-func (n *loopPipeNet) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
-
-func (n *loopPipeNet) close() {
-	n.srv.Close()
-	n.tr.CloseIdleConnections()
-}
 
 // failKind is how the server fails a request.
 type failKind int
@@ -325,7 +276,7 @@ func runLoopSide(t *testing.T, tc loopCase, wrap bool) loopObs {
 		obs.keys = map[string]map[string]bool{}
 		obs.perCall = make([]int, tc.calls)
 		obs.took = make([]time.Duration, tc.calls)
-		n := newLoopPipeNet(func(w http.ResponseWriter, r *http.Request) {
+		n := newPipeNet(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			call := r.Header.Get("X-Call")
 			key := r.Header.Get("Idempotency-Key")
