@@ -30,7 +30,6 @@ func Run(t *testing.T, f Factory) {
 		{"Mismatch", mismatch},
 		{"NonJSONBodies", nonJSONBodies},
 		{"OneExecutionOf64", oneExecutionOf64},
-		{"TwoPrincipalsOneKey", twoPrincipals},
 		{"RoutesAreScopes", routesAreScopes},
 		{"Expiry", expiry},
 		{"OversizedAnswer", oversizedAnswer},
@@ -48,6 +47,7 @@ func Run(t *testing.T, f Factory) {
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) { r.run(t, f(t)) })
 	}
+	runScope(t, f)
 }
 
 const payment = `{"amount": 1000, "currency": "eur"}`
@@ -241,19 +241,6 @@ func oneExecutionOf64(t *testing.T, env Env) {
 	assert.Equal(t, idempotency.StatusReplayed, again.header.Get("Idempotency-Status"))
 	assert.Equal(t, last.body, again.body)
 	assert.Equal(t, int64(n-1), s.mw.Stats().InProgress)
-}
-
-func twoPrincipals(t *testing.T, env Env) {
-	s := newServer(t, env, idempotency.Config{})
-	alice := s.post(t, "/v1/payments", "shared", payment, "Authorization", "Bearer alice", "X-Effect", "alice")
-	bob := s.post(t, "/v1/payments", "shared", payment, "Authorization", "Bearer bob", "X-Effect", "bob")
-	assert.Equal(t, idempotency.StatusStored, alice.header.Get("Idempotency-Status"))
-	assert.Equal(t, idempotency.StatusStored, bob.header.Get("Idempotency-Status"), "another principal's key is another scope")
-	assert.NotEqual(t, alice.body, bob.body)
-	again := s.post(t, "/v1/payments", "shared", payment, "Authorization", "Bearer bob", "X-Effect", "bob")
-	assert.Equal(t, bob.body, again.body, "each principal gets its own answer")
-	assert.Equal(t, 1, env.Count("alice"))
-	assert.Equal(t, 1, env.Count("bob"))
 }
 
 func routesAreScopes(t *testing.T, env Env) {
