@@ -2,6 +2,7 @@ package idempotencytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"log/slog"
 	"net/http"
@@ -29,6 +30,7 @@ func runScope(t *testing.T, f Factory) {
 		{"IncidentalCookiesReplay", incidentalCookies},
 		{"UnknownCookiesWarnAndRefuse", unknownCookies},
 		{"QueryIsFingerprinted", queryIsFingerprinted},
+		{"InboxComparesCanonicalJSON", inboxCanonicalJSON},
 	}
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) { r.run(t, f(t)) })
@@ -210,4 +212,33 @@ func queryIsFingerprinted(t *testing.T, env Env) {
 	s.post(t, "/v1/payments?item=a&item=b", "q-list", payment)
 	swapped := s.post(t, "/v1/payments?item=b&item=a", "q-list", payment)
 	assertProblem(t, swapped, http.StatusUnprocessableEntity, "payload-mismatch")
+}
+
+// inboxCanonicalJSON: the Inbox compares payloads as the middleware
+// compares JSON bodies: a JSON payload by its canonical form, any other
+// byte for byte.
+func inboxCanonicalJSON(t *testing.T, env Env) {
+	in := &idempotency.Inbox{Store: env.Store, Name: "canonical"}
+	ctx := context.Background()
+	runs := 0
+	fn := func(context.Context) ([]byte, error) { runs++; return []byte("ok"), nil }
+	tests := []struct {
+		key, first, same, other string
+	}{
+		{"json", `{"id": "evt_1", "amount": 10}`, "{\"amount\":10.0,\n\"id\":\"evt_1\"}", `{"id": "evt_1", "amount": 11}`},
+		{"text", "id=evt_1 amount=10", "id=evt_1 amount=10", "id=evt_1  amount=10"},
+		{"broken json", `{"id": "evt_1"`, `{"id": "evt_1"`, `{"id":"evt_1"`},
+	}
+	for _, tt := range tests {
+		_, replayed, err := in.Do(ctx, tt.key, []byte(tt.first), fn)
+		require.NoError(t, err, tt.key)
+		assert.False(t, replayed)
+		res, replayed, err := in.Do(ctx, tt.key, []byte(tt.same), fn)
+		require.NoError(t, err, tt.key)
+		assert.True(t, replayed, tt.key)
+		assert.Equal(t, "ok", string(res))
+		_, _, err = in.Do(ctx, tt.key, []byte(tt.other), fn)
+		assert.ErrorIs(t, err, idempotency.ErrMismatch, tt.key)
+	}
+	assert.Equal(t, len(tests), runs)
 }
