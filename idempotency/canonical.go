@@ -27,16 +27,6 @@ func decodeJSON(body []byte) (any, error) {
 	return v, nil
 }
 
-// appendCanonical appends the canonical JSON of body (see canonicalJSON)
-// to dst, or returns an error if body is not one JSON value.
-func appendCanonical(dst, body []byte) ([]byte, error) {
-	v, err := decodeJSON(body)
-	if err != nil {
-		return dst, err
-	}
-	return canonicalJSON(dst, v), nil
-}
-
 // canonicalJSON appends the canonical form of v (a value decoded with UseNumber)
 // to dst: object keys sorted by their UTF-8 bytes, no insignificant white space,
 // strings escaped minimally, numbers normalised so that 1, 1.0, 10e-1 and 1e0

@@ -26,8 +26,8 @@ func DefaultFingerprint(r *http.Request, body []byte) ([]byte, error) {
 	b := make([]byte, 0, len(r.Method)+len(r.URL.Path)+len(r.URL.RawQuery)+len(body)+8)
 	b = appendTarget(b, r.Method, r.URL.Path, r.URL.RawQuery)
 	if isJSON(r.Header.Get("Content-Type")) {
-		if v, err := decodeJSON(body); err == nil {
-			return canonicalJSON(append(b, 'j', 0), v), nil
+		if out, err := appendCanonical(append(b, 'j', 0), body); err == nil {
+			return out, nil
 		}
 	}
 	return append(append(b, 'b', 0), body...), nil
@@ -80,6 +80,9 @@ func JSONBody(r *http.Request, body []byte) ([]byte, error) {
 
 // isJSON reports whether a Content-Type is application/json or +json.
 func isJSON(ct string) bool {
+	if ct == "application/json" {
+		return true // the common case, without mime's allocations
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
