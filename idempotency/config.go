@@ -1,8 +1,6 @@
 package idempotency
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -139,13 +137,4 @@ func defaultRoute(r *http.Request) string {
 		p = strings.TrimLeft(p[i:], " \t")
 	}
 	return p
-}
-
-// hashPrincipal returns the hex SHA-256 of p, or "" for "".
-func hashPrincipal(p string) string {
-	if p == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(p))
-	return hex.EncodeToString(sum[:])
 }

@@ -25,7 +25,7 @@ type FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
 func DefaultFingerprint(r *http.Request, body []byte) ([]byte, error) {
 	b := make([]byte, 0, len(r.Method)+len(r.URL.Path)+len(r.URL.RawQuery)+len(body)+8)
 	b = appendTarget(b, r.Method, r.URL.Path, r.URL.RawQuery)
-	if isJSON(r.Header.Get("Content-Type")) {
+	if ct := r.Header["Content-Type"]; len(ct) > 0 && isJSON(ct[0]) { // Header.Get, without canonicalising the name
 		if out, err := appendCanonical(append(b, 'j', 0), body); err == nil {
 			return out, nil
 		}

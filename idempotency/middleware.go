@@ -264,19 +264,27 @@ func copyHeader(dst, src http.Header) {
 // empty, and Content-Length.
 func writeResponse(w http.ResponseWriter, resp *Response, mark string) {
 	h := w.Header()
+	n := 0
+	for _, v := range resp.Header {
+		n += len(v)
+	}
+	vals := make([]string, 0, n+2) // one copy of every value: the record stays as stored
 	for k, v := range resp.Header {
 		if k == principalHeader {
 			continue // kept in the record, never sent
 		}
-		h[k] = append([]string(nil), v...)
+		i := len(vals)
+		vals = append(vals, v...)
+		h[k] = vals[i:len(vals):len(vals)]
 	}
 	if mark != "" {
-		h.Set("Idempotency-Status", mark)
+		vals = append(vals, mark)
+		h["Idempotency-Status"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	} else {
-		h.Del("Idempotency-Status")
+		delete(h, "Idempotency-Status")
 	}
 	if bodyAllowed(resp.Status) {
-		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+		h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
 	}
 	w.WriteHeader(resp.Status)
 	if bodyAllowed(resp.Status) {

@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -41,30 +43,37 @@ func (c caller) owns(resp *Response) bool {
 	return len(v) == 1 && v[0] == c.tag
 }
 
-func principalTag(hash string) string {
-	if hash == "" {
-		return principalVersion
-	}
-	return principalVersion + " " + hash
-}
-
 // caller returns who asks r: Config.Principal's answer when it is set;
 // else the Authorization header; else the request's cookies but the
 // incidental ones (see CookiePrincipal), with a warning logged once.
 func (m *Middleware) caller(r *http.Request) caller {
 	if m.cfg.Principal != nil {
-		h := hashPrincipal(m.cfg.Principal(r))
-		return caller{tag: principalTag(h), v1: h}
+		return callerOf(m.cfg.Principal(r))
 	}
-	if a := r.Header.Get("Authorization"); a != "" {
-		h := hashPrincipal(a)
-		return caller{tag: principalTag(h), v1: h}
+	if a := r.Header["Authorization"]; len(a) > 0 && a[0] != "" { // Header.Get, without canonicalising the name
+		return callerOf(a[0])
 	}
 	if _, ok := r.Header["Cookie"]; !ok {
 		return caller{tag: principalVersion}
 	}
 	p, names := cookiePrincipal(r, nil)
-	return caller{tag: principalTag(hashPrincipal(p)), cookies: names}
+	c := callerOf(p)
+	c.v1, c.cookies = "", names // version 1 did not read cookies
+	return c
+}
+
+// callerOf returns the caller of principal p, its tag built in one
+// allocation: principalVersion, a space, the hex SHA-256 of p.
+func callerOf(p string) caller {
+	if p == "" {
+		return caller{tag: principalVersion}
+	}
+	sum := sha256.Sum256([]byte(p))
+	var b [len(principalVersion) + 1 + 2*sha256.Size]byte
+	copy(b[:], principalVersion+" ")
+	hex.Encode(b[len(principalVersion)+1:], sum[:])
+	tag := string(b[:])
+	return caller{tag: tag, v1: tag[len(principalVersion)+1:]}
 }
 
 // warnCookies logs once that the principal was read from cookies by
