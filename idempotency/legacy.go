@@ -32,27 +32,37 @@ const legacyRetry = time.Second
 
 // legacy says whether to look records of scope version 1 up.
 type legacy struct {
-	mu    sync.Mutex
-	until time.Time // the end of the lookups, once known
-	known bool
-	next  time.Time // when to read the marker again, while unknown
+	mu      sync.Mutex
+	until   time.Time // the end of the lookups, once known
+	known   bool
+	reading bool      // a request reads the marker
+	next    time.Time // when to read the marker again, while unknown
 }
 
-// on reports whether records of version 1 may still live at now; it reads
-// or writes the store's marker the first time.
+// legacyOn reports whether records of version 1 may still live at now;
+// one request reads (or writes) the store's marker while the others look
+// records up without waiting for it.
 func (m *Middleware) legacyOn(ctx context.Context, now time.Time) bool {
 	if _, ok := m.store.(*MemoryStore); ok {
 		return false
 	}
 	l := &m.scope.legacy
 	l.mu.Lock()
+	if l.known || l.reading || now.Before(l.next) {
+		on := !l.known || now.Before(l.until)
+		l.mu.Unlock()
+		return on
+	}
+	l.reading = true
+	l.mu.Unlock()
+	since, ok := m.readMarker(ctx, now)
+	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.known && !now.Before(l.next) {
-		if since, ok := m.readMarker(ctx, now); ok {
-			l.until, l.known = since.Add(2*m.cfg.TTL), true
-		} else {
-			l.next = now.Add(legacyRetry)
-		}
+	l.reading = false
+	if ok {
+		l.until, l.known = since.Add(2*m.cfg.TTL), true
+	} else {
+		l.next = now.Add(legacyRetry)
 	}
 	return !l.known || now.Before(l.until)
 }
