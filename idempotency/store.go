@@ -38,7 +38,7 @@ type Fingerprint [sha256.Size]byte
 // given and never modify it.
 type Response struct {
 	Status int
-	Header http.Header // only the allow-listed headers (Config.Headers)
+	Header http.Header // the allow-listed headers (Config.Headers); the middleware adds Idempotency-Principal, never sent
 	Body   []byte
 }
 
