@@ -19,6 +19,7 @@ import (
 // Run runs every rule of the suite as a subtest of t, each on a new Env
 // from f.
 func Run(t *testing.T, f Factory) {
+	defer runScope(t, f) // suite_scope.go
 	rules := []struct {
 		name string
 		run  func(*testing.T, Env)
@@ -47,7 +48,6 @@ func Run(t *testing.T, f Factory) {
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) { r.run(t, f(t)) })
 	}
-	runScope(t, f)
 }
 
 const payment = `{"amount": 1000, "currency": "eur"}`
