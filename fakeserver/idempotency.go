@@ -39,6 +39,15 @@ func principalOf(r *http.Request) [sha256.Size]byte {
 	return sha256.Sum256([]byte(auth))
 }
 
+// tenantRoute is the middleware's route: the path, after the principal's
+// id when there is one, so that two principals' keys are two operations.
+func tenantRoute(r *http.Request) string {
+	if id := principalID(principalOf(r)); id != "" {
+		return id + " " + r.URL.Path
+	}
+	return r.URL.Path
+}
+
 // response is a complete answer: what an idempotency record stores and replays.
 // It is never modified once built.
 type response struct {
@@ -73,7 +82,7 @@ func (s *Server) mount(cfg *config, store *idempotency.MemoryStore, enqueued ...
 		storage = idempotency.StorageStripe
 	}
 	mw, err := idempotency.New(store, idempotency.Config{
-		Route:          func(r *http.Request) string { return r.URL.Path },
+		Route:          tenantRoute, // a key is scoped by principal, as Stripe scopes it by account
 		Fingerprint:    idempotency.JSONBody,
 		TTL:            cfg.ttl,
 		Lease:          noLease,

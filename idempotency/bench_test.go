@@ -51,3 +51,17 @@ func BenchmarkMiddleware(b *testing.B) {
 		serveBench(b, mw.Handler(created), func(int) string { return "same" })
 	})
 }
+
+// BenchmarkFingerprint measures DefaultFingerprint alone on the
+// benchmarks' JSON body: the canonical JSON the middleware hashes.
+func BenchmarkFingerprint(b *testing.B) {
+	req := httptest.NewRequest(http.MethodPost, "/v1/payments?expand=customer&currency=eur", nil)
+	req.Header.Set("Content-Type", "application/json")
+	body := []byte(benchBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := idempotency.DefaultFingerprint(req, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

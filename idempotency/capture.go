@@ -54,7 +54,7 @@ func (c *capture) response(allow []string) *Response {
 	h := make(http.Header, len(allow))
 	for _, name := range allow {
 		if v := c.header[name]; len(v) > 0 {
-			h[name] = append([]string(nil), v...)
+			h[name] = v[:len(v):len(v)] // the handler has returned: its header is the record's
 		}
 	}
 	if _, ok := h["Content-Type"]; !ok && len(c.body) > 0 && contains(allow, "Content-Type") {

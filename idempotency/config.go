@@ -1,8 +1,6 @@
 package idempotency
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -17,14 +15,22 @@ type Config struct {
 	// RequireKey makes a request without a key answer 400. By default such
 	// a request is passed to the handler as it is, unstored and unmarked.
 	RequireKey bool
-	// Principal returns who is asking, for the scope: a user or tenant id,
-	// or a credential. The middleware keeps only its SHA-256. Default: the
-	// Authorization header. Install authentication before the middleware,
-	// so that Principal can read what it established.
+	// Principal returns who is asking: a user or tenant id, or a
+	// credential. The record keeps only its SHA-256, and a stored answer
+	// is replayed only to the principal that stored it: another one, or
+	// the same caller with a rotated credential, is refused (problem
+	// principal-mismatch, MismatchStatus), never replayed and never run.
+	// Default: the Authorization header; without one, every cookie but
+	// those load balancers, CSRF protection and analytics set (a warning
+	// is logged once: name the session cookies with CookiePrincipal, so
+	// that a retry whose other cookies changed is replayed). Install
+	// authentication before the middleware, so that Principal can read
+	// what it established.
 	Principal func(r *http.Request) string
 	// Route returns the route template of the scope, without the method.
 	// Default: the pattern http.ServeMux matched (r.Pattern, without its
-	// method), else the path.
+	// method), else the path. Prefix it with a tenant id to let two
+	// tenants use one key independently, as Stripe scopes keys by account.
 	Route func(r *http.Request) string
 	// Fingerprint identifies the request's payload. Default
 	// DefaultFingerprint; see JSONFields for a subset of fields.
@@ -85,9 +91,6 @@ func (c Config) withDefaults() Config {
 		c.KeyHeader = "Idempotency-Key"
 	}
 	c.KeyHeader = http.CanonicalHeaderKey(c.KeyHeader)
-	if c.Principal == nil {
-		c.Principal = func(r *http.Request) string { return r.Header.Get("Authorization") }
-	}
 	if c.Route == nil {
 		c.Route = defaultRoute
 	}
@@ -134,13 +137,4 @@ func defaultRoute(r *http.Request) string {
 		p = strings.TrimLeft(p[i:], " \t")
 	}
 	return p
-}
-
-// hashPrincipal returns the hex SHA-256 of p, or "" for "".
-func hashPrincipal(p string) string {
-	if p == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(p))
-	return hex.EncodeToString(sum[:])
 }

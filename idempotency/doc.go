@@ -3,8 +3,10 @@
 // queues (Inbox) that run an operation once per key, store its answer,
 // and replay it to every retry.
 //
-// A request's key is scoped by principal, method, route template and key
-// (Scope), and its payload fingerprinted (Config.Fingerprint). The first
+// A request's key is scoped by method, route template and key (Scope), its
+// payload fingerprinted (Config.Fingerprint: method, path, canonical query
+// and canonical body), and the record keeps a hash of the principal that
+// stored it: another principal is refused, never given the answer. The first
 // request claims the scope atomically in a Store and runs; a concurrent
 // duplicate is answered 409 with Retry-After, the same key with another
 // payload 422, a missing required key 400, all as RFC 9457 problems. A

@@ -13,24 +13,28 @@ import (
 // An error is answered with 400 and runs nothing.
 type FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
 
-// DefaultFingerprint identifies a request by its method, its path and its
-// body: the canonical form of a JSON body (keys sorted, no insignificant
-// space, numbers normalised), any other body byte for byte. A body is JSON
-// when its Content-Type says so and it parses. It never fails.
+// DefaultFingerprint identifies a request by its method, its path, its
+// canonical query and its body. The query's parameters are sorted by
+// name, their values kept in order, and percent-decoded; "a" is "a=" and
+// empty parameters are dropped. A query with an invalid escape counts
+// byte for byte. A JSON body is canonicalised: keys sorted by their UTF-8
+// bytes, no insignificant white space, strings escaped minimally, numbers
+// normalised (1, 1.0 and 1e0 are one number). Any other body counts byte
+// for byte. A body is JSON when
+// its Content-Type says so and it parses. It never fails.
 func DefaultFingerprint(r *http.Request, body []byte) ([]byte, error) {
-	b := make([]byte, 0, len(r.Method)+len(r.URL.Path)+len(body)+4)
-	b = append(append(b, r.Method...), 0)
-	b = append(append(b, r.URL.Path...), 0)
-	if isJSON(r.Header.Get("Content-Type")) {
-		if v, err := decodeJSON(body); err == nil {
-			return canonicalJSON(append(b, 'j', 0), v), nil
+	b := make([]byte, 0, len(r.Method)+len(r.URL.Path)+len(r.URL.RawQuery)+len(body)+8)
+	b = appendTarget(b, r.Method, r.URL.Path, r.URL.RawQuery)
+	if ct := r.Header["Content-Type"]; len(ct) > 0 && isJSON(ct[0]) { // Header.Get, without canonicalising the name
+		if out, err := appendCanonical(append(b, 'j', 0), body); err == nil {
+			return out, nil
 		}
 	}
 	return append(append(b, 'b', 0), body...), nil
 }
 
 // JSONFields returns a FingerprintFunc that identifies a request by its
-// method, its path and the named top-level members of its JSON object
+// method, its path, its canonical query and the named top-level members of its JSON object
 // body (an absent member counts as null), so that other members, such as
 // a client timestamp or a trace id, may differ between retries. A body
 // that is not a JSON object is an error (400).
@@ -44,8 +48,7 @@ func JSONFields(fields ...string) FingerprintFunc {
 		if !ok {
 			return nil, errors.New("the body is not a JSON object")
 		}
-		b := append(append([]byte(r.Method), 0), r.URL.Path...)
-		b = append(b, 0)
+		b := appendTarget(nil, r.Method, r.URL.Path, r.URL.RawQuery)
 		for _, f := range fields {
 			b = appendString(b, f)
 			b = append(b, ':')
@@ -56,13 +59,12 @@ func JSONFields(fields ...string) FingerprintFunc {
 	}
 }
 
-// JSONBody identifies a request by its method, its path and the
-// canonical form of its body, which must be one JSON object whatever its
+// JSONBody identifies a request by its method, its path, its canonical
+// query and the canonical form of its body, which must be one JSON object whatever its
 // Content-Type; an empty body counts as {}. Any other body is an error, so
 // it is answered 400 before a claim is made or anything runs.
 func JSONBody(r *http.Request, body []byte) ([]byte, error) {
-	b := append(append([]byte(r.Method), 0), r.URL.Path...)
-	b = append(b, 0)
+	b := appendTarget(nil, r.Method, r.URL.Path, r.URL.RawQuery)
 	if len(bytes.TrimSpace(body)) == 0 {
 		return append(b, "{}"...), nil
 	}
@@ -78,6 +80,9 @@ func JSONBody(r *http.Request, body []byte) ([]byte, error) {
 
 // isJSON reports whether a Content-Type is application/json or +json.
 func isJSON(ct string) bool {
+	if ct == "application/json" {
+		return true // the common case, without mime's allocations
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

@@ -34,8 +34,11 @@ type Inbox struct {
 // Do runs fn once for key, with a context that carries the store's
 // transaction (for an atomic store), and stores its result. A later call
 // with key returns the stored result and replayed true, without running
-// fn. payload, if not nil, is compared with the first call's: another
-// payload is ErrMismatch, which detects a tampered or reused id.
+// fn. payload is compared with the first call's as the middleware
+// compares a JSON body: a payload that parses as one JSON value by its
+// canonical JSON (keys sorted, no insignificant space, numbers
+// normalised), any other byte for byte; nil is empty. Another payload is
+// ErrMismatch, which detects a tampered or reused id.
 //
 // If fn returns an error (or panics), nothing is stored and the error is
 // returned (the panic goes on): the next delivery runs fn again. With a store that is not atomic
@@ -59,7 +62,12 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 	if !ok {
 		lease = now.Add(orDefault(in.Lease, DefaultLease))
 	}
-	b, err := in.Store.Begin(ctx, s, sha256.Sum256(payload), now, lease)
+	fp, raw := inboxFingerprint(payload)
+	b, err := in.Store.Begin(ctx, s, fp, now, lease)
+	if err == nil && b.State == Mismatch && fp != raw {
+		// A record of fingerprint version 1 kept the payload's bytes.
+		b, err = in.Store.Begin(ctx, s, raw, now, lease)
+	}
 	if err != nil {
 		in.event(ctx, slog.LevelWarn, "store_error", s)
 		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", name, err)
@@ -107,6 +115,17 @@ func (in *Inbox) run(ctx context.Context, s Scope, c Claim, lease time.Time, fn 
 	}
 	in.event(ctx, slog.LevelDebug, "stored", s)
 	return res, false, nil
+}
+
+// inboxFingerprint returns the fingerprint of payload: SHA-256 of its
+// canonical JSON when it parses, else of its bytes; and raw, SHA-256 of
+// its bytes, which fingerprint version 1 compared.
+func inboxFingerprint(payload []byte) (fp, raw Fingerprint) {
+	raw = sha256.Sum256(payload)
+	if canon, err := appendCanonical(nil, payload); err == nil {
+		return sha256.Sum256(canon), raw
+	}
+	return raw, raw
 }
 
 // Stats returns the inbox's counts (InProgress counts ErrInProgress,

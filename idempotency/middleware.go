@@ -28,6 +28,7 @@ type Middleware struct {
 	store Store
 	cfg   Config
 	stats counters
+	scope scopeState
 }
 
 // New returns a Middleware over store, or an error if store is nil.
@@ -106,7 +107,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		writeResponse(w, problemInvalidBody(err), "")
 		return
 	}
-	s := Scope{Principal: hashPrincipal(m.cfg.Principal(r)), Route: r.Method + " " + m.cfg.Route(r), Key: key}
+	s := Scope{Route: r.Method + " " + m.cfg.Route(r), Key: key} // the principal is in the record (principal.go)
+	who := m.caller(r)
+	m.warnCookies(r.Context(), who)
 	wall := time.Now()
 	deadline, ok := r.Context().Deadline()
 	if !ok {
@@ -117,7 +120,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		now = m.cfg.Now()
 		lease = now.Add(deadline.Sub(wall)) // the deadline on the records' clock
 	}
-	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, lease)
+	fp := sha256.Sum256(fpb)
+	if resp, mark := m.legacyLookup(r.Context(), s, who, fp, now, lease); resp != nil {
+		writeResponse(w, resp, mark)
+		return
+	}
+	b, err := m.store.Begin(r.Context(), s, fp, now, lease)
 	if err != nil {
 		m.event(r.Context(), slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		writeResponse(w, problemUnavailable(m.cfg.RetryAfter), "")
@@ -128,6 +136,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 	}
 	switch b.State {
 	case Replay:
+		if !who.owns(b.Response) {
+			m.event(r.Context(), slog.LevelInfo, "principal_mismatch", s)
+			writeResponse(w, problemPrincipalMismatch(m.cfg.KeyHeader, m.cfg.MismatchStatus), "")
+			return
+		}
 		m.event(r.Context(), slog.LevelDebug, "replayed", s, slog.Int("status", b.Response.Status))
 		writeResponse(w, b.Response, StatusReplayed)
 	case Busy:
@@ -137,7 +150,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		m.event(r.Context(), slog.LevelInfo, "mismatch", s)
 		writeResponse(w, problemMismatch(m.cfg.KeyHeader, m.cfg.MismatchStatus), "")
 	default:
-		m.run(w, r, h, s, b.Claim, body, deadline)
+		m.run(w, r, h, s, ownedClaim{b.Claim, who.tag}, body, deadline)
 	}
 }
 
@@ -251,16 +264,27 @@ func copyHeader(dst, src http.Header) {
 // empty, and Content-Length.
 func writeResponse(w http.ResponseWriter, resp *Response, mark string) {
 	h := w.Header()
+	n := 0
+	for _, v := range resp.Header {
+		n += len(v)
+	}
+	vals := make([]string, 0, n+2) // one copy of every value: the record stays as stored
 	for k, v := range resp.Header {
-		h[k] = append([]string(nil), v...)
+		if k == principalHeader {
+			continue // kept in the record, never sent
+		}
+		i := len(vals)
+		vals = append(vals, v...)
+		h[k] = vals[i:len(vals):len(vals)]
 	}
 	if mark != "" {
-		h.Set("Idempotency-Status", mark)
+		vals = append(vals, mark)
+		h["Idempotency-Status"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	} else {
-		h.Del("Idempotency-Status")
+		delete(h, "Idempotency-Status")
 	}
 	if bodyAllowed(resp.Status) {
-		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+		h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
 	}
 	w.WriteHeader(resp.Status)
 	if bodyAllowed(resp.Status) {

@@ -12,7 +12,7 @@ type Stats struct {
 	Stored     int64 // answers stored (first runs)
 	Replayed   int64 // stored answers replayed
 	InProgress int64 // requests refused with 409 while the key ran
-	Mismatch   int64 // requests refused with 422: key reused with another payload
+	Mismatch   int64 // requests refused with 422: key reused with another payload or principal
 	Expired    int64 // expired records found and replaced
 	Released   int64 // runs whose answer was not stored
 	StoreError int64 // failed store calls
@@ -31,7 +31,7 @@ func (c *counters) add(event string) {
 		c.replayed.Add(1)
 	case "in_progress":
 		c.inProgress.Add(1)
-	case "mismatch":
+	case "mismatch", "principal_mismatch":
 		c.mismatch.Add(1)
 	case "expired":
 		c.expired.Add(1)

@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// Scope names one idempotency record: who asked (a hash of the principal,
-// never the credential), what was asked (method and route template) and the
-// key. Two principals, or two routes, may use one key independently.
+// Scope names one idempotency record: what was asked (method and route
+// template) and the key. Two routes may use one key independently. The
+// middleware sets no Principal: the record keeps who asked, so that a
+// retry with a rotated credential finds it. A Principal names the scopes
+// of records stored before that (scope version 1).
 type Scope struct {
-	Principal string // hex SHA-256 of the principal; "" when there is none
+	Principal string // hex SHA-256 of the principal (scope version 1); "" in version 2
 	Route     string // method and route template: "POST /payments"
 	Key       string // the idempotency key, at most MaxKeyLength bytes
 }
@@ -36,7 +38,7 @@ type Fingerprint [sha256.Size]byte
 // given and never modify it.
 type Response struct {
 	Status int
-	Header http.Header // only the allow-listed headers (Config.Headers)
+	Header http.Header // the allow-listed headers (Config.Headers); the middleware adds Idempotency-Principal, never sent
 	Body   []byte
 }
 
