@@ -116,12 +116,14 @@ type condObs struct {
 	body     string // the response's body, or the 412 in the *Error
 	effects  int    // requests the server applied
 	requests int    // requests the server got
+	unknown  bool   // Report.Unknown, when the call had a Report
 }
 
 // condPair runs one conditional request on each side, in a bubble of its
 // own, against a fresh resource: version 1 (it exists) unless missing.
-// header sets the request's preconditions.
-func condPair(t *testing.T, method string, missing bool, header http.Header, fault func(int) string) (bare, wrapped condObs) {
+// header sets the request's preconditions. report attaches a Report (which
+// a bare client ignores): the wrapped call is then not a plain one.
+func condPair(t *testing.T, method string, missing bool, header http.Header, fault func(int) string, report bool) (bare, wrapped condObs) {
 	t.Helper()
 	for _, side := range compatSides {
 		t.Run(side.name, func(t *testing.T) {
@@ -133,7 +135,11 @@ func condPair(t *testing.T, method string, missing bool, header http.Header, fau
 				if side.wrap {
 					c = resilient.Wrap(c)
 				}
-				req, err := http.NewRequestWithContext(t.Context(), method, "http://api.test/v1/things/1", strings.NewReader(`{"name":"x"}`))
+				ctx, rep := t.Context(), new(resilient.Report)
+				if report {
+					ctx = resilient.ContextWithReport(ctx, rep)
+				}
+				req, err := http.NewRequestWithContext(ctx, method, "http://api.test/v1/things/1", strings.NewReader(`{"name":"x"}`))
 				require.NoError(t, err)
 				for k, vs := range header {
 					req.Header[k] = vs
@@ -154,6 +160,7 @@ func condPair(t *testing.T, method string, missing bool, header http.Header, fau
 				res.mu.Lock()
 				obs.effects, obs.requests = res.effects, res.requests
 				res.mu.Unlock()
+				obs.unknown = rep.Unknown
 				if side.wrap {
 					wrapped = obs
 				} else {
@@ -185,16 +192,19 @@ func TestPairedConditionalResetBeforeApply(t *testing.T) {
 		{"POST If-None-Match star", http.MethodPost, true, http.Header{"If-None-Match": {"*"}}},
 		{"PROPPATCH If-Match, unkeyed", "PROPPATCH", false, ifMatch},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bare, wrapped := condPair(t, tc.method, tc.missing, tc.header, faultOn(1, "before"))
-			require.Error(t, bare.err, "bare: the reset is the caller's")
-			assert.Equal(t, 0, bare.effects)
-			require.NoError(t, wrapped.err)
-			assert.Equal(t, http.StatusOK, wrapped.status)
-			assert.Equal(t, "applied", wrapped.body)
-			assert.Equal(t, 1, wrapped.effects, "applied once")
-			assert.Equal(t, 2, wrapped.requests)
-		})
+		for _, report := range []bool{false, true} {
+			t.Run(fmt.Sprint(tc.name, " report=", report), func(t *testing.T) {
+				bare, wrapped := condPair(t, tc.method, tc.missing, tc.header, faultOn(1, "before"), report)
+				require.Error(t, bare.err, "bare: the reset is the caller's")
+				assert.Equal(t, 0, bare.effects)
+				require.NoError(t, wrapped.err)
+				assert.Equal(t, http.StatusOK, wrapped.status)
+				assert.Equal(t, "applied", wrapped.body)
+				assert.Equal(t, 1, wrapped.effects, "applied once")
+				assert.Equal(t, 2, wrapped.requests)
+				assert.False(t, wrapped.unknown, "the success answers for the reset attempt: its precondition held")
+			})
+		}
 	}
 }
 
@@ -216,7 +226,7 @@ func TestPairedConditionalResetAfterApply(t *testing.T) {
 		{"PROPPATCH If-Match, unkeyed", "PROPPATCH", false, ifMatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bare, wrapped := condPair(t, tc.method, tc.missing, tc.header, faultOn(1, "after"))
+			bare, wrapped := condPair(t, tc.method, tc.missing, tc.header, faultOn(1, "after"), true)
 			require.Error(t, bare.err)
 			assert.Equal(t, 1, bare.effects)
 			assert.Equal(t, 1, wrapped.effects, "never two effects")
@@ -231,6 +241,7 @@ func TestPairedConditionalResetAfterApply(t *testing.T) {
 			assert.Equal(t, `"v2"`, re.Response.Header.Get("ETag"))
 			assert.Equal(t, "precondition failed", wrapped.body, "the 412's body can be read")
 			assert.Contains(t, re.Error(), "outcome unknown")
+			assert.True(t, wrapped.unknown, "Report.Unknown")
 		})
 	}
 }
@@ -241,7 +252,7 @@ func TestPairedConditionalFirst412(t *testing.T) {
 	stale := http.Header{"If-Match": {`"v0"`}}
 	for _, method := range []string{http.MethodPatch, http.MethodPost, http.MethodPut} {
 		t.Run(method, func(t *testing.T) {
-			bare, wrapped := condPair(t, method, false, stale, faultOn(0, ""))
+			bare, wrapped := condPair(t, method, false, stale, faultOn(0, ""), false)
 			require.NoError(t, bare.err)
 			require.NoError(t, wrapped.err)
 			assert.Equal(t, bare, wrapped)
@@ -267,7 +278,7 @@ func TestPairedConditionalNoEvidence(t *testing.T) {
 		{"If-None-Match tag", http.Header{"If-None-Match": {`"v0"`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bare, wrapped := condPair(t, http.MethodPatch, false, tc.header, faultOn(1, "after"))
+			bare, wrapped := condPair(t, http.MethodPatch, false, tc.header, faultOn(1, "after"), false)
 			assert.Equal(t, bare.requests, wrapped.requests, "requests the server got")
 			assert.Equal(t, 1, wrapped.requests)
 			assert.Equal(t, bare.effects, wrapped.effects)
