@@ -244,14 +244,18 @@ type watchedRequest struct {
 
 // attemptFields gives areq, attempt p's copy of the caller's request, a
 // header of its own. It adds the key header, watched by w (nil for an
-// unkeyed request), and the attempt header.
+// unkeyed request), the attempt header and the time budget header.
 func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	cfg := s.cfg
 	// A first attempt has no attempt header (absent means 0), unless the
 	// caller's header has one to overwrite.
 	attempt := cfg.attemptHeader != "" && (p.n > 0 || s.attemptSet)
 	key := w != nil && s.field == ""
-	if !attempt && !key {
+	var budget []string // WithTimeBudgetHeader's value, taken now
+	if cfg.timeBudget {
+		budget = timeBudget(areq, s.req.Header)
+	}
+	if !attempt && !key && budget == nil {
 		// The first attempt of a request whose key the caller set in its
 		// header shares the caller's header, which nothing writes.
 		return
@@ -263,6 +267,9 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	if key {
 		extra++
 	}
+	if budget != nil {
+		extra++
+	}
 	areq.Header = attemptHeader(s.req.Header, extra, p.i == 0 && s.clipped) // never nil: checkRequest refused a nil Header
 	if key {
 		// Under the spelling net/http does not take for a mark of
@@ -272,6 +279,9 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	}
 	if attempt {
 		areq.Header[cfg.attemptHeader] = attemptValue(p.n)
+	}
+	if budget != nil {
+		areq.Header[timeBudgetHeader] = budget
 	}
 }
 
