@@ -120,8 +120,10 @@ type Error struct {
 	// a re-send, after an attempt that may have been applied; nil
 	// otherwise. Unknown is then true: that attempt may have applied the
 	// request, and so made its precondition fail. Or another client
-	// changed the resource. Its body can be read. Close it: a body of
-	// 64 KiB at most frees its connection even if not.
+	// changed the resource. Its body is read before RoundTrip returns:
+	// 64 KiB at most, for 100 ms at most. So it can be read after
+	// http.Client has cancelled the request (Client.Timeout), and a short
+	// one frees its connection even if it is not closed. Close it.
 	Response *http.Response
 }
 

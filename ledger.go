@@ -173,7 +173,7 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 	}
 	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
 	if a.resp != nil { // a 412 that may answer for an applied attempt
-		keep(a.resp) // a short body frees its connection, read or not
+		holdAnswer(a.resp, drainTimeout) // readable after http.Client cancels the request
 		e.Response, e.Err = a.resp, errPreconditionUnknown
 	}
 	retryAt(e, h)

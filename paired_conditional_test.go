@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/resilienthttp/resilient"
 	"github.com/stretchr/testify/assert"
@@ -83,7 +84,7 @@ func (e *etagResource) serve(w http.ResponseWriter, r *http.Request) {
 		e.mu.Unlock()
 		w.Header().Set("ETag", etag)
 		w.WriteHeader(http.StatusPreconditionFailed)
-		io.WriteString(w, "precondition failed")
+		io.WriteString(w, preconditionFailed)
 		return
 	}
 	e.exists = true
@@ -98,6 +99,10 @@ func (e *etagResource) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("ETag", etag)
 	io.WriteString(w, "applied")
 }
+
+// preconditionFailed is the test server's 412 body: more than one read of
+// the client's.
+var preconditionFailed = "precondition failed: " + strings.Repeat("x", 40<<10)
 
 // faultOn returns a fault that hits request n only.
 func faultOn(n int, what string) func(int) string {
@@ -123,7 +128,8 @@ type condObs struct {
 // own, against a fresh resource: version 1 (it exists) unless missing.
 // header sets the request's preconditions. report attaches a Report (which
 // a bare client ignores): the wrapped call is then not a plain one.
-func condPair(t *testing.T, method string, missing bool, header http.Header, fault func(int) string, report bool) (bare, wrapped condObs) {
+// timeout is the client's Timeout (0: none).
+func condPair(t *testing.T, method string, missing bool, header http.Header, fault func(int) string, report bool, timeout ...time.Duration) (bare, wrapped condObs) {
 	t.Helper()
 	for _, side := range compatSides {
 		t.Run(side.name, func(t *testing.T) {
@@ -132,6 +138,9 @@ func condPair(t *testing.T, method string, missing bool, header http.Header, fau
 				n := newPipeNet(res.serve)
 				defer n.close()
 				c := &http.Client{Transport: n.tr}
+				if len(timeout) > 0 {
+					c.Timeout = timeout[0]
+				}
 				if side.wrap {
 					c = resilient.Wrap(c)
 				}
@@ -225,25 +234,34 @@ func TestPairedConditionalResetAfterApply(t *testing.T) {
 		{"PUT If-None-Match star", http.MethodPut, true, http.Header{"If-None-Match": {"*"}}},
 		{"PROPPATCH If-Match, unkeyed", "PROPPATCH", false, ifMatch},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bare, wrapped := condPair(t, tc.method, tc.missing, tc.header, faultOn(1, "after"), true)
-			require.Error(t, bare.err)
-			assert.Equal(t, 1, bare.effects)
-			assert.Equal(t, 1, wrapped.effects, "never two effects")
-			assert.Equal(t, 2, wrapped.requests, "re-sent once")
-			re, ok := errors.AsType[*resilient.Error](wrapped.err)
-			require.True(t, ok, "an *Error, not a bare 412: %v", wrapped.err)
-			assert.True(t, re.Unknown, "the first attempt may have applied it")
-			assert.Equal(t, http.StatusPreconditionFailed, re.StatusCode)
-			assert.Equal(t, resilient.CategoryPrecondition, re.Category)
-			require.NotNil(t, re.Response)
-			assert.Equal(t, http.StatusPreconditionFailed, re.Response.StatusCode)
-			assert.Equal(t, `"v2"`, re.Response.Header.Get("ETag"))
-			assert.Equal(t, "precondition failed", wrapped.body, "the 412's body can be read")
-			assert.Contains(t, re.Error(), "outcome unknown")
-			assert.True(t, wrapped.unknown, "Report.Unknown")
-		})
+		for _, timeout := range []time.Duration{0, time.Minute} {
+			t.Run(fmt.Sprint(tc.name, " client timeout ", timeout), func(t *testing.T) {
+				condAfterApply(t, tc.method, tc.missing, tc.header, timeout)
+			})
+		}
 	}
+}
+
+// condAfterApply is one case of TestPairedConditionalResetAfterApply.
+// http.Client cancels the request of a RoundTrip that failed when it has
+// a Timeout: the 412 in the *Error is read before that, whole (40 KiB).
+func condAfterApply(t *testing.T, method string, missing bool, header http.Header, timeout time.Duration) {
+	bare, wrapped := condPair(t, method, missing, header, faultOn(1, "after"), true, timeout)
+	require.Error(t, bare.err)
+	assert.Equal(t, 1, bare.effects)
+	assert.Equal(t, 1, wrapped.effects, "never two effects")
+	assert.Equal(t, 2, wrapped.requests, "re-sent once")
+	re, ok := errors.AsType[*resilient.Error](wrapped.err)
+	require.True(t, ok, "an *Error, not a bare 412: %v", wrapped.err)
+	assert.True(t, re.Unknown, "the first attempt may have applied it")
+	assert.Equal(t, http.StatusPreconditionFailed, re.StatusCode)
+	assert.Equal(t, resilient.CategoryPrecondition, re.Category)
+	require.NotNil(t, re.Response)
+	assert.Equal(t, http.StatusPreconditionFailed, re.Response.StatusCode)
+	assert.Equal(t, `"v2"`, re.Response.Header.Get("ETag"))
+	assert.Equal(t, len(preconditionFailed), len(wrapped.body), "the 412's body can be read whole")
+	assert.Contains(t, re.Error(), "outcome unknown")
+	assert.True(t, wrapped.unknown, "Report.Unknown")
 }
 
 // A 412 on a first attempt is the server's plain answer: returned as a

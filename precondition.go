@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // The policy this file carries out (which preconditions make a re-send of
@@ -70,4 +71,32 @@ func strongTags(vs []string) bool {
 // the caller gets an *Error with Unknown set in its place.
 func preconditionUnknown(resp *http.Response, ambiguous bool) bool {
 	return ambiguous && resp != nil && resp.StatusCode == http.StatusPreconditionFailed
+}
+
+// holdAnswer keeps resp, an answer the caller gets in an *Error
+// (Error.Response), readable after RoundTrip returns. http.Client cancels
+// the request of a RoundTrip that returned an error (Client.Timeout), and
+// a body read then fails. So its body is drained (keep), and holdAnswer
+// waits until the drain stops: at the body's end, after drainLimit bytes,
+// or when the attempt's context ends. It waits at most wait. The caller
+// reads what was drained, then the rest, if any.
+func holdAnswer(resp *http.Response, wait time.Duration) {
+	keep(resp)
+	hb, ok := resp.Body.(*heldBody)
+	if !ok {
+		return // no body
+	}
+	expired := false
+	timer := time.AfterFunc(wait, func() {
+		hb.mu.Lock()
+		expired = true
+		hb.wake.Broadcast()
+		hb.mu.Unlock()
+	})
+	defer timer.Stop()
+	hb.mu.Lock()
+	for hb.draining && !expired {
+		hb.wake.Wait()
+	}
+	hb.mu.Unlock()
 }
