@@ -251,13 +251,12 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	// caller's header has one to overwrite.
 	attempt := cfg.attemptHeader != "" && (p.n > 0 || s.attemptSet)
 	key := w != nil && s.field == ""
-	var budget []string // WithTimeBudgetHeader's value, taken now
-	if cfg.timeBudget {
-		budget = timeBudget(areq, s.req.Header)
-	}
-	if !attempt && !key && budget == nil {
+	if !attempt && !key {
 		// The first attempt of a request whose key the caller set in its
 		// header shares the caller's header, which nothing writes.
+		if cfg.timeBudget {
+			s.budgetField(areq, p, false)
+		}
 		return
 	}
 	extra := 0
@@ -265,9 +264,6 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 		extra++
 	}
 	if key {
-		extra++
-	}
-	if budget != nil {
 		extra++
 	}
 	areq.Header = attemptHeader(s.req.Header, extra, p.i == 0 && s.clipped) // never nil: checkRequest refused a nil Header
@@ -280,8 +276,8 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	if attempt {
 		areq.Header[cfg.attemptHeader] = attemptValue(p.n)
 	}
-	if budget != nil {
-		areq.Header[timeBudgetHeader] = budget
+	if cfg.timeBudget {
+		s.budgetField(areq, p, true)
 	}
 }
 

@@ -23,6 +23,21 @@ func WithTimeBudgetHeader() Option {
 	return func(c *config) { c.timeBudget = true }
 }
 
+// budgetField adds the time budget header to areq, attempt p's copy of
+// the caller's request, if timeBudget has a value for it. own says that
+// areq's header is its own already (attemptHeader); otherwise it is given
+// one first.
+func (s *sender) budgetField(areq *http.Request, p *plan, own bool) {
+	v := timeBudget(areq, s.req.Header)
+	if v == nil {
+		return
+	}
+	if !own {
+		areq.Header = attemptHeader(s.req.Header, 1, p.i == 0 && s.clipped)
+	}
+	areq.Header[timeBudgetHeader] = v
+}
+
 // timeBudget returns the value of the time budget header for areq, an
 // attempt about to be sent: the milliseconds left before its context's
 // deadline, rounded down, at least 0. It returns nil when the attempt has
