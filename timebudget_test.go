@@ -30,6 +30,13 @@ type budgetSeen struct {
 // network, so arrival is send time. deadline 0: no deadline.
 func budgetRun(t *testing.T, method string, deadline time.Duration, set http.Header, opts ...resilient.Option) []budgetSeen {
 	t.Helper()
+	return budgetRunClient(t, method, deadline, 0, set, opts...)
+}
+
+// budgetRunClient is budgetRun with an http.Client whose Timeout is
+// timeout (0: none), a deadline of its own.
+func budgetRunClient(t *testing.T, method string, deadline, timeout time.Duration, set http.Header, opts ...resilient.Option) []budgetSeen {
+	t.Helper()
 	var seen []budgetSeen
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -39,6 +46,9 @@ func budgetRun(t *testing.T, method string, deadline time.Duration, set http.Hea
 			ctx, cancel = context.WithTimeout(ctx, deadline)
 			defer cancel()
 			dl, _ = ctx.Deadline()
+		}
+		if timeout > 0 && (dl.IsZero() || time.Now().Add(timeout).Before(dl)) {
+			dl = time.Now().Add(timeout)
 		}
 		var mu sync.Mutex
 		n := newPipeNet(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +70,7 @@ func budgetRun(t *testing.T, method string, deadline time.Duration, set http.Hea
 		})
 		defer n.close()
 		opts = append([]resilient.Option{resilient.WithBackoff(resilient.Exponential(30*time.Millisecond, time.Second))}, opts...)
-		c := &http.Client{Transport: resilient.NewTransport(n.tr, opts...)}
+		c := &http.Client{Transport: resilient.NewTransport(n.tr, opts...), Timeout: timeout}
 		req, err := http.NewRequestWithContext(ctx, method, "http://api.test/v1/things", strings.NewReader("x"))
 		require.NoError(t, err)
 		for k, vs := range set {
@@ -100,6 +110,16 @@ func TestTimeBudgetHeaderEachAttempt(t *testing.T) {
 			assert.Less(t, seen[2].left, seen[1].left)
 		})
 	}
+}
+
+// http.Client.Timeout is a deadline of the request's, and so a budget.
+func TestTimeBudgetHeaderClientTimeout(t *testing.T) {
+	seen := budgetRunClient(t, http.MethodGet, 0, 1500*time.Millisecond, nil, resilient.WithTimeBudgetHeader())
+	require.Len(t, seen, 3)
+	for i, s := range seen {
+		assert.Equal(t, []string{ms(s.left)}, s.header, "attempt %d", i)
+	}
+	assert.Equal(t, []string{"1500"}, seen[0].header)
 }
 
 // An attempt timeout shorter than what is left is the attempt's budget.
