@@ -81,7 +81,8 @@
 // key that the server dedupes by.
 //
 // A 412 that answers a re-send after an attempt that may have been
-// applied does not say that nothing happened. That attempt may have
+// applied does not say that nothing happened (a GET, HEAD, OPTIONS or
+// TRACE applies nothing: its 412 is returned). That attempt may have
 // applied the request, or another client changed the resource. The caller
 // gets an *Error with Unknown set and the 412 in Error.Response. A 412
 // with no such attempt before it, a first attempt's, is the server's

@@ -157,7 +157,7 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 		l.rep.Winner, l.rep.Hedges, l.rep.HedgeWon = a.n, len(l.hedgeNums), l.isHedge(a.n)
 	}
 	observed := len(l.cfg.observers) > 0 // events are built only for observers
-	if a.resp != nil && !preconditionUnknown(a.resp, l.ambiguous) {
+	if a.resp != nil && !preconditionUnknown(l.req.Method, a.resp, l.ambiguous) {
 		if observed {
 			l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
 				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Deferred: l.id.deferred}})

@@ -65,12 +65,20 @@ func strongTags(vs []string) bool {
 	return n > 0
 }
 
-// preconditionUnknown reports whether resp, the last answer of a call
-// whose earlier attempt may have been applied (ambiguous), is a 412. The
-// precondition may have failed because that attempt applied the request:
-// the caller gets an *Error with Unknown set in its place.
-func preconditionUnknown(resp *http.Response, ambiguous bool) bool {
-	return ambiguous && resp != nil && resp.StatusCode == http.StatusPreconditionFailed
+// preconditionUnknown reports whether resp, the last answer of a call of
+// method whose earlier attempt may have been applied (ambiguous), is a
+// 412. The precondition may have failed because that attempt applied the
+// request: the caller gets an *Error with Unknown set in its place. A safe
+// method (GET, HEAD, OPTIONS, TRACE) applies nothing: its 412 is returned.
+func preconditionUnknown(method string, resp *http.Response, ambiguous bool) bool {
+	if !ambiguous || resp == nil || resp.StatusCode != http.StatusPreconditionFailed {
+		return false
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
+		return false
+	}
+	return true
 }
 
 // holdAnswer keeps resp, an answer the caller gets in an *Error

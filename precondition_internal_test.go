@@ -44,11 +44,16 @@ func TestGuarded(t *testing.T) {
 }
 
 // A 412 stands for an unknown outcome only after an attempt that may have
-// been applied.
+// been applied, of a method that applies something.
 func TestPreconditionUnknown(t *testing.T) {
 	r412 := &http.Response{StatusCode: http.StatusPreconditionFailed}
-	assert.True(t, preconditionUnknown(r412, true))
-	assert.False(t, preconditionUnknown(r412, false), "a first attempt's 412 is the server's plain answer")
-	assert.False(t, preconditionUnknown(&http.Response{StatusCode: http.StatusConflict}, true))
-	assert.False(t, preconditionUnknown(nil, true))
+	for _, m := range []string{"PATCH", "POST", "PUT", "DELETE", "PROPPATCH"} {
+		assert.True(t, preconditionUnknown(m, r412, true), m)
+	}
+	for _, m := range []string{"GET", "HEAD", "OPTIONS", "TRACE", ""} {
+		assert.False(t, preconditionUnknown(m, r412, true), "%q applies nothing", m)
+	}
+	assert.False(t, preconditionUnknown("PATCH", r412, false), "a first attempt's 412 is the server's plain answer")
+	assert.False(t, preconditionUnknown("PATCH", &http.Response{StatusCode: http.StatusConflict}, true))
+	assert.False(t, preconditionUnknown("PATCH", nil, true))
 }
