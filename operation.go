@@ -33,9 +33,9 @@ type operation struct {
 	hop bool
 	// asIs is true when the first attempt is the caller's request itself.
 	// That needs no key, no attempt timeout, no time budget header and no
-	// hedging: each copy of a
-	// hedged request has its own context and number. It needs no attempt
-	// header of the caller's to overwrite, since a first attempt has none.
+	// hedging: each copy of a hedged request has its own context and
+	// number. It needs no attempt header of the caller's to overwrite,
+	// since a first attempt has none.
 	// The body must be the caller's own: none, or one it can rewind. Then
 	// the attempt would differ from the request in nothing.
 	asIs bool
