@@ -37,6 +37,7 @@ const (
 	CategoryConflict        Category = "CONFLICT"
 	CategoryInProgress      Category = "CONFLICT.in_progress"
 	CategoryPayloadMismatch Category = "CONFLICT.idempotency.payload_mismatch"
+	CategoryPrecondition    Category = "CONFLICT.precondition"
 	CategoryRateLimit       Category = "RATE_LIMIT.exceeded"
 	CategoryTimeout         Category = "DEPENDENCY.timeout"
 	CategoryUnavailable     Category = "DEPENDENCY.unavailable"
@@ -145,24 +146,26 @@ const (
 // column is what the Transport does. "Unsafe" is a request whose method is
 // not idempotent (POST, PATCH, custom methods). The answers marked
 // "unsafe: with evidence" are Retry decisions. The Transport carries them
-// out only with evidence that the server dedupes by the key: the
-// unsafe-retry guard (see "Unsafe requests" in the package documentation).
-// A request without a key never has it. Without it, the answer is returned
+// out only with evidence that the server dedupes by the key, or under a
+// strong precondition: the unsafe-retry guard (see "Unsafe requests" in
+// the package documentation). A request without a key never has the first.
+// Without evidence, the answer is returned
 // as a bare client would get it, with ErrUnsafeRetry.
 //
 //	2xx, 3xx                              success (Replayed from Idempotency-Status / Idempotent-Replayed)
 //	dial error, refused, DNS timeout      retry, any method (nothing was sent)          TRANSIENT
-//	reset, EOF, timeout after send        retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.timeout / TRANSIENT
+//	reset, EOF, timeout after send        retry if idempotent; keyed or conditional unsafe: with evidence  DEPENDENCY.timeout / TRANSIENT
 //	408, 425                              retry; unsafe: with evidence                  DEPENDENCY.timeout
 //	429                                   retry, Retry-After or RateLimit delay         RATE_LIMIT.exceeded
-//	500                                   retry if idempotent; keyed unsafe: with evidence  TRANSIENT
-//	502, 504                              retry if idempotent; keyed unsafe: with evidence  DEPENDENCY.unavailable / .timeout
+//	500                                   retry if idempotent; keyed or conditional unsafe: with evidence  TRANSIENT
+//	502, 504                              retry if idempotent; keyed or conditional unsafe: with evidence  DEPENDENCY.unavailable / .timeout
 //	503                                   retry; unsafe: with evidence                  DEPENDENCY.unavailable
-//	other 5xx except 501, 505             retry if idempotent; keyed unsafe: with evidence  TRANSIENT
+//	other 5xx except 501, 505             retry if idempotent; keyed or conditional unsafe: with evidence  TRANSIENT
 //	keyed 409, "in progress" answer       retry after Retry-After, else backoff         CONFLICT.in_progress
 //	keyed 409, no answer, Retry-After     retry after Retry-After (as in progress)      CONFLICT.in_progress
 //	keyed 400/409/422, "mismatch" answer  terminal                                      CONFLICT.idempotency.payload_mismatch
 //	other 409 (every unkeyed one)         terminal                                      CONFLICT
+//	412                                   terminal                                      CONFLICT.precondition
 //	400, 401, 403, 404, other 4xx         terminal                                      VALIDATION / AUTH / NOT_FOUND
 //	501, 505, TLS verification            terminal                                      TERMINAL
 //	the client's own limits (see below)   terminal                                      TERMINAL
@@ -174,7 +177,10 @@ const (
 // retried only then: its 408, 425 and 503 (which a proxy may send after
 // the backend applied it) are returned as a bare client gets them, and
 // the classifier already makes its other 5xx and its errors after sending
-// terminal.
+// terminal. A conditional request is one with a strong precondition: an
+// If-Match of strong entity tags, or If-None-Match: *. Its precondition is
+// evidence of its own, keyed or not: applied once, it fails when sent
+// again (see "Conditional requests" in the package documentation).
 //
 // The idempotency answers are recognised by status, by whether the request
 // carried a key, and by the structured members of a JSON body. They are
@@ -282,7 +288,7 @@ func idempotentMethod(m string) bool {
 func classifyStatus(o Outcome) Decision {
 	resp := o.Response
 	code := resp.StatusCode
-	safe := o.Keyed || idempotentMethod(o.Request.Method)
+	safe := safeToResend(o)
 	retryIfSafe := func(c Category) Decision {
 		return Decision{Action: retryIf(safe), Category: c, Unknown: true}
 	}
@@ -329,6 +335,8 @@ func classifyStatus(o Outcome) Decision {
 		return Decision{Action: Terminal, Category: CategoryValidation}
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return Decision{Action: Terminal, Category: CategoryAuth}
+	case code == http.StatusPreconditionFailed:
+		return Decision{Action: Terminal, Category: CategoryPrecondition}
 	case code == http.StatusNotFound || code == http.StatusGone:
 		return Decision{Action: Terminal, Category: CategoryNotFound}
 	case code >= 400:
@@ -340,7 +348,7 @@ func classifyStatus(o Outcome) Decision {
 
 func classifyError(o Outcome) Decision {
 	err := o.Err
-	safe := o.Keyed || idempotentMethod(o.Request.Method)
+	safe := safeToResend(o)
 	if errors.Is(err, context.Canceled) {
 		return Decision{Action: Terminal, Category: CategoryCanceled}
 	}
@@ -356,6 +364,14 @@ func classifyError(o Outcome) Decision {
 		cat = CategoryTimeout
 	}
 	return Decision{Action: retryIf(safe), Category: cat, Unknown: true}
+}
+
+// safeToResend reports whether o's request may be re-sent after it may
+// have been applied, as far as the classifier knows: its method is
+// idempotent, it is keyed (the Transport asks for evidence that the
+// server dedupes by the key), or a strong precondition guards it.
+func safeToResend(o Outcome) bool {
+	return o.Keyed || idempotentMethod(o.Request.Method) || guarded(o.Request.Header)
 }
 
 // retryIf is Retry if safe, else Terminal.

@@ -51,6 +51,8 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 		{"403", 403, "", nil, true, resilient.Terminal, resilient.CategoryAuth, 0, false},
 		{"404", 404, "", nil, true, resilient.Terminal, resilient.CategoryNotFound, 0, false},
 		{"422 validation", 422, `{"title":"amount must be positive"}`, nil, true, resilient.Terminal, resilient.CategoryValidation, 0, false},
+		{"412", 412, "", nil, true, resilient.Terminal, resilient.CategoryPrecondition, 0, false},
+		{"412 unkeyed", 412, "", nil, false, resilient.Terminal, resilient.CategoryPrecondition, 0, false},
 		{"408", 408, "", nil, true, resilient.Retry, resilient.CategoryTimeout, 0, false},
 		{"429 Retry-After", 429, "", []string{"Retry-After: 7"}, true, resilient.Retry, resilient.CategoryRateLimit, 7 * time.Second, false},
 		{"429 RateLimit r=0", 429, "", []string{`RateLimit: "default";r=0;t=12`}, true, resilient.Retry, resilient.CategoryRateLimit, 12 * time.Second, false},
@@ -81,6 +83,38 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			assert.Equal(t, tc.body, string(b), "the classifier leaves the body intact")
+		})
+	}
+}
+
+// An unkeyed unsafe request under a strong precondition is re-sent after
+// a failure that may have been applied, as an idempotent one is: applied
+// once, it fails its precondition when sent again. Other preconditions
+// leave it terminal.
+func TestDefaultClassifierConditional(t *testing.T) {
+	tests := []struct {
+		name   string
+		header http.Header
+		resp   *http.Response
+		err    error
+		action resilient.Action
+	}{
+		{"If-Match strong, reset", http.Header{"If-Match": {`"v1"`}}, nil, readErr(), resilient.Retry},
+		{"If-None-Match star, reset", http.Header{"If-None-Match": {"*"}}, nil, readErr(), resilient.Retry},
+		{"If-Match strong, 502", http.Header{"If-Match": {`"v1"`}}, response(502, ""), nil, resilient.Retry},
+		{"If-Match strong, 500", http.Header{"If-Match": {`"v1"`}}, response(500, ""), nil, resilient.Retry},
+		{"If-Match star, reset", http.Header{"If-Match": {"*"}}, nil, readErr(), resilient.Terminal},
+		{"If-Match weak, reset", http.Header{"If-Match": {`W/"v1"`}}, nil, readErr(), resilient.Terminal},
+		{"If-Unmodified-Since, reset", http.Header{"If-Unmodified-Since": {"Sun, 29 Nov 2026 05:00:00 GMT"}}, nil, readErr(), resilient.Terminal},
+		{"If-Match star, 500", http.Header{"If-Match": {"*"}}, response(500, ""), nil, resilient.Terminal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := outcome(http.MethodPatch, false, tc.resp, tc.err)
+			o.Request.Header = tc.header
+			d := resilient.DefaultClassifier(o)
+			assert.Equal(t, tc.action, d.Action)
+			assert.True(t, d.Unknown)
 		})
 	}
 }

@@ -13,7 +13,8 @@ import (
 //  2. the unsafe-retry guard: a request whose method is not idempotent
 //     is retried, after an answer that may have been applied, only with
 //     evidence that the server dedupes it by its key (ErrUnsafeRetry),
-//     which a request without a key never has;
+//     which a request without a key never has, or with a strong
+//     precondition (precondition.go);
 //  3. the call's limits: attempts (ErrRetriesExhausted), a body that
 //     cannot be replayed (ErrBodyNotReplayable), a server delay over the
 //     maximum (ErrDelayTooLong), then the backoff and the key's age
@@ -58,12 +59,14 @@ func (c *call) verdict(a *attempt) verdict {
 	// dedupes: this answer (shown), the application vouching for it, or
 	// an earlier answer on a's route. The evidence of earlier answers is
 	// looked up only for a retry. A request without a key has none of
-	// them: nothing can dedupe it.
+	// them: nothing can dedupe it. A strong precondition (guarded) is
+	// evidence of another kind, with a key or without: a request applied
+	// once fails it when sent again.
 	if op.unsafe {
 		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
 	}
 	if !v.shown && v.d.Action == Retry && !notApplied(a) &&
-		(!op.unsafe || !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end)) {
+		(!op.unsafe || !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end)) && !guarded(c.req.Header) {
 		v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
 		v.stop = ErrUnsafeRetry
 	}

@@ -35,10 +35,11 @@
 //
 // An unsafe request is a POST, a PATCH, or any method RFC 9110 does not call
 // idempotent. Retrying one after it may have been applied is safe only if the
-// server dedupes it by its key. A key alone proves nothing. An API that
+// server dedupes it by its key, or if it cannot apply twice. A key alone
+// proves nothing. An API that
 // ignores Idempotency-Key applies a re-sent POST twice. So the Transport
 // re-sends such a request only with evidence that the server dedupes on that
-// route:
+// route, or under a strong precondition (see "Conditional requests"):
 //
 //   - the application said so: WithDedupingServer names the host (and
 //     optionally a path prefix), or the key is the application's own (its
@@ -54,7 +55,38 @@
 // else is returned as a bare client would return it. Report.Stopped (or
 // Error.Reason) is then ErrUnsafeRetry, with Unknown set where it applies.
 // A request without a key (a method outside WithKeyMethods) has no
-// evidence: it is re-sent only then, even after a 503, 408 or 425.
+// evidence of the first kind: without a precondition, it is re-sent only
+// then, even after a 503, 408 or 425.
+//
+// # Conditional requests
+//
+// A strong precondition is evidence of another kind: not that the server
+// dedupes, but that a request applied once cannot apply again. A request
+// carries one when it has an If-Match of strong entity tags only
+// (If-Match: "v7"), or If-None-Match: * (create only). Applying it changes
+// the resource's strong tag, or makes the resource exist, so a re-send of
+// an applied request fails with 412 (RFC 9110, section 13.1). Such a
+// request, keyed or not, is re-sent after a failure that may have been
+// applied, as an idempotent one is, under the same retry control.
+//
+// Other preconditions are not evidence. If-Match: * only asks that the
+// resource exist, which a first apply does not change: a PATCH would
+// apply twice. A weak tag may survive a change. If-Unmodified-Since may be
+// ignored by the server, and its dates have one second's resolution: a
+// re-send within the second the first apply happened passes it.
+//
+// The server must evaluate the precondition, as RFC 9110 requires of an
+// origin server, and the request's effect must be a change of its target
+// resource. A POST whose effect lies elsewhere (a message sent) needs a
+// key that the server dedupes by.
+//
+// A 412 that answers a re-send after an attempt that may have been
+// applied does not say that nothing happened (a GET, HEAD, OPTIONS or
+// TRACE applies nothing: its 412 is returned). That attempt may have
+// applied the request, or another client changed the resource. The caller
+// gets an *Error with Unknown set and the 412 in Error.Response. A 412
+// with no such attempt before it, a first attempt's, is the server's
+// plain answer, returned as is.
 //
 // # Retry control
 //

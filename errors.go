@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,9 @@ var (
 
 // Error describes a request that did not end with a response. RoundTrip
 // returns it (wrapped by http.Client in a *url.Error) when the last attempt
-// produced no response, or when the Transport refused to send at all.
+// produced no response, or when the Transport refused to send at all. It
+// also stands for a 412 that answered a re-send after an attempt that may
+// have been applied (see Response).
 //
 // Use errors.As to get it and errors.Is to test Reason or the cause:
 //
@@ -111,8 +114,17 @@ type Error struct {
 	// itself.
 	Reason error
 	// Err is the last cause (a network error, a context error, a store error);
-	// nil when the last attempt had a response.
+	// nil when the last attempt had a response, save with Response.
 	Err error
+	// Response is the last answer when it is a 412 Precondition Failed to
+	// a re-send, after an attempt that may have been applied; nil
+	// otherwise. Unknown is then true: that attempt may have applied the
+	// request, and so made its precondition fail. Or another client
+	// changed the resource. Its body is read before RoundTrip returns:
+	// 64 KiB at most, for 100 ms at most. So it can be read after
+	// http.Client has cancelled the request (Client.Timeout), and a short
+	// one frees its connection even if it is not closed. Close it.
+	Response *http.Response
 }
 
 // Error returns a one-line description without secrets: no headers, no body.

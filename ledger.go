@@ -84,11 +84,13 @@ func (l *ledger) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	// a success answers for it: a later 429 or 4xx (from a rate limiter or a
 	// proxy in front of the API) says nothing about the earlier attempt.
 	// A success answers for earlier attempts only if they were the same
-	// operation: keyed, or an idempotent method. After an unkeyed POST that
-	// may have been applied, a second success may be a duplicate.
+	// operation: keyed, an idempotent method, or guarded by a strong
+	// precondition (which the earlier attempt would have failed had it been
+	// applied). After an unkeyed POST that may have been applied, a second
+	// success may be a duplicate.
 	if l.ambiguous || d.Unknown { // else it stays false either way
 		switch {
-		case d.Action == Success && (l.id.key != "" || idempotentMethod(l.req.Method)):
+		case d.Action == Success && (l.id.key != "" || idempotentMethod(l.req.Method) || guarded(l.req.Header)):
 			l.ambiguous = false
 		case d.Unknown:
 			l.ambiguous = true
@@ -141,6 +143,8 @@ func (l *ledger) definitive(a *attempt, d Decision) bool {
 // finish folds the end of the call after attempt a, decided d, on host h
 // (nil if none) into the Report and the outcome Event, and returns a's
 // response or an *Error. stop is why retries stopped, nil if d was final.
+// A 412 after an attempt that may have been applied is an *Error too, its
+// response in Error.Response (preconditionUnknown).
 //
 // single says that the body can be sent only once (a streamed body may
 // have gone over the limit).
@@ -153,7 +157,7 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 		l.rep.Winner, l.rep.Hedges, l.rep.HedgeWon = a.n, len(l.hedgeNums), l.isHedge(a.n)
 	}
 	observed := len(l.cfg.observers) > 0 // events are built only for observers
-	if a.resp != nil {
+	if a.resp != nil && !preconditionUnknown(l.req.Method, a.resp, l.ambiguous) {
 		if observed {
 			l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
 				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Deferred: l.id.deferred}})
@@ -168,6 +172,10 @@ func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single
 		}
 	}
 	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
+	if a.resp != nil { // a 412 that may answer for an applied attempt
+		holdAnswer(a.resp, drainTimeout) // readable after http.Client cancels the request
+		e.Response, e.Err = a.resp, errPreconditionUnknown
+	}
 	retryAt(e, h)
 	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: l.status, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
 		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Unknown: e.Unknown, Deferred: l.id.deferred}, Err: e})

@@ -32,9 +32,10 @@ type operation struct {
 	// (req.Response set): it continues an operation already counted.
 	hop bool
 	// asIs is true when the first attempt is the caller's request itself.
-	// That needs no key, no attempt timeout and no hedging: each copy of a
-	// hedged request has its own context and number. It needs no attempt
-	// header of the caller's to overwrite, since a first attempt has none.
+	// That needs no key, no attempt timeout, no time budget header and no
+	// hedging: each copy of a hedged request has its own context and
+	// number. It needs no attempt header of the caller's to overwrite,
+	// since a first attempt has none.
 	// The body must be the caller's own: none, or one it can rewind. Then
 	// the attempt would differ from the request in nothing.
 	asIs bool
@@ -87,7 +88,7 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 	case scan != nil:
 		o, op.key = scan.recognise(op) // a loop without marks: loopsite.go
 	}
-	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
+	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !cfg.timeBudget && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
 	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
 	return o, nil
 }

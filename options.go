@@ -75,6 +75,7 @@ type config struct {
 	store            persist.Store
 	keyRetention     time.Duration
 	attemptTimeout   time.Duration
+	timeBudget       bool     // WithTimeBudgetHeader
 	hedge            *hedging // nil: no hedging (WithHedging)
 	retryAfterMax    time.Duration
 	maxBodyBuffer    int64
@@ -85,11 +86,11 @@ type config struct {
 
 // plainCalls reports whether cfg lets a request be a plain call: nothing
 // observes its attempts, no key function of the application's makes its
-// keys, and no rate limiter, breaker, attempt timeout, hedging or outer
-// loop setting applies to every call.
+// keys, and no rate limiter, breaker, attempt timeout, time budget header,
+// hedging or outer loop setting applies to every call.
 func (c *config) plainCalls() bool {
 	return !c.observed && c.keyFunc == nil && c.breaker == nil && c.rateLimit == rate.Inf && c.attemptTimeout == 0 &&
-		c.hedge == nil && c.outer != outerAlways && c.outerHosts == nil
+		!c.timeBudget && c.hedge == nil && c.outer != outerAlways && c.outerHosts == nil
 }
 
 // now returns the current time by c's clock.

@@ -244,7 +244,7 @@ type watchedRequest struct {
 
 // attemptFields gives areq, attempt p's copy of the caller's request, a
 // header of its own. It adds the key header, watched by w (nil for an
-// unkeyed request), and the attempt header.
+// unkeyed request), the attempt header and the time budget header.
 func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	cfg := s.cfg
 	// A first attempt has no attempt header (absent means 0), unless the
@@ -254,6 +254,9 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	if !attempt && !key {
 		// The first attempt of a request whose key the caller set in its
 		// header shares the caller's header, which nothing writes.
+		if cfg.timeBudget {
+			s.budgetField(areq, p, false)
+		}
 		return
 	}
 	extra := 0
@@ -272,6 +275,9 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	}
 	if attempt {
 		areq.Header[cfg.attemptHeader] = attemptValue(p.n)
+	}
+	if cfg.timeBudget {
+		s.budgetField(areq, p, true)
 	}
 }
 

@@ -55,6 +55,11 @@ var mutants = []mutant{
 		anchor: `if !a.sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {`, op: "replace",
 		code: "return v",
 	}}},
+	{"anyprecondition", []edit{{ // every request counts as guarded by a strong precondition
+		file: "precondition.go", fn: "guarded",
+		anchor: "if len(h) == 0 {", op: "before",
+		code: "return true",
+	}}},
 	{"nofinish", []edit{{ // the final Store Finish is skipped
 		file: "operation.go", fn: "operation.record",
 		anchor: "s := cfg.store", op: "before",
