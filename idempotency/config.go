@@ -58,7 +58,8 @@ type Config struct {
 	// Default time.Now; tests set it to expire records without waiting.
 	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
-	// in_progress, mismatch, expired, released, store_error, panic).
+	// in_progress, mismatch, expired, released, store_error, panic,
+	// unreadable_body).
 	// Default: no logging.
 	Logger *slog.Logger
 }

@@ -41,7 +41,10 @@ type Middleware struct {
 // Idempotency-Status: replayed; one with another fingerprint gets 422 (Config.MismatchStatus);
 // one that arrives while the first runs gets 409 with Retry-After. Every
 // answer of the middleware's own is an RFC 9457 problem, unstored and
-// without Idempotency-Status.
+// without Idempotency-Status. A body that cannot be read whole runs
+// nothing and stores nothing: 413 when a size limit fired (MaxBody or an
+// outer http.MaxBytesReader), 408 when the server's read deadline fired,
+// else 400 (the client stopped sending).
 //
 // What is stored when the handler fails depends on the store. An atomic
 // store (Store.Atomic) rolls back a 5xx, a panic or an answer larger than
@@ -94,8 +97,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBody+1))
-	if err != nil {
-		return // the client went away while sending: nothing ran
+	if err != nil { // never the implicit 200 of a handler that did not run
+		m.event(r.Context(), slog.LevelInfo, "unreadable_body", Scope{Route: r.Method + " " + m.cfg.Route(r), Key: key}, slog.String("error", err.Error()))
+		writeResponse(w, problemUnreadable(err), "")
+		return
 	}
 	if int64(len(body)) > m.cfg.MaxBody {
 		writeResponse(w, problemTooLarge(m.cfg.MaxBody), "")
