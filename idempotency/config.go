@@ -32,8 +32,11 @@ type Config struct {
 	// TTL is how long an answer is stored and replayed. Default 24 h.
 	TTL time.Duration
 	// Lease bounds a run of the handler when the request's context has no
-	// deadline: the handler's context ends then, and a claim still held
-	// may be taken over by a later request. Default 1 min.
+	// deadline: the handler's context ends then. It is also the claim's
+	// lease: while the handler runs, the claim is renewed every third of
+	// Lease, and it passes on to a later request only Lease after its last
+	// renewal (the owner's process died or was paused that long). Default
+	// 1 min.
 	Lease time.Duration
 	// MaxBody is the largest request body read, in bytes; a larger one is
 	// answered with 413 and runs nothing. Default 1 MiB.

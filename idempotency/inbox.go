@@ -23,7 +23,10 @@ type Inbox struct {
 	Name string
 	// TTL is how long a result is kept. Default 24 h.
 	TTL time.Duration
-	// Lease bounds a run when ctx has no deadline. Default 1 min.
+	// Lease bounds a run when ctx has no deadline. The claim is renewed
+	// every third of it while fn runs, and passes on to another call only
+	// when its owner missed three renewals (see Config.Lease). Default
+	// 1 min.
 	Lease time.Duration
 	// Logger receives one event per decision. Default: no logging.
 	Logger *slog.Logger
@@ -55,11 +58,12 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 	}
 	s := Scope{Route: "INBOX " + name, Key: key}
 	now := time.Now()
-	lease, ok := ctx.Deadline()
+	ttl := orDefault(in.Lease, DefaultLease)
+	deadline, ok := ctx.Deadline()
 	if !ok {
-		lease = now.Add(orDefault(in.Lease, DefaultLease))
+		deadline = now.Add(ttl)
 	}
-	b, err := in.Store.Begin(ctx, s, sha256.Sum256(payload), now, lease)
+	b, err := in.Store.Begin(ctx, s, sha256.Sum256(payload), now, now.Add(ttl))
 	if err != nil {
 		in.event(ctx, slog.LevelWarn, "store_error", s)
 		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", name, err)
@@ -78,30 +82,35 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 		in.event(ctx, slog.LevelInfo, "mismatch", s)
 		return nil, false, ErrMismatch
 	}
-	return in.run(ctx, s, b.Claim, lease, fn)
+	return in.run(ctx, s, b.Claim, deadline, fn)
 }
 
 // run runs fn under claim c and settles it.
-func (in *Inbox) run(ctx context.Context, s Scope, c Claim, lease time.Time, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
-	fctx, cancel := context.WithDeadline(ctx, lease)
+func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+	fctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	fctx = c.Context(fctx)
+	sctx, scancel := settleContext(fctx)
+	defer scancel()
+	stop := keepAlive(c, orDefault(in.Lease, DefaultLease), time.Now, func(error) { in.event(ctx, slog.LevelWarn, "store_error", s) })
 	settled := false
 	defer func() {
 		if !settled { // fn panicked: nothing is stored; the panic goes on
-			_ = c.Release(context.WithoutCancel(ctx))
+			stop()
+			_ = c.Release(sctx)
 		}
 	}()
 	res, err := fn(fctx)
 	settled = true
+	stop()
 	if err != nil {
-		if rerr := c.Release(context.WithoutCancel(fctx)); rerr != nil {
+		if rerr := c.Release(sctx); rerr != nil {
 			in.event(ctx, slog.LevelWarn, "store_error", s)
 		}
 		in.event(ctx, slog.LevelDebug, "released", s)
 		return nil, false, err
 	}
-	if err := c.Complete(fctx, &Response{Status: 200, Body: res}, time.Now().Add(orDefault(in.TTL, DefaultTTL))); err != nil {
+	if err := c.Complete(sctx, &Response{Status: 200, Body: res}, time.Now().Add(orDefault(in.TTL, DefaultTTL))); err != nil {
 		in.event(ctx, slog.LevelWarn, "store_error", s)
 		return nil, false, fmt.Errorf("idempotency: inbox: store the result: %w", err)
 	}

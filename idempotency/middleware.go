@@ -59,7 +59,15 @@ type Middleware struct {
 //
 // The handler's context is not cancelled when the client goes away: the
 // run completes, is stored, and the client's retry gets it. It ends at the
-// request's deadline, else after Config.Lease.
+// request's deadline, else after Config.Lease. The claim does not end
+// with it: while the handler runs, the middleware renews the claim every
+// third of Config.Lease, so a duplicate gets 409 however slow the handler
+// is. The claim passes on to another request only when its owner missed
+// three renewals in a row: its process died, or was paused for a whole
+// Lease (see each store for what that allows). A handler that never
+// returns keeps its key busy for the life of its process. The answer is
+// stored with a context of its own (values kept, bounded to 10 s), so an
+// answer written as the handler's context ends is still stored.
 func New(store Store, cfg Config) (*Middleware, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: New: nil Store")
@@ -112,17 +120,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	s := Scope{Principal: hashPrincipal(m.cfg.Principal(r)), Route: r.Method + " " + m.cfg.Route(r), Key: key}
-	wall := time.Now()
 	deadline, ok := r.Context().Deadline()
 	if !ok {
-		deadline = wall.Add(m.cfg.Lease)
+		deadline = time.Now().Add(m.cfg.Lease)
 	}
-	now, lease := wall, deadline
-	if m.cfg.Now != nil {
-		now = m.cfg.Now()
-		lease = now.Add(deadline.Sub(wall)) // the deadline on the records' clock
-	}
-	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, lease)
+	now := m.now()
+	b, err := m.store.Begin(r.Context(), s, sha256.Sum256(fpb), now, now.Add(m.cfg.Lease))
 	if err != nil {
 		m.event(r.Context(), slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		writeResponse(w, problemUnavailable(m.cfg.RetryAfter), "")
@@ -155,11 +158,17 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler,
 	hr.Body = io.NopCloser(bytes.NewReader(body))
 	hr.ContentLength = int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
+	stop := keepAlive(c, m.cfg.Lease, m.now, func(err error) {
+		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	})
 	panicked, pv, stack := invoke(h, capt, hr)
+	stop()
 	if panicked {
 		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(stack)))
 	}
-	resp, mark, own := m.settle(ctx, s, c, capt, panicked)
+	sctx, scancel := settleContext(ctx)
+	defer scancel()
+	resp, mark, own := m.settle(sctx, s, c, capt, panicked)
 	if own {
 		copyHeader(w.Header(), capt.header) // the first answer keeps every header the handler set
 	}

@@ -25,6 +25,9 @@ var moreRules = []struct {
 	{"BodyHalfClosed", bodyHalfClosed},
 	{"BodyReadTimeout", bodyReadTimeout},
 	{"BodyOuterLimit", bodyOuterLimit},
+	{"SlowHandlerKeepsClaim", slowHandlerKeepsClaim},
+	{"AnswerAtLeaseEnd", answerAtLeaseEnd},
+	{"InboxSlowFnKeepsClaim", inboxSlowFnKeepsClaim},
 }
 
 // runMore runs moreRules as subtests of t, each on a new Env from f.

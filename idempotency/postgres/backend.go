@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,9 @@ type txn interface {
 	// the scope's record (nil if none).
 	lockAndRead(ctx context.Context, q queries, lockKey int64, idleMS string, scope []byte) (bool, *record, error)
 	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// renew restarts the server's idle timer, unless the handler is
+	// using the transaction (which keeps it from being idle).
+	renew(ctx context.Context, q queries, idleMS string) error
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
 	bind(ctx context.Context) context.Context
@@ -50,7 +54,10 @@ type txKey struct{}
 
 // Tx returns the transaction of the claim the handler runs under, when
 // the Store was made by New; nil otherwise. Write the effect's rows in it:
-// they commit with the stored answer. Do not commit or roll it back.
+// they commit with the stored answer. Do not commit or roll it back. It is
+// safe for use by the handler's goroutines one call at a time, and shares
+// its connection with the claim's renewals; its LargeObjects and Conn are
+// not guarded, and a Rows left open blocks the renewals until closed.
 func Tx(ctx context.Context) pgx.Tx {
 	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
 	return tx
@@ -69,7 +76,7 @@ func (b pgxBackend) begin(ctx context.Context, _ time.Time) (txn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgxTxn{tx}, nil
+	return pgxTxn{tx: tx, mu: new(sync.Mutex)}, nil
 }
 
 func (b pgxBackend) exec(ctx context.Context, sql string, args ...any) (int64, error) {
@@ -77,7 +84,21 @@ func (b pgxBackend) exec(ctx context.Context, sql string, args ...any) (int64, e
 	return tag.RowsAffected(), err
 }
 
-type pgxTxn struct{ tx pgx.Tx }
+// pgxTxn is a pgx transaction that the handler (through a lockedTx) and
+// the claim's renewals share: mu gives them turns on its connection.
+type pgxTxn struct {
+	tx pgx.Tx
+	mu *sync.Mutex
+}
+
+func (t pgxTxn) renew(ctx context.Context, q queries, idleMS string) error {
+	if !t.mu.TryLock() {
+		return nil // the handler is using the connection: it is not idle
+	}
+	defer t.mu.Unlock()
+	_, err := t.tx.Exec(ctx, q.renew, idleMS)
+	return err
+}
 
 func (t pgxTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idleMS string, scope []byte) (bool, *record, error) {
 	batch := &pgx.Batch{}
@@ -105,7 +126,7 @@ func (t pgxTxn) exec(ctx context.Context, sql string, args ...any) (int64, error
 func (t pgxTxn) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t pgxTxn) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 func (t pgxTxn) bind(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, t.tx)
+	return context.WithValue(ctx, txKey{}, &lockedTx{tx: t.tx, mu: t.mu})
 }
 
 // row is a pgx.Row or a *sql.Row.
@@ -130,9 +151,11 @@ type sqlBackend struct{ db *sql.DB }
 
 // begin opens a transaction that outlives the request's cancellation
 // (database/sql rolls a transaction back when its context ends: a client
-// that went away would undo a run that completes) but not its lease.
-func (b sqlBackend) begin(ctx context.Context, lease time.Time) (txn, error) {
-	tctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), lease)
+// that went away would undo a run that completes, and a handler slower
+// than the lease would lose its transaction while it renews it). The
+// server's idle timeout bounds it.
+func (b sqlBackend) begin(ctx context.Context, _ time.Time) (txn, error) {
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	tx, err := b.db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		cancel()
@@ -170,6 +193,13 @@ func (t sqlTxn) exec(ctx context.Context, query string, args ...any) (int64, err
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// renew runs the renewal statement; database/sql gives it and the
+// handler's statements turns on the connection.
+func (t sqlTxn) renew(ctx context.Context, q queries, idleMS string) error {
+	_, err := t.tx.ExecContext(ctx, q.renew, idleMS)
+	return err
 }
 
 func (t sqlTxn) commit(context.Context) error {

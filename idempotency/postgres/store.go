@@ -86,7 +86,8 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 	if err != nil {
 		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: begin: %w", err)
 	}
-	locked, rec, err := tx.lockAndRead(ctx, s.q, lockKey, strconv.FormatInt(idle.Milliseconds(), 10), h[:])
+	idleMS := strconv.FormatInt(idle.Milliseconds(), 10)
+	locked, rec, err := tx.lockAndRead(ctx, s.q, lockKey, idleMS, h[:])
 	if err != nil {
 		_ = tx.rollback(context.WithoutCancel(ctx))
 		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
@@ -101,7 +102,7 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 	case rec != nil && !expired:
 		b = idempotency.Begun{State: idempotency.Replay, Response: rec.resp}
 	default:
-		c := &claim{s: s, tx: tx, scope: h, sc: sc, fp: fp, created: now}
+		c := &claim{s: s, tx: tx, scope: h, sc: sc, fp: fp, created: now, idleMS: idleMS}
 		return idempotency.Begun{State: idempotency.Claimed, Claim: c, Expired: expired}, nil
 	}
 	if err := tx.rollback(ctx); err != nil {
@@ -139,6 +140,7 @@ type claim struct {
 	sc      idempotency.Scope
 	fp      idempotency.Fingerprint
 	created time.Time
+	idleMS  string // the server's idle timeout, which each renewal restarts
 	ended   bool
 }
 
@@ -168,6 +170,19 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	}
 	if err := c.tx.commit(ctx); err != nil {
 		return fmt.Errorf("idempotency/postgres: commit: %w", err)
+	}
+	return nil
+}
+
+// Renew restarts the server's idle timer of the claim's transaction: a
+// live, slow handler keeps it. The lease argument is not used: the timer
+// is the length of the lease given to Begin.
+func (c *claim) Renew(ctx context.Context, _ time.Time) error {
+	if c.ended {
+		return idempotency.ErrClaimEnded
+	}
+	if err := c.tx.renew(ctx, c.s.q, c.idleMS); err != nil {
+		return fmt.Errorf("idempotency/postgres: renew: %w", err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -181,4 +182,52 @@ func TestRoundTrips(t *testing.T) {
 	assert.Equal(t, int64(3), count(func() { assert.Equal(t, http.StatusConflict, send("b").Code) }), "duplicate in progress")
 	close(hold)
 	<-done
+}
+
+// A renewed claim keeps its transaction past the server's idle timeout
+// (the lease); once its owner stops renewing, the server ends it and frees
+// the key, and its effects never commit.
+func TestRenewHoldsTransaction(t *testing.T) {
+	for _, name := range []string{"pgx", "sql"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			pool := newPool(t, 4)
+			var s *postgres.Store
+			if name == "pgx" {
+				s = newStore(t, pool)
+			} else {
+				db := stdlib.OpenDBFromPool(pool)
+				t.Cleanup(func() { _ = db.Close() })
+				s = postgres.NewSQL(db, postgres.WithTable(newTable()))
+				require.NoError(t, s.CreateSchema(ctx))
+			}
+			sc := idempotency.Scope{Route: "POST /x", Key: "renewed"}
+			now := time.Now()
+			held, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, now, now.Add(2*time.Second))
+			require.NoError(t, err)
+			require.Equal(t, idempotency.Claimed, held.State)
+			start := time.Now()
+			for time.Since(start) < 5*time.Second { // two idle timeouts and more, bounded by the clock
+				time.Sleep(200 * time.Millisecond)
+				require.NoError(t, held.Claim.Renew(ctx, time.Now().Add(2*time.Second)))
+			}
+			b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, time.Now(), time.Now().Add(time.Minute))
+			require.NoError(t, err)
+			assert.Equal(t, idempotency.Busy, b.State, "the renewed transaction is alive")
+			// The owner stops renewing: the server ends its transaction.
+			var state idempotency.State
+			for i := 0; i < 600 && state != idempotency.Claimed; i++ { // bounded: 600 × 100 ms
+				time.Sleep(100 * time.Millisecond)
+				b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, time.Now(), time.Now().Add(time.Minute))
+				require.NoError(t, err)
+				if state = b.State; state == idempotency.Claimed {
+					require.NoError(t, b.Claim.Release(ctx))
+				}
+			}
+			assert.Equal(t, idempotency.Claimed, state, "a lease without renewal frees the key")
+			assert.Error(t, held.Claim.Renew(ctx, time.Now().Add(time.Second)), "the stopped owner's transaction is gone")
+			assert.Error(t, held.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)))
+			assert.Equal(t, 0, rows(t, pool, s.Table()))
+		})
+	}
 }
