@@ -62,8 +62,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
 	// in_progress, mismatch, expired, released, store_error, panic,
-	// unreadable_body).
-	// Default: no logging.
+	// unreadable_body). Default slog.Default(): at its default level
+	// (Info) a store failure or a panic is logged, a replay is not.
+	// slog.New(slog.DiscardHandler) logs nothing.
 	Logger *slog.Logger
 }
 
@@ -115,7 +116,7 @@ func (c Config) withDefaults() Config {
 		c.MismatchStatus = http.StatusUnprocessableEntity
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	return c
 }

@@ -28,7 +28,8 @@ type Inbox struct {
 	// when its owner missed three renewals (see Config.Lease). Default
 	// 1 min.
 	Lease time.Duration
-	// Logger receives one event per decision. Default: no logging.
+	// Logger receives one event per decision. Default slog.Default() (see
+	// Config.Logger).
 	Logger *slog.Logger
 
 	stats counters
@@ -65,7 +66,7 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 	}
 	b, err := in.Store.Begin(ctx, s, sha256.Sum256(payload), now, now.Add(ttl))
 	if err != nil {
-		in.event(ctx, slog.LevelWarn, "store_error", s)
+		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", name, err)
 	}
 	if b.Expired {
@@ -92,7 +93,9 @@ func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, 
 	fctx = c.Context(fctx)
 	sctx, scancel := settleContext(fctx)
 	defer scancel()
-	stop := keepAlive(c, orDefault(in.Lease, DefaultLease), time.Now, func(error) { in.event(ctx, slog.LevelWarn, "store_error", s) })
+	stop := keepAlive(c, orDefault(in.Lease, DefaultLease), time.Now, func(err error) {
+		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	})
 	settled := false
 	defer func() {
 		if !settled { // fn panicked: nothing is stored; the panic goes on
@@ -105,13 +108,13 @@ func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, 
 	stop()
 	if err != nil {
 		if rerr := c.Release(sctx); rerr != nil {
-			in.event(ctx, slog.LevelWarn, "store_error", s)
+			in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", rerr.Error()))
 		}
 		in.event(ctx, slog.LevelDebug, "released", s)
 		return nil, false, err
 	}
 	if err := c.Complete(sctx, &Response{Status: 200, Body: res}, time.Now().Add(orDefault(in.TTL, DefaultTTL))); err != nil {
-		in.event(ctx, slog.LevelWarn, "store_error", s)
+		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		return nil, false, fmt.Errorf("idempotency: inbox: store the result: %w", err)
 	}
 	in.event(ctx, slog.LevelDebug, "stored", s)
@@ -122,9 +125,11 @@ func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, 
 // Mismatch ErrMismatch).
 func (in *Inbox) Stats() Stats { return in.stats.snapshot() }
 
-func (in *Inbox) event(ctx context.Context, level slog.Level, event string, s Scope) {
+func (in *Inbox) event(ctx context.Context, level slog.Level, event string, s Scope, attrs ...slog.Attr) {
 	in.stats.add(event)
-	if in.Logger != nil {
-		logEvent(ctx, in.Logger, level, event, s, nil)
+	l := in.Logger
+	if l == nil {
+		l = slog.Default()
 	}
+	logEvent(ctx, l, level, event, s, attrs)
 }

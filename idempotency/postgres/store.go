@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/resilienthttp/resilient/idempotency"
 )
 
@@ -30,7 +32,8 @@ func WithTable(name ...string) Option { return func(o *options) { o.table = name
 // Store is an idempotency.Store in a PostgreSQL table, atomic with the
 // effects the handler writes in its transaction (Tx, SQLTx). Create it
 // with New (pgx) or NewSQL (database/sql), and its table with
-// CreateSchema. Safe for concurrent use by multiple goroutines.
+// CreateSchema, once at startup: without the table every claim fails
+// with an error that says so (the middleware logs it and answers 503). Safe for concurrent use by multiple goroutines.
 type Store struct {
 	db    backend
 	table string // quoted
@@ -72,7 +75,7 @@ func (s *Store) Atomic() bool { return true }
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	n, err := s.db.exec(ctx, s.q.sweep, now)
 	if err != nil {
-		return 0, fmt.Errorf("idempotency/postgres: sweep: %w", err)
+		return 0, s.explain("sweep", err)
 	}
 	return int(n), nil
 }
@@ -90,7 +93,7 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 	locked, rec, err := tx.lockAndRead(ctx, s.q, lockKey, idleMS, h[:])
 	if err != nil {
 		_ = tx.rollback(context.WithoutCancel(ctx))
-		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
+		return idempotency.Begun{}, s.explain("claim", err)
 	}
 	expired := rec != nil && !now.Before(rec.expires)
 	var b idempotency.Begun
@@ -109,6 +112,17 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: end the lookup: %w", err)
 	}
 	return b, nil
+}
+
+// explain wraps err of the step op, naming CreateSchema when the table
+// does not exist (SQLSTATE 42P01): a newcomer's first request tells what
+// to do, in the error and in the middleware's log.
+func (s *Store) explain(op string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
+		return fmt.Errorf("idempotency/postgres: %s: table %s does not exist: call Store.CreateSchema once at startup: %w", op, s.table, err)
+	}
+	return fmt.Errorf("idempotency/postgres: %s: %w", op, err)
 }
 
 // record is a row read by Begin.

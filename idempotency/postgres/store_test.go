@@ -1,7 +1,9 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -229,5 +231,31 @@ func TestRenewHoldsTransaction(t *testing.T) {
 			assert.Error(t, held.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)))
 			assert.Equal(t, 0, rows(t, pool, s.Table()))
 		})
+	}
+}
+
+// A Store whose table was never created: the first request's error, and
+// the middleware's default log, name CreateSchema.
+func TestMissingSchemaNamesCreateSchema(t *testing.T) {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	pool := newPool(t, 2)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	for _, s := range []*postgres.Store{postgres.New(pool, postgres.WithTable(newTable())), postgres.NewSQL(db, postgres.WithTable(newTable()))} {
+		_, err := s.Begin(context.Background(), idempotency.Scope{Key: "k"}, idempotency.Fingerprint{}, time.Now(), time.Now().Add(time.Minute))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "call Store.CreateSchema")
+		mw, err := idempotency.New(s, idempotency.Config{})
+		require.NoError(t, err)
+		req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k")
+		rec := httptest.NewRecorder()
+		mw.Handler(http.NotFoundHandler()).ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+		assert.Contains(t, buf.String(), "call Store.CreateSchema", "logged by default")
+		buf.Reset()
 	}
 }
