@@ -89,7 +89,7 @@ func (m *Middleware) Handler(h http.Handler) http.Handler {
 // serve is the middleware's decision, in order.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	if safeMethod(r.Method) {
-		h.ServeHTTP(w, r)
+		m.pass(w, r, h)
 		return
 	}
 	key, present, err := parseKey(r.Header, m.cfg.KeyHeader)
@@ -101,7 +101,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		writeResponse(w, problemMissingKey(m.cfg.KeyHeader), "")
 		return
 	case !present:
-		h.ServeHTTP(w, r)
+		m.pass(w, r, h)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBody+1))

@@ -2,6 +2,7 @@ package idempotencytest
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ var moreRules = []struct {
 	{"BodyHalfClosed", bodyHalfClosed},
 	{"BodyReadTimeout", bodyReadTimeout},
 	{"BodyOuterLimit", bodyOuterLimit},
+	{"KeylessInTransaction", keylessInTransaction},
 	{"SlowHandlerKeepsClaim", slowHandlerKeepsClaim},
 	{"AnswerAtLeaseEnd", answerAtLeaseEnd},
 	{"InboxSlowFnKeepsClaim", inboxSlowFnKeepsClaim},
@@ -141,4 +143,26 @@ func bodyOuterLimit(t *testing.T, env Env) {
 	assertProblem(t, a, http.StatusRequestEntityTooLarge, "too-large")
 	assert.Contains(t, string(a.body), "larger than 8 bytes")
 	assertNothingStored(t, env, bodyServer(t, env, limit(1<<20), nil), "outerlimit")
+}
+
+// keylessInTransaction: a request without a key runs as it is, unstored;
+// with a TxStore (Postgres) in a transaction of its own, committed with a
+// 2xx and rolled back with a 5xx or a panic.
+func keylessInTransaction(t *testing.T, env Env) {
+	s := newServer(t, env, idempotency.Config{})
+	a := s.post(t, "/v1/payments", "", payment, "X-Effect", "keyless")
+	require.Equal(t, http.StatusCreated, a.status, "%s", a)
+	assert.Empty(t, a.header.Values("Idempotency-Status"))
+	assert.Equal(t, 1, env.Count("keyless"))
+	f := s.post(t, "/v1/payments", "", payment, "X-Effect", "keyless-500", "X-Behave", "500")
+	assert.Equal(t, http.StatusInternalServerError, f.status)
+	_, err := s.send(t, context.Background(), http.MethodPost, "/v1/payments", "", payment, "X-Effect", "keyless-panic", "X-Behave", "panic")
+	assert.Error(t, err, "net/http drops the connection of a handler that panicked")
+	if _, ok := env.Store.(idempotency.TxStore); ok {
+		assert.Equal(t, 0, env.Count("keyless-500"), "a 5xx rolls the transaction back")
+		assert.Equal(t, 0, env.Count("keyless-panic"), "a panic rolls it back")
+		return
+	}
+	assert.Equal(t, 1, env.Count("keyless-500"))
+	assert.Equal(t, 1, env.Count("keyless-panic"))
 }

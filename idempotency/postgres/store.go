@@ -211,3 +211,25 @@ func (c *claim) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+var _ idempotency.TxStore = (*Store)(nil)
+
+// BeginTx implements idempotency.TxStore: the transaction of a request
+// the middleware passes through without a record (a safe method, or no
+// key), so that Tx (SQLTx) is never nil in a handler it wraps. It commits
+// when the handler writes a status below 500; a 5xx or a panic rolls it
+// back.
+func (s *Store) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	tx, err := s.db.begin(ctx, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("idempotency/postgres: begin: %w", err)
+	}
+	return passTx{tx}, nil
+}
+
+// passTx is a transaction without a record.
+type passTx struct{ tx txn }
+
+func (p passTx) Context(ctx context.Context) context.Context { return p.tx.bind(ctx) }
+func (p passTx) Commit(ctx context.Context) error            { return p.tx.commit(ctx) }
+func (p passTx) Rollback(ctx context.Context) error          { return p.tx.rollback(ctx) }
