@@ -113,3 +113,37 @@ func TestMemoryLeaseInboxSlowFn(t *testing.T) {
 		assert.Equal(t, int64(1), runs.Load())
 	})
 }
+
+// Lookup reads a record's state without claiming it: in progress (with
+// its lease, which renewals move), replayable, expired.
+func TestMemoryLookup(t *testing.T) {
+	ctx := context.Background()
+	m := idempotency.NewMemoryStore()
+	s := idempotency.Scope{Route: "POST /x", Key: "k"}
+	fp := idempotency.Fingerprint{7}
+	t0 := time.Unix(1000, 0)
+	none, err := m.Lookup(ctx, s, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{}, none)
+	b, err := m.Begin(ctx, s, fp, t0, t0.Add(time.Minute))
+	require.NoError(t, err)
+	busy, err := m.Lookup(ctx, s, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{State: idempotency.Busy, Fingerprint: fp, Lease: t0.Add(time.Minute)}, busy)
+	require.NoError(t, b.Claim.Renew(ctx, t0.Add(2*time.Minute)))
+	busy, err = m.Lookup(ctx, s, t0.Add(90*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, busy.State, "renewed")
+	again, err := m.Begin(ctx, s, fp, t0.Add(90*time.Second), t0.Add(3*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, again.State, "Lookup claimed nothing")
+	resp := &idempotency.Response{Status: 201, Body: []byte("ok")}
+	require.NoError(t, b.Claim.Complete(ctx, resp, t0.Add(time.Hour)))
+	done, err := m.Lookup(ctx, s, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{State: idempotency.Replay, Fingerprint: fp, Response: resp, Expires: t0.Add(time.Hour)}, done)
+	old, err := m.Lookup(ctx, s, t0.Add(time.Hour))
+	require.NoError(t, err)
+	assert.True(t, old.Expired)
+	assert.Equal(t, idempotency.State(0), old.State)
+}

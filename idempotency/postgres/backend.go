@@ -17,6 +17,9 @@ type backend interface {
 	// back then).
 	begin(ctx context.Context, lease time.Time) (txn, error)
 	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// lookup reads whether the scope's lock is held, and its record,
+	// taking no lock.
+	lookup(ctx context.Context, q queries, lockKey int64, scope []byte) (bool, *record, error)
 }
 
 // txn is an open transaction of a backend.
@@ -86,6 +89,20 @@ func (b pgxBackend) exec(ctx context.Context, sql string, args ...any) (int64, e
 
 // pgxTxn is a pgx transaction that the handler (through a lockedTx) and
 // the claim's renewals share: mu gives them turns on its connection.
+func (b pgxBackend) lookup(ctx context.Context, q queries, lockKey int64, scope []byte) (bool, *record, error) {
+	tx, err := b.p.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return false, nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var held bool
+	if err := tx.QueryRow(ctx, q.held, lockKey).Scan(&held); err != nil {
+		return false, nil, err
+	}
+	rec, err := scanRecord(tx.QueryRow(ctx, q.read, scope))
+	return held, rec, err
+}
+
 type pgxTxn struct {
 	tx pgx.Tx
 	mu *sync.Mutex
@@ -170,6 +187,15 @@ func (b sqlBackend) exec(ctx context.Context, query string, args ...any) (int64,
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+func (b sqlBackend) lookup(ctx context.Context, q queries, lockKey int64, scope []byte) (bool, *record, error) {
+	var held bool
+	if err := b.db.QueryRowContext(ctx, q.held, lockKey).Scan(&held); err != nil {
+		return false, nil, err
+	}
+	rec, err := scanRecord(b.db.QueryRowContext(ctx, q.read, scope))
+	return held, rec, err
 }
 
 type sqlTxn struct {

@@ -2,7 +2,7 @@ package postgres
 
 // queries are the Store's SQL statements for its table.
 type queries struct {
-	schema, lock, renew, read, upsert, sweep string
+	schema, lock, renew, read, upsert, sweep, held string
 }
 
 func newQueries(t string) queries {
@@ -30,6 +30,10 @@ CREATE INDEX IF NOT EXISTS ` + indexName(t) + ` ON ` + t + ` (expires_at)`,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (scope) DO UPDATE SET route = $2, idem_key = $3, fingerprint = $4, status = $5, header = $6, body = $7,
 	created_at = $8, expires_at = $9`,
+		// Whether a transaction holds the scope's lock (pg_try_advisory_xact_lock
+		// of one bigint: classid its high 32 bits, objid its low ones).
+		held: `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+	AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid)`,
 		sweep: `DELETE FROM ` + t + ` WHERE expires_at <= $1`,
 	}
 }

@@ -259,3 +259,44 @@ func TestMissingSchemaNamesCreateSchema(t *testing.T) {
 		buf.Reset()
 	}
 }
+
+// Lookup reads a record's state without claiming it, over pgx and
+// database/sql.
+func TestLookup(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	for _, s := range []*postgres.Store{newStore(t, pool), postgres.NewSQL(db, postgres.WithTable(newTable()))} {
+		require.NoError(t, s.CreateSchema(ctx))
+		sc := idempotency.Scope{Route: "POST /x", Key: "looked"}
+		t0 := time.UnixMicro(time.Now().UnixMicro())
+		none, err := s.Lookup(ctx, sc, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Record{}, none)
+		b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, t0, t0.Add(time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, idempotency.Claimed, b.State)
+		busy, err := s.Lookup(ctx, sc, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Record{State: idempotency.Busy}, busy)
+		again, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, t0, t0.Add(time.Minute))
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Busy, again.State, "Lookup took no lock")
+		other, err := s.Lookup(ctx, idempotency.Scope{Route: "POST /x", Key: "other"}, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Record{}, other, "another scope's lock is not this one's")
+		resp := &idempotency.Response{Status: 201, Header: http.Header{"Location": {"/x"}}, Body: []byte("ok")}
+		require.NoError(t, b.Claim.Complete(ctx, resp, t0.Add(time.Hour)))
+		done, err := s.Lookup(ctx, sc, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Replay, done.State)
+		assert.Equal(t, idempotency.Fingerprint{1}, done.Fingerprint)
+		assert.Equal(t, resp, done.Response)
+		assert.True(t, t0.Add(time.Hour).Equal(done.Expires))
+		old, err := s.Lookup(ctx, sc, t0.Add(time.Hour))
+		require.NoError(t, err)
+		assert.True(t, old.Expired)
+		assert.Equal(t, idempotency.State(0), old.State)
+	}
+}

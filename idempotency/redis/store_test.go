@@ -206,3 +206,35 @@ func TestLeaseRenewBound(t *testing.T) {
 	require.NoError(t, taken.Claim.Release(ctx))
 	assert.ErrorIs(t, taken.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
 }
+
+// Lookup reads a record's state without claiming it.
+func TestLookup(t *testing.T) {
+	_, c := startRedis(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	t0 := time.UnixMicro(time.Now().UnixMicro())
+	none, err := s.Lookup(ctx, scope, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{}, none)
+	b, err := s.Begin(ctx, scope, fp, t0, t0.Add(time.Minute))
+	require.NoError(t, err)
+	busy, err := s.Lookup(ctx, scope, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{State: idempotency.Busy, Fingerprint: fp, Lease: t0.Add(time.Minute)}, busy)
+	require.NoError(t, b.Claim.Renew(ctx, t0.Add(2*time.Minute)))
+	busy, err = s.Lookup(ctx, scope, t0.Add(90*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, busy.State, "renewed")
+	again, err := s.Begin(ctx, scope, fp, t0.Add(90*time.Second), t0.Add(3*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, again.State, "Lookup claimed nothing")
+	resp := &idempotency.Response{Status: 201, Header: http.Header{"Location": {"/x"}}, Body: []byte("ok")}
+	require.NoError(t, b.Claim.Complete(ctx, resp, t0.Add(time.Hour)))
+	done, err := s.Lookup(ctx, scope, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{State: idempotency.Replay, Fingerprint: fp, Response: resp, Expires: t0.Add(time.Hour)}, done)
+	old, err := s.Lookup(ctx, scope, t0.Add(time.Hour))
+	require.NoError(t, err)
+	assert.True(t, old.Expired)
+	assert.Equal(t, idempotency.State(0), old.State)
+}
