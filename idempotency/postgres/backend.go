@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // backend is what the Store needs of a database: pgx or database/sql.
@@ -27,7 +28,11 @@ type txn interface {
 	// lockAndRead takes the scope's lock, sets the idle timeout and reads
 	// the scope's record (nil if none).
 	lockAndRead(ctx context.Context, q queries, lockKey int64, idleMS string, scope []byte) (bool, *record, error)
-	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// start makes sure the transaction has begun on the server (a
+	// backend may send BEGIN with the claim's first batch).
+	start(ctx context.Context) error
+	// commitWith runs sql, then commits; if sql fails, it rolls back.
+	commitWith(ctx context.Context, sql string, args ...any) error
 	// renew restarts the server's idle timer, unless the handler is
 	// using the transaction (which keeps it from being idle).
 	renew(ctx context.Context, q queries, idleMS string) error
@@ -44,8 +49,17 @@ type Pool interface {
 }
 
 // New returns a Store on pool, with the table of WithTable (default
-// DefaultTable). The handler gets the claim's transaction from Tx.
-func New(pool Pool, opts ...Option) *Store { return newStore(pgxBackend{pool}, opts) }
+// DefaultTable). The handler gets the claim's transaction from Tx. On a
+// *pgxpool.Pool a claim costs two round trips of the Store's own: BEGIN,
+// the lock and the read in one batch, then the record's INSERT and COMMIT
+// in another (a replay: the batch, then ROLLBACK). On another Pool (a
+// *pgx.Conn) it costs four: BEGIN, the batch, the INSERT, COMMIT.
+func New(pool Pool, opts ...Option) *Store {
+	if p, ok := pool.(*pgxpool.Pool); ok {
+		return newStore(poolBackend{p}, opts)
+	}
+	return newStore(pgxBackend{pool}, opts)
+}
 
 // NewSQL returns a Store on db, a database/sql handle of a PostgreSQL
 // driver (pgx's stdlib, lib/pq), with the table of WithTable. The handler
@@ -59,8 +73,10 @@ type txKey struct{}
 // the Store was made by New; nil otherwise. Write the effect's rows in it:
 // they commit with the stored answer. Do not commit or roll it back. It is
 // safe for use by the handler's goroutines one call at a time, and shares
-// its connection with the claim's renewals; its LargeObjects and Conn are
-// not guarded, and a Rows left open blocks the renewals until closed.
+// its connection with the claim's renewals; its Conn is not guarded, and
+// a Rows left open blocks the renewals until closed. Its Begin opens a
+// savepoint. On a *pgxpool.Pool its LargeObjects is not supported, and its
+// Commit and Rollback return an error.
 func Tx(ctx context.Context) pgx.Tx {
 	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
 	return tx
@@ -135,9 +151,14 @@ func (t pgxTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idleM
 	return locked, rec, err
 }
 
-func (t pgxTxn) exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+func (t pgxTxn) start(context.Context) error { return nil }
+
+func (t pgxTxn) commitWith(ctx context.Context, sql string, args ...any) error {
+	if _, err := t.tx.Exec(ctx, sql, args...); err != nil {
+		_ = t.tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return t.tx.Commit(ctx)
 }
 
 func (t pgxTxn) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
@@ -213,12 +234,14 @@ func (t sqlTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idleM
 	return locked, rec, err
 }
 
-func (t sqlTxn) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
+func (t sqlTxn) start(context.Context) error { return nil }
+
+func (t sqlTxn) commitWith(ctx context.Context, query string, args ...any) error {
+	if _, err := t.tx.ExecContext(ctx, query, args...); err != nil {
+		_ = t.rollback(ctx)
+		return err
 	}
-	return res.RowsAffected()
+	return t.commit(ctx)
 }
 
 // renew runs the renewal statement; database/sql gives it and the

@@ -178,12 +178,8 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	if body == nil {
 		body = []byte{} // the column is NOT NULL; nil would be NULL
 	}
-	if _, err := c.tx.exec(ctx, c.s.q.upsert, c.scope[:], c.sc.Route, c.sc.Key, c.fp[:], resp.Status, hb, body, c.created, expires); err != nil {
-		_ = c.tx.rollback(context.WithoutCancel(ctx))
-		return fmt.Errorf("idempotency/postgres: store: %w", err)
-	}
-	if err := c.tx.commit(ctx); err != nil {
-		return fmt.Errorf("idempotency/postgres: commit: %w", err)
+	if err := c.tx.commitWith(ctx, c.s.q.upsert, c.scope[:], c.sc.Route, c.sc.Key, c.fp[:], resp.Status, hb, body, c.created, expires); err != nil {
+		return fmt.Errorf("idempotency/postgres: store and commit: %w", err)
 	}
 	return nil
 }
@@ -221,6 +217,9 @@ var _ idempotency.TxStore = (*Store)(nil)
 // back.
 func (s *Store) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 	tx, err := s.db.begin(ctx, time.Time{})
+	if err == nil {
+		err = tx.start(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("idempotency/postgres: begin: %w", err)
 	}

@@ -145,45 +145,66 @@ func tracedPool(t testing.TB, rt *roundTrips) *pgxpool.Pool {
 }
 
 // The round trips to PostgreSQL of the middleware's paths, the handler
-// writing nothing: a first request 4, a replay 3, a duplicate in progress 3.
+// writing nothing. On a pgxpool.Pool (New): a first request 2 (BEGIN, lock
+// and read in one batch; INSERT and COMMIT in another), a replay 2 (the
+// batch; ROLLBACK), a duplicate in progress 2. database/sql (NewSQL)
+// cannot pipeline: 5, 4 and 4.
 func TestRoundTrips(t *testing.T) {
-	rt := &roundTrips{}
-	pool := tracedPool(t, rt)
-	s := newStore(t, pool)
-	mw, err := idempotency.New(s, idempotency.Config{})
-	require.NoError(t, err)
-	hold, held := make(chan struct{}), make(chan struct{})
-	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Hold") != "" {
-			close(held)
-			<-hold
-		}
-		w.WriteHeader(http.StatusCreated)
-	}))
-	send := func(key string, hdr ...string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
-		req.Header.Set("Idempotency-Key", key)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w
+	tests := []struct {
+		name               string
+		sql                bool
+		first, replay, dup int64
+	}{
+		{"pgxpool", false, 2, 2, 2},
+		{"database/sql", true, 5, 4, 4},
 	}
-	count := func(f func()) int64 {
-		before := rt.n.Load()
-		f()
-		return rt.n.Load() - before
-	}
-	assert.Equal(t, int64(4), count(func() { assert.Equal(t, 201, send("a").Code) }), "first request")
-	assert.Equal(t, int64(3), count(func() { assert.Equal(t, 201, send("a").Code) }), "replay")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := &roundTrips{}
+			pool := tracedPool(t, rt)
+			s := newStore(t, pool)
+			if tt.sql {
+				db := stdlib.OpenDBFromPool(pool)
+				t.Cleanup(func() { _ = db.Close() })
+				s = postgres.NewSQL(db, postgres.WithTable(newTable()))
+				require.NoError(t, s.CreateSchema(context.Background()))
+			}
+			mw, err := idempotency.New(s, idempotency.Config{})
+			require.NoError(t, err)
+			hold, held := make(chan struct{}), make(chan struct{})
+			h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Hold") != "" {
+					close(held)
+					<-hold
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			send := func(key string, hdr ...string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
+				req.Header.Set("Idempotency-Key", key)
+				for i := 0; i+1 < len(hdr); i += 2 {
+					req.Header.Set(hdr[i], hdr[i+1])
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w
+			}
+			count := func(f func()) int64 {
+				before := rt.n.Load()
+				f()
+				return rt.n.Load() - before
+			}
+			assert.Equal(t, tt.first, count(func() { assert.Equal(t, 201, send("a").Code) }), "first request")
+			assert.Equal(t, tt.replay, count(func() { assert.Equal(t, 201, send("a").Code) }), "replay")
 
-	done := make(chan struct{})
-	go func() { defer close(done); send("b", "X-Hold", "1") }()
-	<-held
-	assert.Equal(t, int64(3), count(func() { assert.Equal(t, http.StatusConflict, send("b").Code) }), "duplicate in progress")
-	close(hold)
-	<-done
+			done := make(chan struct{})
+			go func() { defer close(done); send("b", "X-Hold", "1") }()
+			<-held
+			assert.Equal(t, tt.dup, count(func() { assert.Equal(t, http.StatusConflict, send("b").Code) }), "duplicate in progress")
+			close(hold)
+			<-done
+		})
+	}
 }
 
 // A renewed claim keeps its transaction past the server's idle timeout
@@ -299,4 +320,47 @@ func TestLookup(t *testing.T) {
 		assert.True(t, old.Expired)
 		assert.Equal(t, idempotency.State(0), old.State)
 	}
+}
+
+// On a pgxpool.Pool the handler's Tx is the pipelined claim's: its Begin
+// is a savepoint that rolls back alone, and the claim's transaction
+// cannot be ended through it.
+func TestPoolTxSavepoint(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	s := newStore(t, pool)
+	table := newTable()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (name text NOT NULL)`)
+	require.NoError(t, err)
+	mw, err := idempotency.New(s, idempotency.Config{})
+	require.NoError(t, err)
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx := postgres.Tx(r.Context())
+		assert.Error(t, tx.Commit(r.Context()), "the claim's transaction ends with the answer")
+		sp, err := tx.Begin(r.Context())
+		require.NoError(t, err)
+		_, err = sp.Exec(r.Context(), `INSERT INTO `+table+` VALUES ('undone')`)
+		require.NoError(t, err)
+		require.NoError(t, sp.Rollback(r.Context()))
+		sp, err = tx.Begin(r.Context())
+		require.NoError(t, err)
+		_, err = sp.Exec(r.Context(), `INSERT INTO `+table+` VALUES ('kept')`)
+		require.NoError(t, err)
+		require.NoError(t, sp.Commit(r.Context()))
+		var n int
+		require.NoError(t, tx.QueryRow(r.Context(), `SELECT count(*) FROM `+table).Scan(&n))
+		assert.Equal(t, 1, n)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "sp")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusCreated, rec.Code)
+	var names []string
+	rows, err := pool.Query(ctx, `SELECT name FROM `+table)
+	require.NoError(t, err)
+	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kept"}, names, "the savepoint rolled back alone; the rest committed with the answer")
 }
