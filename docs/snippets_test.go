@@ -32,13 +32,14 @@ import (
 // root is the repository's root, from this package's directory.
 const root = ".."
 
-// pages are the Markdown files whose Go blocks must run.
+// pages are the Markdown files whose Go blocks must run: README.md,
+// idempotency/README.md and docs/*.md.
 func pages(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, docs)
-	return append([]string{filepath.Join(root, "README.md")}, docs...)
+	return append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "idempotency", "README.md")}, docs...)
 }
 
 // goBlocks returns the ```go blocks of a Markdown file, each with the line

@@ -38,8 +38,11 @@ type Config struct {
 	// TTL is how long an answer is stored and replayed. Default 24 h.
 	TTL time.Duration
 	// Lease bounds a run of the handler when the request's context has no
-	// deadline: the handler's context ends then, and a claim still held
-	// may be taken over by a later request. Default 1 min.
+	// deadline: the handler's context ends then. It is also the claim's
+	// lease: while the handler runs, the claim is renewed every third of
+	// Lease, and it passes on to a later request only Lease after its last
+	// renewal (the owner's process died or was paused that long). Default
+	// 1 min.
 	Lease time.Duration
 	// MaxBody is the largest request body read, in bytes; a larger one is
 	// answered with 413 and runs nothing. Default 1 MiB.
@@ -64,8 +67,10 @@ type Config struct {
 	// Default time.Now; tests set it to expire records without waiting.
 	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
-	// in_progress, mismatch, expired, released, store_error, panic).
-	// Default: no logging.
+	// in_progress, mismatch, expired, released, store_error, panic,
+	// unreadable_body). Default slog.Default(): at its default level
+	// (Info) a store failure or a panic is logged, a replay is not.
+	// slog.New(slog.DiscardHandler) logs nothing.
 	Logger *slog.Logger
 }
 
@@ -114,7 +119,7 @@ func (c Config) withDefaults() Config {
 		c.MismatchStatus = http.StatusUnprocessableEntity
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	return c
 }

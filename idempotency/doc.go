@@ -13,8 +13,13 @@
 // stored answer carries Idempotency-Status: stored, its replays
 // Idempotency-Status: replayed; an answer that was not stored never
 // carries the header. The resilient client counts that header as evidence
-// that the server dedupes the route, so it retries a POST whose answer was
-// lost with no declaration (resilient.WithDedupingServer).
+// that the server dedupes the route: for an hour after an answer on the
+// same host, method and route (first two path segments) carried it, it
+// retries a POST on that route whose answer was lost, with no declaration
+// (resilient.WithDedupingServer). A fresh client's first POST to a route
+// has no such evidence, and its lost answer is not retried, as with a
+// bare client: declare the server, or send the application's own key
+// (resilient.ContextWithKey), to have it retried.
 //
 // # Stores
 //

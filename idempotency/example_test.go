@@ -15,17 +15,20 @@ import (
 // The middleware on an API's unsafe route: the second request with the
 // key gets the first one's answer, and the handler runs once.
 func ExampleNew() {
+	var payments atomic.Int64
+	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id": %d}`, payments.Add(1))
+	})
+	mux := http.NewServeMux()
+
 	mw, err := idempotency.New(idempotency.NewMemoryStore(), idempotency.Config{RequireKey: true})
 	if err != nil {
 		panic(err)
 	}
-	var payments atomic.Int64
-	mux := http.NewServeMux()
-	mux.Handle("POST /payments", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id": %d}`, payments.Add(1))
-	})))
+	mux.Handle("POST /payments", mw.Handler(pay)) // after authentication
+
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

@@ -23,9 +23,13 @@ type Inbox struct {
 	Name string
 	// TTL is how long a result is kept. Default 24 h.
 	TTL time.Duration
-	// Lease bounds a run when ctx has no deadline. Default 1 min.
+	// Lease bounds a run when ctx has no deadline. The claim is renewed
+	// every third of it while fn runs, and passes on to another call only
+	// when its owner missed three renewals (see Config.Lease). Default
+	// 1 min.
 	Lease time.Duration
-	// Logger receives one event per decision. Default: no logging.
+	// Logger receives one event per decision. Default slog.Default() (see
+	// Config.Logger).
 	Logger *slog.Logger
 
 	stats counters
@@ -58,18 +62,19 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 	}
 	s := Scope{Route: "INBOX " + name, Key: key}
 	now := time.Now()
-	lease, ok := ctx.Deadline()
+	ttl := orDefault(in.Lease, DefaultLease)
+	deadline, ok := ctx.Deadline()
 	if !ok {
-		lease = now.Add(orDefault(in.Lease, DefaultLease))
+		deadline = now.Add(ttl)
 	}
 	fp, raw := inboxFingerprint(payload)
-	b, err := in.Store.Begin(ctx, s, fp, now, lease)
+	b, err := in.Store.Begin(ctx, s, fp, now, now.Add(ttl))
 	if err == nil && b.State == Mismatch && fp != raw {
 		// A record of fingerprint version 1 kept the payload's bytes.
-		b, err = in.Store.Begin(ctx, s, raw, now, lease)
+		b, err = in.Store.Begin(ctx, s, raw, now, now.Add(ttl))
 	}
 	if err != nil {
-		in.event(ctx, slog.LevelWarn, "store_error", s)
+		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", name, err)
 	}
 	if b.Expired {
@@ -86,31 +91,38 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 		in.event(ctx, slog.LevelInfo, "mismatch", s)
 		return nil, false, ErrMismatch
 	}
-	return in.run(ctx, s, b.Claim, lease, fn)
+	return in.run(ctx, s, b.Claim, deadline, fn)
 }
 
 // run runs fn under claim c and settles it.
-func (in *Inbox) run(ctx context.Context, s Scope, c Claim, lease time.Time, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
-	fctx, cancel := context.WithDeadline(ctx, lease)
+func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, fn func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+	fctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	fctx = c.Context(fctx)
+	sctx, scancel := settleContext(fctx)
+	defer scancel()
+	stop := keepAlive(c, orDefault(in.Lease, DefaultLease), time.Now, func(err error) {
+		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	})
 	settled := false
 	defer func() {
 		if !settled { // fn panicked: nothing is stored; the panic goes on
-			_ = c.Release(context.WithoutCancel(ctx))
+			stop()
+			_ = c.Release(sctx)
 		}
 	}()
 	res, err := fn(fctx)
 	settled = true
+	stop()
 	if err != nil {
-		if rerr := c.Release(context.WithoutCancel(fctx)); rerr != nil {
-			in.event(ctx, slog.LevelWarn, "store_error", s)
+		if rerr := c.Release(sctx); rerr != nil {
+			in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", rerr.Error()))
 		}
 		in.event(ctx, slog.LevelDebug, "released", s)
 		return nil, false, err
 	}
-	if err := c.Complete(fctx, &Response{Status: 200, Body: res}, time.Now().Add(orDefault(in.TTL, DefaultTTL))); err != nil {
-		in.event(ctx, slog.LevelWarn, "store_error", s)
+	if err := c.Complete(sctx, &Response{Status: 200, Body: res}, time.Now().Add(orDefault(in.TTL, DefaultTTL))); err != nil {
+		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
 		return nil, false, fmt.Errorf("idempotency: inbox: store the result: %w", err)
 	}
 	in.event(ctx, slog.LevelDebug, "stored", s)
@@ -132,9 +144,11 @@ func inboxFingerprint(payload []byte) (fp, raw Fingerprint) {
 // Mismatch ErrMismatch).
 func (in *Inbox) Stats() Stats { return in.stats.snapshot() }
 
-func (in *Inbox) event(ctx context.Context, level slog.Level, event string, s Scope) {
+func (in *Inbox) event(ctx context.Context, level slog.Level, event string, s Scope, attrs ...slog.Attr) {
 	in.stats.add(event)
-	if in.Logger != nil {
-		logEvent(ctx, in.Logger, level, event, s, nil)
+	l := in.Logger
+	if l == nil {
+		l = slog.Default()
 	}
+	logEvent(ctx, l, level, event, s, attrs)
 }

@@ -13,9 +13,13 @@ import (
 // a claim whose handler answered 5xx or panicked is stored anyway (see
 // Config), since the handler may have acted.
 //
-// A claim holds its scope until its lease (the handler's deadline); a
-// claim still held after it is taken over by the next request, so an
-// operation that died is run again, never twice at once. Expired records
+// A claim holds its scope while its owner renews it (every third of the
+// lease, while the handler runs); a claim not renewed for a whole lease
+// is taken over by the next request, so an operation whose owner stopped
+// is run again. In one process the owner stops only with the process
+// (when the records die with it), or when its renewing goroutine does not
+// run for a whole lease (three renewals): then, and only then, two runs
+// may be at once. Expired records
 // are ignored; Sweep deletes them. The zero value is not usable: call
 // NewMemoryStore. Safe for concurrent use by multiple goroutines.
 type MemoryStore struct {
@@ -154,6 +158,18 @@ func (c *memClaim) Complete(_ context.Context, resp *Response, expires time.Time
 		return ErrClaimEnded
 	}
 	r.resp, r.expires = resp, expires
+	return nil
+}
+
+// Renew moves the claim's lease to lease.
+func (c *memClaim) Renew(_ context.Context, lease time.Time) error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	r, ok := c.m.recs[c.h]
+	if !ok || r.resp != nil || r.gen != c.gen {
+		return ErrClaimEnded
+	}
+	r.lease = lease
 	return nil
 }
 

@@ -42,7 +42,10 @@ type Middleware struct {
 // Idempotency-Status: replayed; one with another fingerprint gets 422 (Config.MismatchStatus);
 // one that arrives while the first runs gets 409 with Retry-After. Every
 // answer of the middleware's own is an RFC 9457 problem, unstored and
-// without Idempotency-Status.
+// without Idempotency-Status. A body that cannot be read whole runs
+// nothing and stores nothing: 413 when a size limit fired (MaxBody or an
+// outer http.MaxBytesReader), 408 when the server's read deadline fired,
+// else 400 (the client stopped sending).
 //
 // What is stored when the handler fails depends on the store. An atomic
 // store (Store.Atomic) rolls back a 5xx, a panic or an answer larger than
@@ -57,7 +60,15 @@ type Middleware struct {
 //
 // The handler's context is not cancelled when the client goes away: the
 // run completes, is stored, and the client's retry gets it. It ends at the
-// request's deadline, else after Config.Lease.
+// request's deadline, else after Config.Lease. The claim does not end
+// with it: while the handler runs, the middleware renews the claim every
+// third of Config.Lease, so a duplicate gets 409 however slow the handler
+// is. The claim passes on to another request only when its owner missed
+// three renewals in a row: its process died, or was paused for a whole
+// Lease (see each store for what that allows). A handler that never
+// returns keeps its key busy for the life of its process. The answer is
+// stored with a context of its own (values kept, bounded to 10 s), so an
+// answer written as the handler's context ends is still stored.
 func New(store Store, cfg Config) (*Middleware, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: New: nil Store")
@@ -79,7 +90,7 @@ func (m *Middleware) Handler(h http.Handler) http.Handler {
 // serve is the middleware's decision, in order.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	if safeMethod(r.Method) {
-		h.ServeHTTP(w, r)
+		m.pass(w, r, h)
 		return
 	}
 	key, present, err := parseKey(r.Header, m.cfg.KeyHeader)
@@ -91,12 +102,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		writeResponse(w, problemMissingKey(m.cfg.KeyHeader), "")
 		return
 	case !present:
-		h.ServeHTTP(w, r)
+		m.pass(w, r, h)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBody+1))
-	if err != nil {
-		return // the client went away while sending: nothing ran
+	if err != nil { // never the implicit 200 of a handler that did not run
+		m.event(r.Context(), slog.LevelInfo, "unreadable_body", Scope{Route: r.Method + " " + m.cfg.Route(r), Key: key}, slog.String("error", err.Error()))
+		writeResponse(w, problemUnreadable(err), "")
+		return
 	}
 	if int64(len(body)) > m.cfg.MaxBody {
 		writeResponse(w, problemTooLarge(m.cfg.MaxBody), "")
@@ -110,16 +123,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 	s := Scope{Route: r.Method + " " + m.cfg.Route(r), Key: key} // the principal is in the record (principal.go)
 	who := m.caller(r)
 	m.warnCookies(r.Context(), who)
-	wall := time.Now()
 	deadline, ok := r.Context().Deadline()
 	if !ok {
-		deadline = wall.Add(m.cfg.Lease)
+		deadline = time.Now().Add(m.cfg.Lease)
 	}
-	now, lease := wall, deadline
-	if m.cfg.Now != nil {
-		now = m.cfg.Now()
-		lease = now.Add(deadline.Sub(wall)) // the deadline on the records' clock
-	}
+	now := m.now()
+	lease := now.Add(m.cfg.Lease)
 	fp := sha256.Sum256(fpb)
 	if resp, mark := m.legacyLookup(r.Context(), s, who, fp, now, lease); resp != nil {
 		writeResponse(w, resp, mark)
@@ -163,11 +172,17 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler,
 	hr.Body = io.NopCloser(bytes.NewReader(body))
 	hr.ContentLength = int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
+	stop := keepAlive(c, m.cfg.Lease, m.now, func(err error) {
+		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	})
 	panicked, pv, stack := invoke(h, capt, hr)
+	stop()
 	if panicked {
 		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(stack)))
 	}
-	resp, mark, own := m.settle(ctx, s, c, capt, panicked)
+	sctx, scancel := settleContext(ctx)
+	defer scancel()
+	resp, mark, own := m.settle(sctx, s, c, capt, panicked)
 	if own {
 		copyHeader(w.Header(), capt.header) // the first answer keeps every header the handler set
 	}

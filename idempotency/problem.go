@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,8 +11,8 @@ import (
 
 // ProblemTypeBase prefixes the type of every RFC 9457 problem the
 // middleware answers with; the last segment names it: missing-key,
-// invalid-key, invalid-body, too-large, in-progress, payload-mismatch,
-// failed. The resilient client's DefaultClassifier recognises in-progress
+// invalid-key, invalid-body, too-large, body-timeout, incomplete-body,
+// in-progress, payload-mismatch, failed. The resilient client's DefaultClassifier recognises in-progress
 // (retry after Retry-After) and payload-mismatch (terminal). The titles
 // are those of draft-ietf-httpapi-idempotency-key-header.
 const ProblemTypeBase = "https://github.com/resilienthttp/resilient/problems/"
@@ -75,4 +77,22 @@ func problemMismatch(header string, status int) *Response {
 // (detail says why). It carries no Idempotency-Status.
 func problemFailed(detail string) *Response {
 	return problemResponse(http.StatusInternalServerError, "failed", "Internal Server Error", detail, "")
+}
+
+// problemUnreadable answers a request whose body could not be read whole,
+// so that nothing ran: 413 when a size limit fired (an outer
+// http.MaxBytesReader), 408 when the server's read deadline fired, else
+// 400 (the client stopped sending).
+func problemUnreadable(err error) *Response {
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return problemTooLarge(tooLarge.Limit)
+	case errors.As(err, &ne) && ne.Timeout():
+		return problemResponse(http.StatusRequestTimeout, "body-timeout", "Request Timeout",
+			"the body was not received in time; nothing was done", "")
+	}
+	return problemResponse(http.StatusBadRequest, "incomplete-body", "Bad Request",
+		"the body could not be read whole; nothing was done", "")
 }

@@ -74,8 +74,8 @@ type Store interface {
 	// Begin looks up s at time now and, when it holds no live record,
 	// claims it atomically: of concurrent Begins with one scope, at most
 	// one gets Claimed while the claim lasts. lease is when the claim may
-	// be taken over if it was neither completed nor released: the
-	// handler's deadline.
+	// be taken over if it was neither completed, released nor renewed
+	// (Claim.Renew) by then.
 	Begin(ctx context.Context, s Scope, fp Fingerprint, now, lease time.Time) (Begun, error)
 	// Atomic reports whether a claim shares one transaction with the
 	// operation's effects, so that releasing it undoes them.
@@ -87,7 +87,14 @@ type Store interface {
 
 // Claim is the right to run one scope's operation once. Exactly one of
 // Complete and Release must be called; later calls return ErrClaimEnded.
+// While the operation runs, its owner calls Renew, from another goroutine,
+// to keep the claim: a claim passes on only when its owner stopped
+// renewing it.
 type Claim interface {
+	// Renew moves the claim's lease to lease, a time on the records' clock.
+	// It returns ErrClaimEnded if the claim ended or was taken over. It
+	// may be called while the operation uses the claim's context.
+	Renew(ctx context.Context, lease time.Time) error
 	// Context returns ctx carrying what the operation needs of the store
 	// (the Postgres transaction); it returns ctx itself when nothing.
 	Context(ctx context.Context) context.Context

@@ -48,6 +48,7 @@ func Run(t *testing.T, f Factory) {
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) { r.run(t, f(t)) })
 	}
+	runMore(t, f)
 }
 
 const payment = `{"amount": 1000, "currency": "eur"}`

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/resilienthttp/resilient/idempotency"
 	"github.com/resilienthttp/resilient/idempotency/postgres"
@@ -19,8 +20,10 @@ import (
 // row, in process against the test server on loopback: Bare is the
 // handler alone in a transaction of its own (BEGIN, INSERT, COMMIT), First
 // the middleware with a new key each time (the handler's INSERT in the
-// claim's transaction), Replay one key. roundtrips/op counts the
-// statements and batches sent to PostgreSQL.
+// claim's transaction), Replay one key; FirstSQL and ReplaySQL the same
+// over database/sql (NewSQL, pgx's stdlib on the same pool). roundtrips/op
+// counts the statements and batches sent to PostgreSQL, the handler's
+// INSERT included.
 func BenchmarkPostgres(b *testing.B) {
 	rt := &roundTrips{}
 	pool := tracedPool(b, rt)
@@ -78,4 +81,19 @@ func BenchmarkPostgres(b *testing.B) {
 		run(b, mw.Handler(inClaim), func(int) string { return "k" + strconv.FormatInt(keys.Add(1), 10) })
 	})
 	b.Run("Replay", func(b *testing.B) { run(b, mw.Handler(inClaim), func(int) string { return "same" }) })
+	db := stdlib.OpenDBFromPool(pool)
+	b.Cleanup(func() { _ = db.Close() })
+	sqlStore := postgres.NewSQL(db, postgres.WithTable(table+"_sql"))
+	if err := sqlStore.CreateSchema(ctx); err != nil {
+		b.Fatal(err)
+	}
+	sqlMW, err := idempotency.New(sqlStore, idempotency.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inSQLClaim := handler(func(ctx context.Context) error { _, err := postgres.SQLTx(ctx).ExecContext(ctx, insert); return err })
+	b.Run("FirstSQL", func(b *testing.B) {
+		run(b, sqlMW.Handler(inSQLClaim), func(int) string { return "k" + strconv.FormatInt(keys.Add(1), 10) })
+	})
+	b.Run("ReplaySQL", func(b *testing.B) { run(b, sqlMW.Handler(inSQLClaim), func(int) string { return "same" }) })
 }

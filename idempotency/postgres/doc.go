@@ -13,22 +13,38 @@
 // concurrent duplicate finds the lock taken and is answered 409 at once:
 // it never waits on the first request's uncommitted row, holding a pooled
 // connection. The lock ends with the transaction, so a crashed process
-// (its connection closed) frees the key for the retry. A first request
-// costs four round trips: BEGIN, lock and read, the record's INSERT,
-// COMMIT. A replay costs three (BEGIN, lock and read, ROLLBACK), a
-// duplicate in progress three.
+// (its connection closed) frees the key for the retry. On a
+// *pgxpool.Pool the Store pipelines: BEGIN goes with the lock and the read
+// in one batch, the record's INSERT with COMMIT in another, so a first
+// request costs two round trips of the Store's own, a replay two (the
+// batch, ROLLBACK), a duplicate in progress two. Over database/sql, which
+// cannot pipeline, they cost five (BEGIN, lock, read, INSERT, COMMIT),
+// four and four; over a single *pgx.Conn four, three and three.
 //
 // # What bounds a stuck transaction
 //
 // The handler runs with a context that ends at the request's deadline or
-// after the middleware's Lease; pgx cancels the transaction's statements
-// with it, and the claim is rolled back. A handler that neither returns
-// nor uses its context would hold the lock, and a connection, for ever:
-// Begin therefore sets idle_in_transaction_session_timeout for the
-// transaction (SET LOCAL) to the lease, after which the server ends the
-// session, rolls it back and frees the key. A client host that vanished
-// is found by the server's TCP keepalives (tcp_keepalives_idle) or by the
-// same timeout, whichever comes first.
+// after the middleware's Lease; pgx cancels the statements it runs with
+// it. The claim's transaction does not end with it: Begin sets
+// idle_in_transaction_session_timeout for the transaction (SET LOCAL) to
+// the lease, and while the handler runs the middleware renews the claim
+// every third of the lease: a statement on the transaction that restarts
+// the server's idle timer (skipped while the handler's own statement
+// runs, which keeps it from being idle). So a slow, live handler keeps
+// its transaction, and a duplicate gets 409 however long it runs. The
+// renewals and the handler take turns on the connection: Tx is safe to
+// use from the handler's goroutines one call at a time.
+//
+// When the owner stops renewing (its process paused, or cut off, for a
+// whole lease: three renewals), the server ends the session, rolls the
+// transaction back and frees the key: the next request runs, and nothing
+// of the stopped run can commit. So two effects never commit, whatever
+// the pause; two runs are at once only while the paused one can no longer
+// commit. A crashed process (its connection closed) frees the key at
+// once; a client host that vanished is found by the server's TCP
+// keepalives (tcp_keepalives_idle) or by the idle timeout, whichever
+// comes first. A handler that never returns keeps its key busy, and a
+// connection, for the life of its process.
 //
 // Two scopes whose hashes share their first 64 bits share a lock: a
 // request of one may get 409 while the other runs (about one chance in

@@ -15,7 +15,7 @@ import (
 	"github.com/resilienthttp/resilient/idempotency/idempotencytest"
 	"github.com/resilienthttp/resilient/idempotency/internal/servercrash"
 	"github.com/resilienthttp/resilient/idempotency/postgres"
-	"github.com/resilienthttp/resilient/persist/postgres/pgtest"
+	"github.com/resilienthttp/resilient/internal/pgtest"
 )
 
 // dsn is the connection string of the server TestMain started.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/resilienthttp/resilient/idempotency"
 )
 
@@ -30,7 +32,8 @@ func WithTable(name ...string) Option { return func(o *options) { o.table = name
 // Store is an idempotency.Store in a PostgreSQL table, atomic with the
 // effects the handler writes in its transaction (Tx, SQLTx). Create it
 // with New (pgx) or NewSQL (database/sql), and its table with
-// CreateSchema. Safe for concurrent use by multiple goroutines.
+// CreateSchema, once at startup: without the table every claim fails
+// with an error that says so (the middleware logs it and answers 503). Safe for concurrent use by multiple goroutines.
 type Store struct {
 	db    backend
 	table string // quoted
@@ -72,7 +75,7 @@ func (s *Store) Atomic() bool { return true }
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	n, err := s.db.exec(ctx, s.q.sweep, now)
 	if err != nil {
-		return 0, fmt.Errorf("idempotency/postgres: sweep: %w", err)
+		return 0, s.explain("sweep", err)
 	}
 	return int(n), nil
 }
@@ -86,10 +89,11 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 	if err != nil {
 		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: begin: %w", err)
 	}
-	locked, rec, err := tx.lockAndRead(ctx, s.q, lockKey, strconv.FormatInt(idle.Milliseconds(), 10), h[:])
+	idleMS := strconv.FormatInt(idle.Milliseconds(), 10)
+	locked, rec, err := tx.lockAndRead(ctx, s.q, lockKey, idleMS, h[:])
 	if err != nil {
 		_ = tx.rollback(context.WithoutCancel(ctx))
-		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: claim: %w", err)
+		return idempotency.Begun{}, s.explain("claim", err)
 	}
 	expired := rec != nil && !now.Before(rec.expires)
 	var b idempotency.Begun
@@ -101,13 +105,24 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 	case rec != nil && !expired:
 		b = idempotency.Begun{State: idempotency.Replay, Response: rec.resp}
 	default:
-		c := &claim{s: s, tx: tx, scope: h, sc: sc, fp: fp, created: now}
+		c := &claim{s: s, tx: tx, scope: h, sc: sc, fp: fp, created: now, idleMS: idleMS}
 		return idempotency.Begun{State: idempotency.Claimed, Claim: c, Expired: expired}, nil
 	}
 	if err := tx.rollback(ctx); err != nil {
 		return idempotency.Begun{}, fmt.Errorf("idempotency/postgres: end the lookup: %w", err)
 	}
 	return b, nil
+}
+
+// explain wraps err of the step op, naming CreateSchema when the table
+// does not exist (SQLSTATE 42P01): a newcomer's first request tells what
+// to do, in the error and in the middleware's log.
+func (s *Store) explain(op string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
+		return fmt.Errorf("idempotency/postgres: %s: table %s does not exist: call Store.CreateSchema once at startup: %w", op, s.table, err)
+	}
+	return fmt.Errorf("idempotency/postgres: %s: %w", op, err)
 }
 
 // record is a row read by Begin.
@@ -139,6 +154,7 @@ type claim struct {
 	sc      idempotency.Scope
 	fp      idempotency.Fingerprint
 	created time.Time
+	idleMS  string // the server's idle timeout, which each renewal restarts
 	ended   bool
 }
 
@@ -162,12 +178,21 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	if body == nil {
 		body = []byte{} // the column is NOT NULL; nil would be NULL
 	}
-	if _, err := c.tx.exec(ctx, c.s.q.upsert, c.scope[:], c.sc.Route, c.sc.Key, c.fp[:], resp.Status, hb, body, c.created, expires); err != nil {
-		_ = c.tx.rollback(context.WithoutCancel(ctx))
-		return fmt.Errorf("idempotency/postgres: store: %w", err)
+	if err := c.tx.commitWith(ctx, c.s.q.upsert, c.scope[:], c.sc.Route, c.sc.Key, c.fp[:], resp.Status, hb, body, c.created, expires); err != nil {
+		return fmt.Errorf("idempotency/postgres: store and commit: %w", err)
 	}
-	if err := c.tx.commit(ctx); err != nil {
-		return fmt.Errorf("idempotency/postgres: commit: %w", err)
+	return nil
+}
+
+// Renew restarts the server's idle timer of the claim's transaction: a
+// live, slow handler keeps it. The lease argument is not used: the timer
+// is the length of the lease given to Begin.
+func (c *claim) Renew(ctx context.Context, _ time.Time) error {
+	if c.ended {
+		return idempotency.ErrClaimEnded
+	}
+	if err := c.tx.renew(ctx, c.s.q, c.idleMS); err != nil {
+		return fmt.Errorf("idempotency/postgres: renew: %w", err)
 	}
 	return nil
 }
@@ -182,3 +207,28 @@ func (c *claim) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+var _ idempotency.TxStore = (*Store)(nil)
+
+// BeginTx implements idempotency.TxStore: the transaction of a request
+// the middleware passes through without a record (a safe method, or no
+// key), so that Tx (SQLTx) is never nil in a handler it wraps. It commits
+// when the handler writes a status below 500; a 5xx or a panic rolls it
+// back.
+func (s *Store) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	tx, err := s.db.begin(ctx, time.Time{})
+	if err == nil {
+		err = tx.start(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("idempotency/postgres: begin: %w", err)
+	}
+	return passTx{tx}, nil
+}
+
+// passTx is a transaction without a record.
+type passTx struct{ tx txn }
+
+func (p passTx) Context(ctx context.Context) context.Context { return p.tx.bind(ctx) }
+func (p passTx) Commit(ctx context.Context) error            { return p.tx.commit(ctx) }
+func (p passTx) Rollback(ctx context.Context) error          { return p.tx.rollback(ctx) }

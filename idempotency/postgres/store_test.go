@@ -1,7 +1,9 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -142,43 +145,222 @@ func tracedPool(t testing.TB, rt *roundTrips) *pgxpool.Pool {
 }
 
 // The round trips to PostgreSQL of the middleware's paths, the handler
-// writing nothing: a first request 4, a replay 3, a duplicate in progress 3.
+// writing nothing. On a pgxpool.Pool (New): a first request 2 (BEGIN, lock
+// and read in one batch; INSERT and COMMIT in another), a replay 2 (the
+// batch; ROLLBACK), a duplicate in progress 2. database/sql (NewSQL)
+// cannot pipeline: 5, 4 and 4.
 func TestRoundTrips(t *testing.T) {
-	rt := &roundTrips{}
-	pool := tracedPool(t, rt)
+	tests := []struct {
+		name               string
+		sql                bool
+		first, replay, dup int64
+	}{
+		{"pgxpool", false, 2, 2, 2},
+		{"database/sql", true, 5, 4, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := &roundTrips{}
+			pool := tracedPool(t, rt)
+			s := newStore(t, pool)
+			if tt.sql {
+				db := stdlib.OpenDBFromPool(pool)
+				t.Cleanup(func() { _ = db.Close() })
+				s = postgres.NewSQL(db, postgres.WithTable(newTable()))
+				require.NoError(t, s.CreateSchema(context.Background()))
+			}
+			mw, err := idempotency.New(s, idempotency.Config{})
+			require.NoError(t, err)
+			hold, held := make(chan struct{}), make(chan struct{})
+			h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Hold") != "" {
+					close(held)
+					<-hold
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			send := func(key string, hdr ...string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
+				req.Header.Set("Idempotency-Key", key)
+				for i := 0; i+1 < len(hdr); i += 2 {
+					req.Header.Set(hdr[i], hdr[i+1])
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w
+			}
+			count := func(f func()) int64 {
+				before := rt.n.Load()
+				f()
+				return rt.n.Load() - before
+			}
+			assert.Equal(t, tt.first, count(func() { assert.Equal(t, 201, send("a").Code) }), "first request")
+			assert.Equal(t, tt.replay, count(func() { assert.Equal(t, 201, send("a").Code) }), "replay")
+
+			done := make(chan struct{})
+			go func() { defer close(done); send("b", "X-Hold", "1") }()
+			<-held
+			assert.Equal(t, tt.dup, count(func() { assert.Equal(t, http.StatusConflict, send("b").Code) }), "duplicate in progress")
+			close(hold)
+			<-done
+		})
+	}
+}
+
+// A renewed claim keeps its transaction past the server's idle timeout
+// (the lease); once its owner stops renewing, the server ends it and frees
+// the key, and its effects never commit.
+func TestRenewHoldsTransaction(t *testing.T) {
+	for _, name := range []string{"pgx", "sql"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			pool := newPool(t, 4)
+			var s *postgres.Store
+			if name == "pgx" {
+				s = newStore(t, pool)
+			} else {
+				db := stdlib.OpenDBFromPool(pool)
+				t.Cleanup(func() { _ = db.Close() })
+				s = postgres.NewSQL(db, postgres.WithTable(newTable()))
+				require.NoError(t, s.CreateSchema(ctx))
+			}
+			sc := idempotency.Scope{Route: "POST /x", Key: "renewed"}
+			now := time.Now()
+			held, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, now, now.Add(2*time.Second))
+			require.NoError(t, err)
+			require.Equal(t, idempotency.Claimed, held.State)
+			start := time.Now()
+			for time.Since(start) < 5*time.Second { // two idle timeouts and more, bounded by the clock
+				time.Sleep(200 * time.Millisecond)
+				require.NoError(t, held.Claim.Renew(ctx, time.Now().Add(2*time.Second)))
+			}
+			b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, time.Now(), time.Now().Add(time.Minute))
+			require.NoError(t, err)
+			assert.Equal(t, idempotency.Busy, b.State, "the renewed transaction is alive")
+			// The owner stops renewing: the server ends its transaction.
+			var state idempotency.State
+			for i := 0; i < 600 && state != idempotency.Claimed; i++ { // bounded: 600 × 100 ms
+				time.Sleep(100 * time.Millisecond)
+				b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, time.Now(), time.Now().Add(time.Minute))
+				require.NoError(t, err)
+				if state = b.State; state == idempotency.Claimed {
+					require.NoError(t, b.Claim.Release(ctx))
+				}
+			}
+			assert.Equal(t, idempotency.Claimed, state, "a lease without renewal frees the key")
+			assert.Error(t, held.Claim.Renew(ctx, time.Now().Add(time.Second)), "the stopped owner's transaction is gone")
+			assert.Error(t, held.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)))
+			assert.Equal(t, 0, rows(t, pool, s.Table()))
+		})
+	}
+}
+
+// A Store whose table was never created: the first request's error, and
+// the middleware's default log, name CreateSchema.
+func TestMissingSchemaNamesCreateSchema(t *testing.T) {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	pool := newPool(t, 2)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	for _, s := range []*postgres.Store{postgres.New(pool, postgres.WithTable(newTable())), postgres.NewSQL(db, postgres.WithTable(newTable()))} {
+		_, err := s.Begin(context.Background(), idempotency.Scope{Key: "k"}, idempotency.Fingerprint{}, time.Now(), time.Now().Add(time.Minute))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "call Store.CreateSchema")
+		mw, err := idempotency.New(s, idempotency.Config{})
+		require.NoError(t, err)
+		req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k")
+		rec := httptest.NewRecorder()
+		mw.Handler(http.NotFoundHandler()).ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+		assert.Contains(t, buf.String(), "call Store.CreateSchema", "logged by default")
+		buf.Reset()
+	}
+}
+
+// Lookup reads a record's state without claiming it, over pgx and
+// database/sql.
+func TestLookup(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 4)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	for _, s := range []*postgres.Store{newStore(t, pool), postgres.NewSQL(db, postgres.WithTable(newTable()))} {
+		require.NoError(t, s.CreateSchema(ctx))
+		sc := idempotency.Scope{Route: "POST /x", Key: "looked"}
+		t0 := time.UnixMicro(time.Now().UnixMicro())
+		none, err := s.Lookup(ctx, sc, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Record{}, none)
+		b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, t0, t0.Add(time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, idempotency.Claimed, b.State)
+		busy, err := s.Lookup(ctx, sc, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Record{State: idempotency.Busy}, busy)
+		again, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, t0, t0.Add(time.Minute))
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Busy, again.State, "Lookup took no lock")
+		other, err := s.Lookup(ctx, idempotency.Scope{Route: "POST /x", Key: "other"}, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Record{}, other, "another scope's lock is not this one's")
+		resp := &idempotency.Response{Status: 201, Header: http.Header{"Location": {"/x"}}, Body: []byte("ok")}
+		require.NoError(t, b.Claim.Complete(ctx, resp, t0.Add(time.Hour)))
+		done, err := s.Lookup(ctx, sc, t0)
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Replay, done.State)
+		assert.Equal(t, idempotency.Fingerprint{1}, done.Fingerprint)
+		assert.Equal(t, resp, done.Response)
+		assert.True(t, t0.Add(time.Hour).Equal(done.Expires))
+		old, err := s.Lookup(ctx, sc, t0.Add(time.Hour))
+		require.NoError(t, err)
+		assert.True(t, old.Expired)
+		assert.Equal(t, idempotency.State(0), old.State)
+	}
+}
+
+// On a pgxpool.Pool the handler's Tx is the pipelined claim's: its Begin
+// is a savepoint that rolls back alone, and the claim's transaction
+// cannot be ended through it.
+func TestPoolTxSavepoint(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, 4)
 	s := newStore(t, pool)
+	table := newTable()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (name text NOT NULL)`)
+	require.NoError(t, err)
 	mw, err := idempotency.New(s, idempotency.Config{})
 	require.NoError(t, err)
-	hold, held := make(chan struct{}), make(chan struct{})
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Hold") != "" {
-			close(held)
-			<-hold
-		}
+		tx := postgres.Tx(r.Context())
+		assert.Error(t, tx.Commit(r.Context()), "the claim's transaction ends with the answer")
+		sp, err := tx.Begin(r.Context())
+		require.NoError(t, err)
+		_, err = sp.Exec(r.Context(), `INSERT INTO `+table+` VALUES ('undone')`)
+		require.NoError(t, err)
+		require.NoError(t, sp.Rollback(r.Context()))
+		sp, err = tx.Begin(r.Context())
+		require.NoError(t, err)
+		_, err = sp.Exec(r.Context(), `INSERT INTO `+table+` VALUES ('kept')`)
+		require.NoError(t, err)
+		require.NoError(t, sp.Commit(r.Context()))
+		var n int
+		require.NoError(t, tx.QueryRow(r.Context(), `SELECT count(*) FROM `+table).Scan(&n))
+		assert.Equal(t, 1, n)
 		w.WriteHeader(http.StatusCreated)
 	}))
-	send := func(key string, hdr ...string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
-		req.Header.Set("Idempotency-Key", key)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w
-	}
-	count := func(f func()) int64 {
-		before := rt.n.Load()
-		f()
-		return rt.n.Load() - before
-	}
-	assert.Equal(t, int64(4), count(func() { assert.Equal(t, 201, send("a").Code) }), "first request")
-	assert.Equal(t, int64(3), count(func() { assert.Equal(t, 201, send("a").Code) }), "replay")
-
-	done := make(chan struct{})
-	go func() { defer close(done); send("b", "X-Hold", "1") }()
-	<-held
-	assert.Equal(t, int64(3), count(func() { assert.Equal(t, http.StatusConflict, send("b").Code) }), "duplicate in progress")
-	close(hold)
-	<-done
+	req := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "sp")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusCreated, rec.Code)
+	var names []string
+	rows, err := pool.Query(ctx, `SELECT name FROM `+table)
+	require.NoError(t, err)
+	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kept"}, names, "the savepoint rolled back alone; the rest committed with the answer")
 }

@@ -6,11 +6,19 @@
 //
 // A claim is atomic on the server (a Lua script): of concurrent requests
 // with one scope, in any number of processes, one runs and the others get
-// 409 while its lease lasts. The lease is the handler's deadline (the
-// request's, else the middleware's Config.Lease); a claim still held after
-// it is taken over by the next request, so a run whose process died is run
-// again, never two at once. An answer, once stored, is replayed until its
-// TTL, 5xx included.
+// 409 while its lease lasts. The lease is the middleware's Config.Lease
+// (the Inbox's Lease), renewed every third of it while the handler runs
+// (one script call), so a duplicate gets 409 however slow a live handler
+// is. A claim not renewed for a whole lease is taken over by the next
+// request, so a run whose process died is run again. The bound: two runs
+// at once only if the owner's process is paused (or cut off from Redis)
+// for longer than a lease, three renewals in a row, and its handler then
+// goes on. The leases are compared on the requesting processes' clocks, so
+// a clock that jumps ahead by a lease is such a pause. A handler that never
+// returns keeps its key busy for the life of its process. An answer, once
+// stored, is replayed until its TTL, 5xx included; it is stored with a
+// context of its own, so an answer written as the handler's context ends
+// is kept.
 //
 // The Store is not atomic with the handler's effect, which lives elsewhere
 // (Atomic returns false). So, as with MemoryStore, a 5xx, a panic or an

@@ -61,6 +61,17 @@ redis.call('DEL', KEYS[1])
 return 1
 `)
 
+// renewScript: KEYS rec; ARGV token, lease (µs), redis expiry (ms). It
+// moves the claim's lease and returns 1, or 0 if the claim had ended.
+var renewScript = goredis.NewScript(`
+if redis.call('HGET', KEYS[1], 'st') ~= 'p' or redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'lease', ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1
+`)
+
 // sweepScript: KEYS idx; ARGV now (µs), limit, prefix. It deletes up to
 // limit completed records expired before now and returns {deleted,
 // index entries examined}.

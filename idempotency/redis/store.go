@@ -177,6 +177,19 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	return nil
 }
 
+// Renew moves the claim's lease to lease: one script, one round trip.
+func (c *claim) Renew(ctx context.Context, lease time.Time) error {
+	n, err := renewScript.Run(ctx, c.s.client, []string{c.rec}, c.token, lease.UnixMicro(),
+		lease.Add(redisMargin).UnixMilli()).Int64()
+	if err != nil {
+		return wrap(ctx, "renew", err)
+	}
+	if n == 0 {
+		return idempotency.ErrClaimEnded
+	}
+	return nil
+}
+
 func (c *claim) Release(ctx context.Context) error {
 	n, err := releaseScript.Run(context.WithoutCancel(ctx), c.s.client, []string{c.rec}, c.token).Int64()
 	if err != nil {

@@ -175,3 +175,66 @@ func TestFrozenRedisEndsAtDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the request's deadline, not the client's read timeout of a minute")
 	srv.Thaw()
 }
+
+// The bound of the Redis store: a renewed claim is held; one whose owner
+// stopped renewing passes on a lease after its last renewal, and the old
+// owner can neither renew nor store.
+func TestLeaseRenewBound(t *testing.T) {
+	_, c := startRedis(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	now := time.Now()
+	first, err := s.Begin(ctx, scope, fp, now, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, first.State)
+	last := now
+	for i := 1; i <= 5; i++ { // renewed every 40 s: held for 200 s
+		last = now.Add(time.Duration(i) * 40 * time.Second)
+		require.NoError(t, first.Claim.Renew(ctx, last.Add(time.Minute)))
+		b, err := s.Begin(ctx, scope, fp, last.Add(time.Second), last.Add(time.Minute))
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.Busy, b.State, "renewed at %v", last.Sub(now))
+	}
+	busy, err := s.Begin(ctx, scope, fp, last.Add(time.Minute-time.Microsecond), last.Add(2*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, busy.State, "within a lease of the last renewal")
+	taken, err := s.Begin(ctx, scope, fp, last.Add(time.Minute), last.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, idempotency.Claimed, taken.State, "a lease after the last renewal")
+	assert.ErrorIs(t, first.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
+	assert.ErrorIs(t, first.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)), idempotency.ErrClaimEnded)
+	require.NoError(t, taken.Claim.Release(ctx))
+	assert.ErrorIs(t, taken.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
+}
+
+// Lookup reads a record's state without claiming it.
+func TestLookup(t *testing.T) {
+	_, c := startRedis(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	t0 := time.UnixMicro(time.Now().UnixMicro())
+	none, err := s.Lookup(ctx, scope, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{}, none)
+	b, err := s.Begin(ctx, scope, fp, t0, t0.Add(time.Minute))
+	require.NoError(t, err)
+	busy, err := s.Lookup(ctx, scope, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{State: idempotency.Busy, Fingerprint: fp, Lease: t0.Add(time.Minute)}, busy)
+	require.NoError(t, b.Claim.Renew(ctx, t0.Add(2*time.Minute)))
+	busy, err = s.Lookup(ctx, scope, t0.Add(90*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, busy.State, "renewed")
+	again, err := s.Begin(ctx, scope, fp, t0.Add(90*time.Second), t0.Add(3*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Busy, again.State, "Lookup claimed nothing")
+	resp := &idempotency.Response{Status: 201, Header: http.Header{"Location": {"/x"}}, Body: []byte("ok")}
+	require.NoError(t, b.Claim.Complete(ctx, resp, t0.Add(time.Hour)))
+	done, err := s.Lookup(ctx, scope, t0)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Record{State: idempotency.Replay, Fingerprint: fp, Response: resp, Expires: t0.Add(time.Hour)}, done)
+	old, err := s.Lookup(ctx, scope, t0.Add(time.Hour))
+	require.NoError(t, err)
+	assert.True(t, old.Expired)
+	assert.Equal(t, idempotency.State(0), old.State)
+}

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,6 +23,7 @@ import (
 // instance gets the replay.
 func TestReadmeUse(t *testing.T) {
 	srv, _ := startRedis(t)
+	ctx := t.Context()
 	var runs atomic.Int64
 	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -32,12 +34,16 @@ func TestReadmeUse(t *testing.T) {
 	for range 2 {
 		// README: begin
 		client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-		store, err := redis.New(t.Context(), client) // fails if Redis has no append-only file
-		require.NoError(t, err)
+		store, err := redis.New(ctx, client) // fails if Redis has no append-only file
+		if err != nil {
+			log.Fatal(err)
+		}
 		mw, err := idempotency.New(store, idempotency.Config{})
-		require.NoError(t, err)
+		if err != nil {
+			log.Fatal(err)
+		}
 		mux := http.NewServeMux()
-		mux.Handle("POST /payments", mw.Handler(pay))
+		mux.Handle("POST /payments", mw.Handler(pay)) // after authentication
 		// README: end
 		t.Cleanup(func() { _ = client.Close() })
 		instances = append(instances, httptest.NewServer(mux))

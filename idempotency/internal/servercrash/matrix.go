@@ -302,11 +302,20 @@ func (c *clients) op(hc *http.Client, warm bool) bool {
 	op := strconv.Itoa(c.next)
 	c.mu.Unlock()
 	key := ""
+	var seen []string // what each call got, for the failure's message
+	wait := time.Duration(0)
 	for call := 0; call < 40; call++ {
-		if call > 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
+		time.Sleep(wait)
 		status, mark, effect, k, err := c.call(hc, op, key)
+		// A 409: a claim holds the key. If its server was killed (Redis),
+		// it passes on a lease after its last renewal: wait that long, as
+		// the 409's Retry-After asks, not 50 ms, or an operation killed in
+		// its handler a few times spends its calls on 409s.
+		wait = 50 * time.Millisecond
+		if status == http.StatusConflict {
+			wait = serverLease
+		}
+		seen = append(seen, fmt.Sprintf("%d %q %v", status, mark, err))
 		if key == "" {
 			key = k
 		}
@@ -324,7 +333,7 @@ func (c *clients) op(hc *http.Client, warm bool) bool {
 			return c.fail("op %s: no key sent: %v", op, err)
 		}
 	}
-	return c.fail("op %s: not completed after 40 calls", op)
+	return c.fail("op %s: not completed after 40 calls (key %s): %s", op, key, strings.Join(seen, "; "))
 }
 
 // statusStored is the Idempotency-Status of a first, stored answer.
