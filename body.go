@@ -63,9 +63,7 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	case req.Body == http.NoBody:
 		return nil
 	case req.GetBody != nil:
-		rb.getBody = req.GetBody
-		rb.first = req.Body
-		rb.length, rb.limit = req.ContentLength, limit
+		*rb = replayBody{getBody: req.GetBody, first: req.Body, length: req.ContentLength, limit: limit}
 		return nil
 	case !whole:
 		rb.stream = newStreamBody(req.Body, req.ContentLength, limit)
@@ -92,11 +90,17 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	// Over the limit: stream what was read, then the rest, once.
 	rb.over = true
 	rb.buf = b.Bytes()
+	rb.readOn(rb.buf, req.Body)
+	return nil
+}
+
+// readOn makes the first attempt's body read, what was read of src, then
+// the rest of src.
+func (rb *replayBody) readOn(read []byte, src io.ReadCloser) {
 	rb.first = struct {
 		io.Reader
 		io.Closer
-	}{io.MultiReader(bytes.NewReader(rb.buf), req.Body), req.Body}
-	return nil
+	}{io.MultiReader(bytes.NewReader(read), src), src}
 }
 
 // none reports whether the request has no body.
@@ -287,11 +291,7 @@ func (rb *replayBody) holdBody() (bool, error) {
 		rb.buf, rb.getBody = b.Bytes(), nil
 		return true, nil
 	case first:
-		// As read: what is left of it follows what hold read.
-		rb.first = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b.Bytes()), src), src}
+		rb.readOn(b.Bytes(), src) // as read: what is left of it follows what hold read
 	default:
 		src.Close()
 	}

@@ -208,6 +208,9 @@ func (c *call) deferToSite() bool {
 // body can be read again for its fingerprint (not when a retry's GetBody
 // failed: the fingerprint is then unknown).
 func (c *call) failedRetryably(rewound bool) {
+	if o := c.outer; o != nil && o.marked && c.asked != 0 && c.op.key != "" {
+		c.t.asked.set(c.op.key, c.asked, c.cfg.nanos()) // the SDK's next try waits for it
+	}
 	if (c.outer != nil && c.outer.marked) || c.op.hop || c.outerMode() != outerAuto {
 		return
 	}
@@ -219,6 +222,9 @@ func (c *call) failedRetryably(rewound bool) {
 	}
 	if !c.op.own {
 		f.key = c.op.key
+	}
+	if c.asked != 0 {
+		c.t.asked.set(f, c.asked, f.at) // the loop's re-send waits for it
 	}
 	c.t.loops.record(f, lc.from == nil)
 }
