@@ -45,8 +45,11 @@ type applicant struct {
 	// delay (outerWait). lax: its attempt is never refused (loopsite.go).
 	single, lax bool
 	// asked (Unix ns): the time the server named for the operation's next
-	// try, 0 if none (serverasked.go).
-	asked int64
+	// try, 0 if none (serverasked.go). unlinked: an outer loop's call
+	// that nothing ties to an earlier one (WithOuterRetries(true) without
+	// marks): it may be a retry, and waits as one (outerWait).
+	asked    int64
+	unlinked bool
 }
 
 // reservation is one attempt's admission.
@@ -133,7 +136,7 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 			if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 				r.delay = p
 			}
-		case r.retry || g.lax:
+		case r.retry || g.lax || g.unlinked:
 			r.delay = h.outerWait(g, now) // a loop's re-send: as the loop chose, and the server asked
 		}
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:

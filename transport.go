@@ -132,6 +132,7 @@ func (t *Transport) roundTrip(req *http.Request, hs headerScan) (*http.Response,
 	c.joined, c.hop, c.single = joined, c.op.hop, c.outer.sendsOne()
 	if c.single {
 		c.asked = c.askedBefore(now) // serverasked.go
+		c.unlinked = !c.outer.marked && !c.outer.lax
 	}
 	if own || c.outer != nil {
 		c.lax = c.outer != nil && c.outer.lax
