@@ -63,7 +63,11 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	case req.Body == http.NoBody:
 		return nil
 	case req.GetBody != nil:
-		*rb = replayBody{getBody: req.GetBody, first: req.Body, length: req.ContentLength, limit: limit}
+		// Field by field: a composite literal would be built aside and
+		// copied (bench/README.md).
+		rb.getBody = req.GetBody
+		rb.setFirst(req.Body)
+		rb.length, rb.limit = req.ContentLength, limit
 		return nil
 	case !whole:
 		rb.stream = newStreamBody(req.Body, req.ContentLength, limit)
@@ -97,11 +101,14 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 // readOn makes the first attempt's body read, what was read of src, then
 // the rest of src.
 func (rb *replayBody) readOn(read []byte, src io.ReadCloser) {
-	rb.first = struct {
+	rb.setFirst(struct {
 		io.Reader
 		io.Closer
-	}{io.MultiReader(bytes.NewReader(read), src), src}
+	}{io.MultiReader(bytes.NewReader(read), src), src})
 }
+
+// setFirst sets the body of the first attempt.
+func (rb *replayBody) setFirst(r io.ReadCloser) { rb.first = r }
 
 // none reports whether the request has no body.
 func (rb *replayBody) none() bool {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient"
+	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -284,5 +285,39 @@ func pbCheck(t *testing.T, k pbKind, bare, wrapped pbObs) {
 	for i := range bare.outcomes {
 		assert.GreaterOrEqual(t, pbRank(wrapped.outcomes[i]), pbRank(bare.outcomes[i]),
 			"call %d: wrapped %q is worse than bare %q", i, wrapped.outcomes[i], bare.outcomes[i])
+	}
+}
+
+// TestStoreClaimBodies: a named operation's Store fingerprints the body
+// before the first attempt; the attempt still carries the whole body, for
+// a ReadSeeker that GetBody rewinds and returns (azcore's), within the
+// replay buffer and over it.
+func TestStoreClaimBodies(t *testing.T) {
+	for _, size := range []int{0, 1<<20 + 1} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var got [][]byte
+				var mu sync.Mutex
+				net := newPipeNet(func(w http.ResponseWriter, r *http.Request) {
+					b, _ := io.ReadAll(r.Body)
+					mu.Lock()
+					got = append(got, b)
+					mu.Unlock()
+					w.WriteHeader(http.StatusCreated)
+				})
+				defer net.close()
+				c := resilient.Wrap(&http.Client{Transport: net.tr}, resilient.WithStore(persist.NewMemory()))
+				ctx := context.WithValue(resilient.ContextWithOperation(context.Background(), "upload-1"), pbMethodKey{}, http.MethodPut)
+				want := pbPayload(0, size)
+				k := pbKinds()[5] // ReadSeeker rewound by GetBody
+				require.Equal(t, "ReadSeeker rewound by GetBody", k.name)
+				resp, err := c.Do(k.build(t, ctx, "http://blob.test/c/b", "", want))
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusCreated, resp.StatusCode)
+				require.Len(t, got, 1)
+				assert.True(t, bytes.Equal(want, got[0]), "the server got %d bytes of %d", len(got[0]), len(want))
+			})
+		})
 	}
 }
