@@ -503,8 +503,8 @@ func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 	switch {
 	case h.pauses.pushedBack(now):
 		return r, ErrPushback
-	case h.pauses.pausedFor(now, true) > 0, !g.fits(now, g.expectedLatency(h)):
-		return r, ErrDelayTooLong
+	case h.pauses.pausedFor(now, true) > 0, g.asked > now, !g.fits(now, g.expectedLatency(h)):
+		return r, ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
 		return r, ErrCircuitOpen
 	}
