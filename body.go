@@ -32,6 +32,14 @@ type replayBody struct {
 	// over: a body read before the first attempt went over the limit; it
 	// is sent once.
 	over bool
+	// length and limit: the request's ContentLength and the replay
+	// buffer's size, for hold.
+	length, limit int64
+	// tried: hold found a body it cannot hold; it reads it no more.
+	tried bool
+	// spent: the caller's body of the first attempt, not sent because a
+	// fingerprint read through GetBody (fingerprintLarge); closed on release.
+	spent io.Closer
 }
 
 // init prepares req's body for several attempts. A body without GetBody is
@@ -55,8 +63,11 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	case req.Body == http.NoBody:
 		return nil
 	case req.GetBody != nil:
+		// Field by field: a composite literal would be built aside and
+		// copied (bench/README.md).
 		rb.getBody = req.GetBody
-		rb.first = req.Body
+		rb.setFirst(req.Body)
+		rb.length, rb.limit = req.ContentLength, limit
 		return nil
 	case !whole:
 		rb.stream = newStreamBody(req.Body, req.ContentLength, limit)
@@ -83,12 +94,21 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	// Over the limit: stream what was read, then the rest, once.
 	rb.over = true
 	rb.buf = b.Bytes()
-	rb.first = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(rb.buf), req.Body), req.Body}
+	rb.readOn(rb.buf, req.Body)
 	return nil
 }
+
+// readOn makes the first attempt's body read, what was read of src, then
+// the rest of src.
+func (rb *replayBody) readOn(read []byte, src io.ReadCloser) {
+	rb.setFirst(struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(read), src), src})
+}
+
+// setFirst sets the body of the first attempt.
+func (rb *replayBody) setFirst(r io.ReadCloser) { rb.first = r }
 
 // none reports whether the request has no body.
 func (rb *replayBody) none() bool {
@@ -122,6 +142,15 @@ func (rb *replayBody) body(n int) (io.ReadCloser, error) {
 	case rb.over:
 		return nil, ErrBodyNotReplayable
 	case rb.getBody != nil:
+		held, err := rb.holdBody()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+		case held:
+			return io.NopCloser(bytes.NewReader(rb.buf)), nil // a retry is sent from the Transport's copy
+		case rb.over:
+			return nil, fmt.Errorf("%w: GetBody's body is not ContentLength's %d bytes", ErrBodyNotReplayable, rb.length)
+		}
 		r, err := rb.getBody()
 		if err != nil {
 			return nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
@@ -153,7 +182,7 @@ func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
 // once if no attempt holds it. Else the attempt that holds it closes it: a
 // response can come before its request's body is sent (full duplex).
 func (rb *replayBody) close() {
-	if rb.stream != nil || rb.first != nil {
+	if rb.stream != nil || rb.first != nil || rb.spent != nil {
 		rb.release()
 	}
 }
@@ -166,6 +195,10 @@ func (rb *replayBody) release() {
 	}
 	if f := rb.take(); f != nil {
 		f.Close()
+	}
+	if rb.spent != nil {
+		rb.spent.Close()
+		rb.spent = nil
 	}
 }
 
@@ -187,20 +220,92 @@ func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
 	io.WriteString(h, req.URL.String())
 	h.Write([]byte{0})
 	switch {
+	case rb.hold():
+		h.Write(rb.buf)
 	case rb.getBody != nil:
-		r, err := rb.getBody()
-		if err != nil {
-			return "", fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
-		}
-		_, err = io.Copy(h, r)
-		r.Close()
-		if err != nil {
-			return "", fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+		if err := rb.fingerprintLarge(h); err != nil {
+			return "", err
 		}
 	default:
 		h.Write(rb.buf)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fingerprintLarge hashes into h a body the caller can rewind that hold
+// could not hold (over the limit), read through a new GetBody. The
+// caller's body of the first attempt, if not yet sent, is then not sent:
+// GetBody's result may share its state (azcore's seeks one ReadSeeker
+// back), so every attempt gets a reader obtained after this read.
+func (rb *replayBody) fingerprintLarge(h io.Writer) error {
+	r, err := rb.getBody()
+	if err != nil {
+		return fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+	}
+	_, err = io.Copy(h, r)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+	}
+	if f := rb.take(); f != nil {
+		rb.spent = f
+	}
+	return nil
+}
+
+// hold makes the Transport the one owner of a body the caller can rewind
+// (GetBody) of at most limit bytes. It reads the body once, from the
+// reader the next attempt would send: the caller's Body before the first
+// attempt, a new GetBody's after. Every attempt after is sent from that
+// copy. So the reader read to inspect the body (print, fingerprint) is
+// never one sent after: GetBody's result may share its state with Body or
+// with an earlier result. hold reports whether rb holds the whole body
+// (none, or a copy). It is on the failure and recognition paths only.
+//
+// A body it cannot hold is left as the caller's: one over the limit
+// (never read to inspect it), one whose read fails (the attempt gets the
+// same error), one whose GetBody fails. A GetBody whose body is not
+// ContentLength long is not re-sent (over): it would fail in net/http.
+func (rb *replayBody) hold() bool {
+	held, _ := rb.holdBody()
+	return held
+}
+
+// holdBody is hold; err is GetBody's error, when GetBody failed.
+func (rb *replayBody) holdBody() (bool, error) {
+	switch {
+	case rb.getBody == nil:
+		return rb.stream == nil && !rb.over, nil
+	case rb.tried || rb.length > rb.limit:
+		return false, nil
+	}
+	rb.tried = true
+	src, first := rb.take(), true
+	if src == nil {
+		r, err := rb.getBody()
+		if err != nil {
+			return false, err
+		}
+		src, first = r, false
+	}
+	var b bytes.Buffer
+	b.Grow(int(max(min(rb.length, rb.limit), 0)))
+	n, err := io.Copy(&b, io.LimitReader(src, rb.limit+1))
+	whole := err == nil && n <= rb.limit && (rb.length <= 0 || n == rb.length)
+	switch {
+	case whole:
+		src.Close()
+		rb.buf, rb.getBody = b.Bytes(), nil
+		return true, nil
+	case first:
+		rb.readOn(b.Bytes(), src) // as read: what is left of it follows what hold read
+	default:
+		src.Close()
+	}
+	if err == nil && n <= rb.limit {
+		rb.over = !first // GetBody's body is not ContentLength long
+	}
+	return false, nil
 }
 
 // streamBody is a request body without GetBody, such as an io.Pipe or a

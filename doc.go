@@ -170,10 +170,13 @@
 //     not retry: sdkmarks.go's table of marks says which SDKs honour it
 //     (see WithRefusalResponses).
 //   - The loop chooses when to send. The Transport adds no wait of its
-//     own, not even a server's pause. A Stainless SDK waits Retry-After
-//     itself. An AWS SDK waits its backoff and X-Amz-Retry-After and
-//     ignores Retry-After, alone as over the Transport. A Retry-After
-//     pause the loop ignored never refuses its retries.
+//     own. The one wait it adds is the server's: a retry the loop sends
+//     before the time its server named (Retry-After and the headers
+//     ServerDelay reads) waits what is left of it, within the caller's
+//     deadline and WithRetryAfterMax. Past those it goes as the loop sends
+//     it. A Stainless SDK waits Retry-After itself, and waits no more. An
+//     AWS SDK ignores Retry-After: over the Transport its retry waits it.
+//     Such a delay never refuses a retry.
 //   - One key per logical call. The SDK's own call id, when it sends one
 //     (AWS, Google), is the key. Otherwise a retry takes the key of the
 //     one pending call it continues: same method, URL and body, whose last

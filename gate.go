@@ -41,9 +41,15 @@ type applicant struct {
 	joined bool
 	hop    bool // a redirect hop: not a new operation
 	// single: the call sends one attempt, an outer loop retrying
-	// (outerloop.go): the loop waits as it chooses. lax: its attempt is
-	// never refused (loopsite.go).
+	// (outerloop.go): the loop waits as it chooses, save for the server's
+	// delay (outerWait). lax: its attempt is never refused (loopsite.go).
 	single, lax bool
+	// asked (Unix ns): the time the server named for the operation's next
+	// try, 0 if none (serverasked.go). unlinked: an outer loop's call
+	// that nothing ties to an earlier one (WithOuterRetries(true) without
+	// marks): it may be a retry, and waits as one (outerWait).
+	asked    int64
+	unlinked bool
 }
 
 // reservation is one attempt's admission.
@@ -118,15 +124,20 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 	r.reset(h, now, n > 0 && (i > 0 || !g.joined), i == 0, g.hop)
 	r.delay = 0
 	if r.first && r.retry && g.single && !g.lax {
-		return h.reserveOuterRetry(r, g, now) // outerloop.go
+		var err error
+		r.delay, err = h.reserveOuterRetry(r, g, now)
+		return err
 	}
 	if r.first {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
-		if !g.single { // an outer loop waits as it chooses
+		switch {
+		case !g.single:
 			if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 				r.delay = p
 			}
+		case r.retry || g.lax || g.unlinked:
+			r.delay = h.outerWait(g, now) // a loop's re-send: as the loop chose, and the server asked
 		}
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:
 		// it spends a token when there is one, so that the retries inside
@@ -167,19 +178,25 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 }
 
 // reserveOuterRetry admits into r, at now, the attempt of g, an outer loop's
-// retry, or refuses it. It applies the gate's policies for a retry, but not
-// the waits: the loop waited as it chose.
-func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now int64) error {
+// retry, or refuses it; it returns the attempt's delay. It applies the gate's policies for a retry, but not
+// the backoff: the loop waited as it chose. It waits what is left of the
+// server's delay (outerWait) rather than refuse: a refusal is an error the
+// loop retries at once.
+func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now int64) (time.Duration, error) {
 	if h.pauses.pushedBack(now) {
-		return ErrPushback
+		return 0, ErrPushback
+	}
+	wait := h.outerWait(g, now)
+	if !g.fits(now, wait+g.expectedLatency(h)) {
+		wait = 0 // the server's time and an answer do not fit: the attempt goes as the loop sends it
 	}
 	if !g.fits(now, g.expectedLatency(h)) {
-		return ErrDelayTooLong
+		return 0, ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
-		return ErrCircuitOpen
+		return 0, ErrCircuitOpen
 	}
-	return r.spend(g, now)
+	return wait, r.spend(g, now)
 }
 
 // reset makes r a new reservation at now to h. It is of a retry (attempt
@@ -486,8 +503,8 @@ func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 	switch {
 	case h.pauses.pushedBack(now):
 		return r, ErrPushback
-	case h.pauses.pausedFor(now, true) > 0, !g.fits(now, g.expectedLatency(h)):
-		return r, ErrDelayTooLong
+	case h.pauses.pausedFor(now, true) > 0, g.asked > now, !g.fits(now, g.expectedLatency(h)):
+		return r, ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
 		return r, ErrCircuitOpen
 	}

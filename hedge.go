@@ -59,7 +59,8 @@ func (hc HedgingConfig) resolve() hedging {
 // A hedge is admitted by the host's gate like a retry. It takes a retry
 // token and the budget's share. It is not sent:
 //
-//   - while the server pushes back or the host is paused by a Retry-After;
+//   - while the server pushes back or the host is paused by a Retry-After,
+//     or before the time a copy's answer named for the operation;
 //   - while the host's breaker is open;
 //   - when the rate limiter has no token at hand;
 //   - when attempts (WithMaxAttempts) are used up;

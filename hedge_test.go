@@ -513,3 +513,32 @@ func TestHedgedFirstBodyIsTheBaseTransports(t *testing.T) {
 	base.wg.Wait()
 	assert.Nil(t, base.err.Load(), "the Transport closed the body the base transport was still sending")
 }
+
+// TestHedgeHeldByTheServersDelay: a copy's answer that names a delay holds
+// the call's next hedges until then, on a host whose first attempts are
+// healthy (no host pause): no copy leaves before the time the server named.
+func TestHedgeHeldByTheServersDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Int32
+		steps := make([]stubtest.Step, 0, 23)
+		for range 20 {
+			steps = append(steps, stubtest.Reply(200)) // the host's first attempts are healthy
+		}
+		steps = append(steps, timed(time.Second, 200, &live), stubtest.Reply(503, "Retry-After: 2"), stubtest.Reply(200))
+		s := stubtest.New(steps...)
+		tr := resilient.NewTransport(s, resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond, MaxHedges: 2}))
+		for range 20 {
+			resp, _, err := hedgeDo(t, tr, http.MethodGet, nil)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		start := time.Now()
+		resp, rep, err := hedgeDo(t, tr, http.MethodGet, nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, time.Second, time.Since(start), "the first copy's answer")
+		assert.Len(t, s.Attempts(), 22, "no second hedge before the server's 2 s")
+		assert.Equal(t, 1, rep.Hedges)
+	})
+}

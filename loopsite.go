@@ -208,6 +208,9 @@ func (c *call) deferToSite() bool {
 // body can be read again for its fingerprint (not when a retry's GetBody
 // failed: the fingerprint is then unknown).
 func (c *call) failedRetryably(rewound bool) {
+	if o := c.outer; o != nil && o.marked && c.asked != 0 && c.op.key != "" {
+		c.t.asked.set(c.op.key, c.asked, c.cfg.nanos()) // the SDK's next try waits for it
+	}
 	if (c.outer != nil && c.outer.marked) || c.op.hop || c.outerMode() != outerAuto {
 		return
 	}
@@ -219,6 +222,9 @@ func (c *call) failedRetryably(rewound bool) {
 	}
 	if !c.op.own {
 		f.key = c.op.key
+	}
+	if c.asked != 0 {
+		c.t.asked.set(f, c.asked, f.at) // the loop's re-send waits for it
 	}
 	c.t.loops.record(f, lc.from == nil)
 }
@@ -389,10 +395,6 @@ func callSite() uint64 {
 	return h
 }
 
-// maxPrinted is the longest body print reads through GetBody; a longer
-// one has no fingerprint.
-const maxPrinted = 1 << 20
-
 // goid returns the id of the calling goroutine, read from its stack's
 // header ("goroutine 7 [running]:"). Costly: on the failure path only.
 func goid() uint64 {
@@ -410,31 +412,14 @@ func goid() uint64 {
 }
 
 // print returns the fingerprint of the body rb sends, of length length
-// (the request's ContentLength). It is only the length for a body longer
-// than maxPrinted, or a streamed one, which is read only as it is sent.
+// (the request's ContentLength). It is only the length for a body rb
+// cannot hold (replayBody.hold): over the replay buffer, or streamed,
+// which is read only as it is sent.
 func (rb *replayBody) print(length int64) bodyPrint {
-	p := bodyPrint{length: length}
-	switch {
-	case rb.stream != nil:
-		return p
-	case rb.getBody != nil:
-		r, err := rb.getBody()
-		if err != nil {
-			return p
-		}
-		h := sha256.New()
-		n, err := io.Copy(h, io.LimitReader(r, maxPrinted+1))
-		r.Close()
-		if err != nil || n > maxPrinted {
-			return p
-		}
-		p.length = n
-		h.Sum(p.sum[:0])
-	default:
-		p.sum, p.length = sha256.Sum256(rb.buf), int64(len(rb.buf))
+	if !rb.hold() {
+		return bodyPrint{length: length}
 	}
-	p.known = true
-	return p
+	return bodyPrint{sum: sha256.Sum256(rb.buf), length: int64(len(rb.buf)), known: true}
 }
 
 // headerPtr identifies a Header map; nil for none.

@@ -33,7 +33,8 @@ const (
 // wins over this option.
 //
 // With true, every RoundTrip sends one attempt, and the loop decides whether
-// and when to retry. A call that repeats a key of the application's seen
+// and when to retry. A try sent sooner than a server's delay asked (a
+// 429's or a shedding host's Retry-After) waits what is left of it. A call that repeats a key of the application's seen
 // within a minute is a retry. The host's gate admits it as one, and may
 // refuse it (see WithRefusalResponses). Use true with a hand-written loop.
 // Use it with an SDK that sends its own idempotency key but no retry count.

@@ -12,6 +12,7 @@ import (
 // the first present and valid of:
 //
 //   - Retry-After-Ms (Stainless APIs);
+//   - x-ms-retry-after-ms (Azure);
 //   - Retry-After: delay-seconds, or an HTTP-date measured against the
 //     response's Date;
 //   - the IETF RateLimit fields when a quota is spent;

@@ -100,6 +100,7 @@ func (c *call) observe(a *attempt, v verdict) {
 	if a.resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
+	c.asked = max(c.asked, later(a.end, d.Delay)) // for a loop's next try (serverasked.go)
 	switch a.resp.StatusCode {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)

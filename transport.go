@@ -40,6 +40,9 @@ type Transport struct {
 	// loops: the recent retryable failures of calls without marks and
 	// the call sites that loop (loopsite.go); written on failure only.
 	loops loops
+	// asked: the times servers named for outer loops' next tries
+	// (serverasked.go).
+	asked askedDelays
 	// plain: the configuration lets requests be plain calls (plain.go).
 	plain bool
 }
@@ -127,6 +130,10 @@ func (t *Transport) roundTrip(req *http.Request, hs headerScan) (*http.Response,
 	var l loop
 	l.base = c.firstNumber(own, now)
 	c.joined, c.hop, c.single = joined, c.op.hop, c.outer.sendsOne()
+	if c.single {
+		c.asked = c.askedBefore(now) // serverasked.go
+		c.unlinked = !c.outer.marked && !c.outer.lax
+	}
 	if own || c.outer != nil {
 		c.lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written

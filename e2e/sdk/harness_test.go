@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -35,6 +36,9 @@ type seen struct {
 	call    int
 	key     string // Idempotency-Key
 	attempt string // Retry-Attempt
+	at      time.Time
+	// asked: the delay the server named in its answer (resilient.ServerDelay).
+	asked time.Duration
 }
 
 // wire stands between the client (resilient, or the SDK alone) and the
@@ -49,33 +53,54 @@ type wire struct {
 	next http.RoundTripper
 	mu   sync.Mutex
 	reqs []seen
+	// bad: what the server would reject of a request's body or signature
+	// (checkBody; checkSigV4 for AWS).
+	bad []string
 }
+
+// awsCheck verifies the DynamoDB client's signatures.
+var awsCheck = checkSigV4("AKIDEXAMPLE", "secret")
 
 func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	n, _ := req.Context().Value(callID{}).(int)
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	bad := checkBody(req, body)
+	if bad == nil && strings.HasPrefix(req.Header.Get("Authorization"), "AWS4-HMAC-SHA256") {
+		bad = awsCheck(req, body)
+	}
 	w.mu.Lock()
+	if bad != nil {
+		w.bad = append(w.bad, bad.Error())
+	}
 	// As a server reads them: names are case-insensitive (resilient sends
 	// its key as "idempotency-key").
 	h := make(http.Header, len(req.Header))
 	for k, v := range req.Header {
 		h[http.CanonicalHeaderKey(k)] = v
 	}
-	w.reqs = append(w.reqs, seen{call: n, key: h.Get("Idempotency-Key"), attempt: h.Get("Retry-Attempt")})
+	w.reqs = append(w.reqs, seen{call: n, key: h.Get("Idempotency-Key"), attempt: h.Get("Retry-Attempt"), at: time.Now()})
+	i := len(w.reqs) - 1
 	w.mu.Unlock()
 	// The in-process transport tells the request's trace it wrote the
 	// request, as a socket's does.
 	r := req.Clone(req.Context())
+	if req.Body != nil && req.Body != http.NoBody {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, "AWS4-HMAC-SHA256") {
 		cred, _, _ := strings.Cut(auth, ",")
 		r.Header.Set("Authorization", cred)
 	}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") && r.Body != nil {
-		b, err := io.ReadAll(r.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		form, err := url.ParseQuery(string(b))
+		form, err := url.ParseQuery(string(body))
 		if err != nil {
 			return nil, err
 		}
@@ -92,6 +117,11 @@ func (w *wire) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := w.next.RoundTrip(r)
+	if err == nil {
+		w.mu.Lock()
+		w.reqs[i].asked = resilient.ServerDelay(resp.Header, time.Now())
+		w.mu.Unlock()
+	}
 	if err == nil && resp.StatusCode >= 400 && req.Header.Get("X-Stripe-Client-User-Agent") != "" {
 		stripeBody(resp)
 	}
@@ -143,6 +173,7 @@ var scenarios = []scenario{
 	{name: "always 500", script: always(500, 0, nil)},
 	{name: "always 503, X-Amz-Retry-After: 1500", script: always(503, 0, map[string]string{"X-Amz-Retry-After": "1500"})},
 	{name: "always 503, Retry-After: 1", script: always(503, time.Second, nil)},
+	{name: "429 twice, Retry-After-Ms: 300, then 201", script: []fakeserver.Fault{{Kind: fakeserver.FaultStatus, Status: 429, Headers: map[string]string{"Retry-After-Ms": "300"}, Count: 2}}},
 	{name: "500 twice, then 201", script: []fakeserver.Fault{{Kind: fakeserver.FaultStatus, Status: 500, Count: 2}}},
 	{name: "response lost once, server dedupes", script: []fakeserver.Fault{{Kind: fakeserver.FaultLostResponse}}},
 	{name: "plain success"},
@@ -174,7 +205,13 @@ func wrapped(name string, opts ...resilient.Option) setup {
 
 // result is what one run of a scenario showed.
 type result struct {
-	attempts  int      // requests that reached the server
+	attempts int      // requests that reached the server
+	bad      []string // requests the server would reject (wire.bad)
+	// asked: the delays the server named, added up over the answers a
+	// try of the same call followed; early: the tries sent sooner after
+	// an answer than it asked.
+	asked     time.Duration
+	early     []string
 	keys      []int    // distinct Idempotency-Key values per call ("" counts as none)
 	sharedKey bool     // two calls sent a same key
 	attempt   []string // Retry-Attempt values, in order
@@ -231,6 +268,8 @@ func run(t *testing.T, c client, st setup, sc scenario) result {
 		}
 		res.effects = srv.TotalEffects()
 		res.attempts = len(w.reqs)
+		res.bad = w.bad
+		res.asked, res.early = delays(w.reqs)
 		owner := map[string]int{}
 		for i := range calls {
 			var keys []string
@@ -252,4 +291,25 @@ func run(t *testing.T, c client, st setup, sc scenario) result {
 		res.attempt = res.attempt[:len(w.reqs)]
 	})
 	return res
+}
+
+// retryAfterMax is the Transport's default WithRetryAfterMax: a longer
+// delay is not waited.
+const retryAfterMax = 30 * time.Second
+
+// delays returns, over the requests of each call in order, the delays the
+// server asked for before a next try (added up), and the tries sent
+// sooner than the answer before them asked.
+func delays(reqs []seen) (asked time.Duration, early []string) {
+	last := map[int]seen{}
+	for i, r := range reqs {
+		if p, ok := last[r.call]; ok && p.asked > 0 && p.asked <= retryAfterMax {
+			asked += p.asked
+			if gap := r.at.Sub(p.at); gap < p.asked {
+				early = append(early, fmt.Sprintf("request %d of call %d: %v after an answer that asked %v", i, r.call, gap, p.asked))
+			}
+		}
+		last[r.call] = r
+	}
+	return asked, early
 }

@@ -18,7 +18,9 @@ var clients = []client{openaiGo, openaiOwnKey, dynamoDB, stripeGo, plainLoop}
 // recommended setup, and checks that the recommended setup is never worse
 // than the SDK alone: no more attempts or effects, no fewer successes, no
 // key on two calls, one key per call, the SDK's count in Retry-Attempt,
-// and no wait added to the SDK's own. With -v it prints the README's table.
+// no wait added to the SDK's own but the server's delay, and no try sooner
+// than that delay. Every request's body and signature verify (checkBody,
+// checkSigV4). With -v it prints the README's table.
 func TestSDKMatrix(t *testing.T) {
 	var rows []string
 	for _, c := range clients {
@@ -32,6 +34,9 @@ func TestSDKMatrix(t *testing.T) {
 					c.name, sc.name, a.attempts, d.attempts, r.attempts, a.effects, d.effects, r.effects,
 					a.ok, max(sc.calls, 1), d.ok, max(sc.calls, 1), r.ok, max(sc.calls, 1),
 					secs(a.took), secs(d.took), secs(r.took), keys(d), keys(r)))
+				for name, res := range map[string]result{"alone": a, "NewClient()": d, "recommended": r} {
+					assert.Empty(t, res.bad, "%s: requests the server rejects", name)
+				}
 				assert.LessOrEqual(t, r.attempts, a.attempts, "attempts on the wire")
 				assert.LessOrEqual(t, r.effects, a.effects, "effects")
 				assert.GreaterOrEqual(t, r.ok, a.ok, "successful calls")
@@ -57,8 +62,13 @@ func TestSDKMatrix(t *testing.T) {
 				// Time: the SDKs' sleeps are jittered, so two runs' times
 				// differ by their draws; what the Transport adds is
 				// exact: the server answers at once, so any virtual time
-				// spent in RoundTrip is a wait of the Transport's own.
-				assert.Zero(t, r.inTransport, "time added by the Transport")
+				// spent in RoundTrip is a wait of the Transport's. The
+				// one it adds is what is left of the server's delay: no
+				// try leaves sooner than the server asked, and none later
+				// than that plus the SDK's own backoff.
+				assert.Empty(t, d.early, "NewClient(): tries sooner than the server asked")
+				assert.Empty(t, r.early, "tries sooner than the server asked")
+				assert.LessOrEqual(t, r.inTransport, r.asked, "time added by the Transport, past the server's delays")
 			})
 		}
 	}

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/resilienthttp/resilient"
 )
 
 // The unmarked matrix (issue 33): SDKs whose retry loops send no mark the
@@ -25,7 +28,8 @@ import (
 type ustep struct {
 	status     int
 	retryAfter string
-	lost       bool // applied, then the connection drops before the answer
+	header     string // another delay field, "Name: value"
+	lost       bool   // applied, then the connection drops before the answer
 }
 
 // uscenario is a server's behaviour for the call measured.
@@ -40,6 +44,8 @@ var (
 	s503RA = ustep{status: 503, retryAfter: "1"}
 	s500   = ustep{status: 500}
 	s429RA = ustep{status: 429, retryAfter: "1"}
+	s503MS = ustep{status: 503, header: "X-Ms-Retry-After-Ms: 700"}
+	s503RM = ustep{status: 503, header: "Retry-After-Ms: 300"}
 )
 
 // uscenarios are the matrix's rows for each client.
@@ -49,6 +55,8 @@ var uscenarios = []uscenario{
 	{name: "always 503", always: &s503},
 	{name: "always 500", always: &s500},
 	{name: "always 429 + Retry-After: 1", always: &s429RA},
+	{name: "503 + x-ms-retry-after-ms: 700 twice, then success", script: []ustep{s503MS, s503MS}},
+	{name: "503 + Retry-After-Ms: 300 twice, then success", script: []ustep{s503RM, s503RM}},
 	{name: "response lost once", script: []ustep{{lost: true}}},
 	{name: "success at once"},
 }
@@ -79,6 +87,13 @@ type userver struct {
 	attempts int
 	effects  int
 	badSigs  []string
+	// prev: when the last request of the call came, and the delay its
+	// answer asked; asked: those delays added up, over the answers a try
+	// followed; early: tries sooner than asked.
+	prev  time.Time
+	delay time.Duration
+	asked time.Duration
+	early []string
 }
 
 func (s *userver) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -105,6 +120,16 @@ func (s *userver) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.mu.Lock()
 	s.attempts++
+	if now := time.Now(); s.delay > 0 {
+		s.asked += s.delay
+		if gap := now.Sub(s.prev); gap < s.delay {
+			s.early = append(s.early, fmt.Sprintf("try %d: %v after an answer that asked %v", s.attempts, gap, s.delay))
+		}
+	}
+	s.prev, s.delay = time.Now(), 0
+	if err := checkBody(req, body); err != nil {
+		s.badSigs = append(s.badSigs, err.Error())
+	}
 	if s.c.check != nil {
 		if err := s.c.check(req, body); err != nil {
 			s.badSigs = append(s.badSigs, err.Error())
@@ -134,6 +159,12 @@ func (s *userver) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st.retryAfter != "" {
 		h.Set("Retry-After", st.retryAfter)
 	}
+	if k, v, ok := strings.Cut(st.header, ":"); ok {
+		h.Set(k, strings.TrimSpace(v))
+	}
+	s.mu.Lock()
+	s.delay = resilient.ServerDelay(h, time.Now())
+	s.mu.Unlock()
 	b := `{"errors":["` + http.StatusText(st.status) + `"]}`
 	return &http.Response{StatusCode: st.status, Header: h, Body: io.NopCloser(strings.NewReader(b)),
 		ContentLength: int64(len(b)), Request: req, ProtoMajor: 1, ProtoMinor: 1}, nil
@@ -145,6 +176,7 @@ func (s *userver) set(sc uscenario) {
 	defer s.mu.Unlock()
 	s.script, s.always = append([]ustep(nil), sc.script...), sc.always
 	s.attempts, s.effects = 0, 0
+	s.delay, s.asked, s.early = 0, 0, nil
 }
 
 // uresult is what one run showed of the call measured.
@@ -154,6 +186,8 @@ type uresult struct {
 	took              time.Duration // virtual
 	inTransport       time.Duration // virtual time spent in the client's RoundTrip
 	badSigs           []string
+	asked             time.Duration // the server's delays a try followed, added up
+	early             []string      // tries sooner than the server asked
 }
 
 // urun runs c's call over st against sc in a bubble. With warm, the same
@@ -190,6 +224,7 @@ func urun(t *testing.T, c uclient, st setup, sc uscenario, warm bool) uresult {
 		res.ok = err == nil
 		srv.mu.Lock()
 		res.attempts, res.effects, res.badSigs = srv.attempts, srv.effects, srv.badSigs
+		res.asked, res.early = srv.asked, srv.early
 		srv.mu.Unlock()
 		hc.CloseIdleConnections()
 	})

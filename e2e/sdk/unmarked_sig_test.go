@@ -64,12 +64,13 @@ func checkSharedKey(account, key string) func(*http.Request, []byte) error {
 	}
 }
 
-// checkSigV4 verifies an AWS Signature Version 4 (S3) of accessKey with
-// secret: the header signature, which for a streamed upload is the seed
-// the chunk signatures chain from. (The chunks' signatures are not
-// checked.)
+// checkSigV4 verifies an AWS Signature Version 4 of accessKey with secret:
+// the header signature, which for a streamed upload is the seed the chunk
+// signatures chain from. (The chunks' signatures are not checked.) The
+// payload hash it covers is X-Amz-Content-Sha256 (S3: checkBody holds it
+// to the body), or the body's own hash where the SDK sends none (DynamoDB).
 func checkSigV4(accessKey, secret string) func(*http.Request, []byte) error {
-	return func(req *http.Request, _ []byte) error {
+	return func(req *http.Request, body []byte) error {
 		auth, ok := strings.CutPrefix(req.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ")
 		if !ok {
 			return errors.New("sigv4: no AWS4-HMAC-SHA256 authorization")
@@ -106,8 +107,14 @@ func checkSigV4(accessKey, secret string) func(*http.Request, []byte) error {
 			ch.WriteString(name + ":" + strings.Join(strings.Fields(v), " ") + "\n")
 		}
 		query := strings.ReplaceAll(req.URL.Query().Encode(), "+", "%20")
+		payload := req.Header.Get("X-Amz-Content-Sha256")
+		if payload == "" {
+			// Not sent (DynamoDB): the signature covers the body's hash.
+			sum := sha256.Sum256(body)
+			payload = hex.EncodeToString(sum[:])
+		}
 		canon := strings.Join([]string{req.Method, (&url.URL{Path: req.URL.Path}).EscapedPath(), query, ch.String(),
-			fields["SignedHeaders"], req.Header.Get("X-Amz-Content-Sha256")}, "\n")
+			fields["SignedHeaders"], payload}, "\n")
 		sum := sha256.Sum256([]byte(canon))
 		sts := strings.Join([]string{"AWS4-HMAC-SHA256", req.Header.Get("X-Amz-Date"), scope, hex.EncodeToString(sum[:])}, "\n")
 		k := []byte("AWS4" + secret)
@@ -119,6 +126,27 @@ func checkSigV4(accessKey, secret string) func(*http.Request, []byte) error {
 		}
 		return nil
 	}
+}
+
+// checkBody verifies that a request's body is the one its headers announce
+// and its signature covers: as long as its ContentLength and its
+// Content-Length field (which Azure's Shared Key signs), and, where
+// X-Amz-Content-Sha256 is a hash, of that SHA-256 (SigV4's payload hash).
+// An attempt whose body was read by someone else first fails here.
+func checkBody(req *http.Request, body []byte) error {
+	n := int64(len(body))
+	if req.ContentLength > 0 && n != req.ContentLength {
+		return fmt.Errorf("body: %d bytes, ContentLength %d", n, req.ContentLength)
+	}
+	if cl := req.Header.Get("Content-Length"); cl != "" && cl != strconv.FormatInt(n, 10) {
+		return fmt.Errorf("body: %d bytes, Content-Length: %s", n, cl)
+	}
+	if h := req.Header.Get("X-Amz-Content-Sha256"); len(h) == 2*sha256.Size {
+		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != h {
+			return errors.New("body: not the payload x-amz-content-sha256 hashes")
+		}
+	}
+	return nil
 }
 
 func hmacSHA256(key []byte, data string) []byte {

@@ -27,14 +27,18 @@ const maxTransportAttempts = 4
 //
 //   - warmed default arm, for a client that retries on its own: no more
 //     attempts or effects than alone, no fewer successes, and no wait of
-//     the Transport's own above 1 s (virtual time spent inside RoundTrip:
-//     the server answers at once); for a client that retries nothing:
+//     the Transport's own above 1 s past the server's delays (virtual time
+//     spent inside RoundTrip: the server answers at once); for a client
+//     that retries nothing:
 //     no more effects, no fewer successes;
 //   - fresh default arm: attempts ≤ alone + the Transport's retries of one
 //     call (maxTransportAttempts − 1), effects ≤ alone, successes ≥ alone;
 //   - documented arm: attempts ≤ alone, effects ≤ alone, successes ≥ alone,
-//     no wait of the Transport's own;
-//   - every signed request the server saw verifies, in every arm.
+//     no wait of the Transport's own but what is left of the server's
+//     delays;
+//   - wrapped arms: no try sooner than the server's delay asked;
+//   - every request's body is the one its length and signature announce,
+//     and every signed request verifies, in every arm.
 //
 // With -v it prints the README's table.
 func TestUnmarkedSDKMatrix(t *testing.T) {
@@ -58,9 +62,12 @@ func TestUnmarkedSDKMatrix(t *testing.T) {
 				assert.Equal(t, a.attempts, aw.attempts, "alone, warmed or not")
 				assert.LessOrEqual(t, w.effects, aw.effects, "warmed: effects")
 				assert.GreaterOrEqual(t, btoi(w.ok), btoi(aw.ok), "warmed: successes")
+				for name, r := range map[string]uresult{"NewClient()": f, "NewClient() warmed": w, "documented": d} {
+					assert.Empty(t, r.early, "%s: tries sooner than the server asked", name)
+				}
 				if c.loops {
 					assert.LessOrEqual(t, w.attempts, aw.attempts, "warmed: attempts on the wire")
-					assert.LessOrEqual(t, w.inTransport, time.Second, "warmed: waits of the Transport's own")
+					assert.LessOrEqual(t, w.inTransport, w.asked+time.Second, "warmed: waits of the Transport's own, past the server's delays")
 				} else {
 					assert.LessOrEqual(t, w.attempts, a.attempts*maxTransportAttempts, "warmed: the Transport's retries only")
 				}
@@ -69,7 +76,7 @@ func TestUnmarkedSDKMatrix(t *testing.T) {
 				assert.GreaterOrEqual(t, btoi(f.ok), btoi(a.ok), "fresh: successes")
 				if c.loops {
 					assert.LessOrEqual(t, d.attempts, a.attempts, "documented: attempts")
-					assert.Zero(t, d.inTransport, "documented: waits of the Transport's own")
+					assert.LessOrEqual(t, d.inTransport, d.asked, "documented: waits of the Transport's own, past the server's delays")
 				}
 				assert.LessOrEqual(t, d.effects, a.effects, "documented: effects")
 				assert.GreaterOrEqual(t, btoi(d.ok), btoi(a.ok), "documented: successes")

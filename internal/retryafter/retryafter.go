@@ -1,7 +1,7 @@
 // Package retryafter parses the delays servers direct in their answers'
-// headers (Retry-After, Retry-After-Ms, the IETF RateLimit fields,
-// X-Amz-Retry-After), for resilient.ServerDelay and for the modules of this
-// repository.
+// headers (Retry-After, Retry-After-Ms, x-ms-retry-after-ms, the IETF
+// RateLimit fields, X-Amz-Retry-After), for resilient.ServerDelay and for
+// the modules of this repository.
 package retryafter
 
 import (
@@ -66,6 +66,8 @@ func parseSeconds(v string) (time.Duration, bool) {
 //
 //   - Retry-After-Ms, milliseconds (Stainless-generated APIs and SDKs read
 //     it before Retry-After);
+//   - x-ms-retry-after-ms, milliseconds (Azure services; the Azure SDKs
+//     read it after retry-after-ms, before Retry-After);
 //   - Retry-After (see Parse); an HTTP-date is measured against
 //     the response's Date when it has a valid one (the server's clock, so
 //     that a skewed client clock sends no retry before the server said),
@@ -83,6 +85,11 @@ func parseSeconds(v string) (time.Duration, bool) {
 // capped by the Transport's maximum.
 func Delay(h http.Header, now time.Time) time.Duration {
 	if v := headerValue(h, "Retry-After-Ms"); v != "" {
+		if d, ok := parseMillis(v); ok {
+			return d
+		}
+	}
+	if v := headerValue(h, "X-Ms-Retry-After-Ms"); v != "" {
 		if d, ok := parseMillis(v); ok {
 			return d
 		}
