@@ -135,9 +135,28 @@ type rsRead struct {
 	err    error
 }
 
+// rsReaders are the two ways a caller reads a body: Read calls
+// (io.ReadAll), and io.Copy, which calls the body's WriteTo if it has one.
+var rsReaders = []struct {
+	name string
+	read func(io.Reader) ([]byte, error)
+}{
+	{"ReadAll", io.ReadAll},
+	{"Copy", func(r io.Reader) ([]byte, error) {
+		var buf bytes.Buffer
+		_, err := io.Copy(&buf, r)
+		return buf.Bytes(), err
+	}},
+}
+
 // rsGet sends a GET of url with c (with the Range rng if not "") and
-// reads the whole body.
+// reads the whole body with io.ReadAll.
 func rsGet(ctx context.Context, c *http.Client, url, rng string) rsRead {
+	return rsGetWith(ctx, c, url, rng, io.ReadAll)
+}
+
+// rsGetWith is rsGet reading the body with read.
+func rsGetWith(ctx context.Context, c *http.Client, url, rng string, read func(io.Reader) ([]byte, error)) rsRead {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if rng != "" {
 		req.Header.Set("Range", rng)
@@ -147,7 +166,7 @@ func rsGet(ctx context.Context, c *http.Client, url, rng string) rsRead {
 		return rsRead{err: err}
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := read(resp.Body)
 	return rsRead{status: resp.StatusCode, body: b, err: err}
 }
 
@@ -237,35 +256,42 @@ func TestResumeNeverWorse(t *testing.T) {
 			})},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			bare, wrapped, srv := rsPair(t, tc, content)
-			want := content
-			if tc.rng != "" {
-				want = content[1000:101000]
-			}
-			require.Error(t, bare.err, "the bare client's read is cut")
-			assert.Equal(t, bare.status, wrapped.status)
-			if tc.resume {
-				require.NoError(t, wrapped.err)
-				assert.True(t, bytes.Equal(want, wrapped.body), "the wrapped read is the representation")
-			} else {
-				require.Error(t, wrapped.err)
-				assert.ErrorIs(t, wrapped.err, bare.err, "errors.Is finds the bare client's error")
-				assert.Equal(t, bare.body, wrapped.body, "the same bytes before the error")
-				if tc.is != nil {
-					assert.ErrorIs(t, wrapped.err, tc.is)
-				}
-			}
-			if tc.requests > 0 {
-				assert.Len(t, srv.requests(), tc.requests, "requests: %q", srv.requests())
-			}
-		})
+		for _, rd := range rsReaders {
+			t.Run(tc.name+"/"+rd.name, func(t *testing.T) { rsCheck(t, tc, content, rd.read) })
+		}
+	}
+}
+
+// rsCheck runs tc, reading bodies with read, and checks the wrapped read
+// against the bare one.
+func rsCheck(t *testing.T, tc rsCase, content []byte, read func(io.Reader) ([]byte, error)) {
+	t.Helper()
+	bare, wrapped, srv := rsPair(t, tc, content, read)
+	want := content
+	if tc.rng != "" {
+		want = content[1000:101000]
+	}
+	require.Error(t, bare.err, "the bare client's read is cut")
+	assert.Equal(t, bare.status, wrapped.status)
+	if tc.resume {
+		require.NoError(t, wrapped.err)
+		assert.True(t, bytes.Equal(want, wrapped.body), "the wrapped read is the representation")
+	} else {
+		require.Error(t, wrapped.err)
+		assert.ErrorIs(t, wrapped.err, bare.err, "errors.Is finds the bare client's error")
+		assert.Equal(t, bare.body, wrapped.body, "the same bytes before the error")
+		if tc.is != nil {
+			assert.ErrorIs(t, wrapped.err, tc.is)
+		}
+	}
+	if tc.requests > 0 {
+		assert.Len(t, srv.requests(), tc.requests, "requests: %q", srv.requests())
 	}
 }
 
 // rsPair runs tc over a bare client, then a wrapped one, each against a
 // new server; it returns the wrapped one's server.
-func rsPair(t *testing.T, tc rsCase, content []byte) (bare, wrapped rsRead, srv *rsServer) {
+func rsPair(t *testing.T, tc rsCase, content []byte, read func(io.Reader) ([]byte, error)) (bare, wrapped rsRead, srv *rsServer) {
 	t.Helper()
 	for _, wrap := range []bool{false, true} {
 		srv = &rsServer{content: content, etag: tc.etag, cuts: tc.cuts, hook: tc.hook, modtime: time.Now().Add(time.Hour)}
@@ -281,7 +307,7 @@ func rsPair(t *testing.T, tc rsCase, content []byte) (bare, wrapped rsRead, srv 
 		if wrap {
 			c = resilient.Wrap(c, tc.opts...)
 		}
-		r := rsGet(context.Background(), c, hs.URL+"/f", tc.rng)
+		r := rsGetWith(context.Background(), c, hs.URL+"/f", tc.rng, read)
 		tr.CloseIdleConnections()
 		hs.Close()
 		if wrap {
@@ -313,7 +339,7 @@ func TestResumeNotWrapped(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		bare, wrapped, srv := rsPair(t, tc, content)
+		bare, wrapped, srv := rsPair(t, tc, content, io.ReadAll)
 		require.Error(t, bare.err)
 		assert.Equal(t, bare.err.Error(), wrapped.err.Error())
 		assert.Equal(t, bare.body, wrapped.body)
@@ -459,4 +485,46 @@ func TestResumeDeadlines(t *testing.T) {
 			})
 		})
 	}
+}
+
+// rsFailWriter fails its writes once it has taken left bytes.
+type rsFailWriter struct{ left int }
+
+var errRsWrite = errors.New("disk full")
+
+func (w *rsFailWriter) Write(p []byte) (int, error) {
+	if len(p) > w.left {
+		n := w.left
+		w.left = 0
+		return n, errRsWrite
+	}
+	w.left -= len(p)
+	return len(p), nil
+}
+
+// TestResumeWriterError: an io.Copy whose writer fails ends as the bare
+// body's does: the writer's error, and no resume sent.
+func TestResumeWriterError(t *testing.T) {
+	content := rsContent(rsSize)
+	var got [2]error
+	var n [2]int64
+	for i, wrap := range []bool{false, true} {
+		srv := &rsServer{content: content, etag: `"v1"`}
+		hs := httptest.NewServer(srv)
+		tr := &http.Transport{}
+		c := &http.Client{Transport: tr}
+		if wrap {
+			c = resilient.Wrap(c)
+		}
+		resp, err := c.Get(hs.URL)
+		require.NoError(t, err)
+		n[i], got[i] = io.Copy(&rsFailWriter{left: 50_000}, resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		hs.Close()
+		assert.Len(t, srv.requests(), 1, "wrapped %v", wrap)
+	}
+	assert.Equal(t, got[0], got[1])
+	assert.Equal(t, n[0], n[1])
+	assert.ErrorIs(t, got[1], errRsWrite)
 }
