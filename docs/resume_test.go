@@ -1,0 +1,28 @@
+package docs_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestResumeTable: every row of docs/resume.md's table names a test case of
+// the root's resume tests (name: "…" of a table) or, in parentheses, a
+// test function, so that each claim of the table is one a test checks.
+func TestResumeTable(t *testing.T) {
+	md := read(t, "docs/resume.md")
+	tests := read(t, "resume_test.go") + read(t, "resume_internal_test.go")
+	rows := table(t, md, "| the answer, or the resume's answer |")
+	require.GreaterOrEqual(t, len(rows), 20)
+	for _, r := range rows {
+		require.Len(t, r, 4, "%q", r)
+		c := r[3]
+		if fn, ok := strings.CutPrefix(c, "("); ok {
+			assert.Contains(t, tests, "func "+strings.TrimSuffix(fn, ")")+"(", "row %q", r[0])
+			continue
+		}
+		assert.Contains(t, tests, `name: "`+c+`"`, "row %q", r[0])
+	}
+}
