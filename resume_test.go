@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -384,11 +386,12 @@ func TestResumeObserved(t *testing.T) {
 	)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
+	var logs bytes.Buffer
 	c := resilient.Wrap(&http.Client{Transport: tr}, resilient.WithObserver(func(_ context.Context, e resilient.Event) {
 		mu.Lock()
 		events = append(events, e)
 		mu.Unlock()
-	}))
+	}), resilient.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	var rep resilient.Report
 	req, _ := http.NewRequestWithContext(resilient.ContextWithReport(context.Background(), &rep), http.MethodGet, hs.URL, nil)
 	resp, err := c.Do(req)
@@ -421,6 +424,7 @@ func TestResumeObserved(t *testing.T) {
 		assert.Equal(t, resilient.Success, a.Action)
 	}
 	assert.Equal(t, resilient.EventOutcome, events[len(events)-3].Kind, "the outcome comes before the resumes")
+	assert.Equal(t, 2, strings.Count(logs.String(), `msg="resilient: resume"`), "logged at Debug:\n%s", logs.String())
 }
 
 // TestResumeDeadlines: a resume waits within the caller's deadline and
