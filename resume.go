@@ -40,11 +40,13 @@ const maxResumes = 1000
 // to the caller's own Range (a single range, not multipart/byteranges).
 // It must have a known length, Accept-Ranges: bytes, a strong validator
 // (a strong ETag, or a Last-Modified at least 1 s before its Date) and a
-// body net/http did not decompress. Any other answer is left as it is.
+// body net/http did not decompress, and req no body. Any other answer is
+// left as it is.
 // RoundTrip calls it for a GET answered with a length.
 func (t *Transport) resumable(req *http.Request, resp *http.Response) {
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent || resp.Uncompressed {
-		return
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent || resp.Uncompressed ||
+		req.Body != nil && req.Body != http.NoBody {
+		return // a GET with a body is not sent again
 	}
 	h := resp.Header
 	if ar := h["Accept-Ranges"]; len(ar) != 1 || !strings.EqualFold(strings.TrimSpace(ar[0]), "bytes") {

@@ -532,3 +532,54 @@ func TestResumeWriterError(t *testing.T) {
 	assert.Equal(t, n[0], n[1])
 	assert.ErrorIs(t, got[1], errRsWrite)
 }
+
+// TestResumeCloseDuringResume: closing the body while a resume is in
+// flight ends the resume (the server sees its request cancelled), and the
+// read ends with the bare client's error.
+func TestResumeCloseDuringResume(t *testing.T) {
+	content := rsContent(rsSize)
+	resuming := make(chan struct{})
+	srv := &rsServer{content: content, etag: `"v1"`, cuts: []int64{10_000}, modtime: time.Now().Add(time.Hour),
+		hook: func(_ *rsServer, i int, _ http.ResponseWriter, r *http.Request) bool {
+			if i == 0 {
+				return false
+			}
+			close(resuming)
+			<-r.Context().Done() // until the client gives the resume up
+			return true
+		}}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := resilient.Wrap(&http.Client{Transport: tr}).Get(hs.URL)
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		done <- err
+	}()
+	<-resuming
+	require.NoError(t, resp.Body.Close())
+	err = <-done
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Len(t, srv.requests(), 2)
+}
+
+// TestResumeGetWithBody: a GET with a body is not resumed: its body is not
+// the Transport's to send again.
+func TestResumeGetWithBody(t *testing.T) {
+	content := rsContent(rsSize)
+	srv := &rsServer{content: content, etag: `"v1"`, cuts: []int64{10_000}, modtime: time.Now().Add(time.Hour)}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, hs.URL, bytes.NewReader([]byte("q")))
+	resp, err := resilient.Wrap(&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, io.ErrUnexpectedEOF, err)
+	assert.Len(t, srv.requests(), 1)
+}
