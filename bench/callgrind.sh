@@ -29,7 +29,7 @@ count() { # count BENCH ITERATIONS: the run's total instructions
 
 declare -A bare
 printf '%-32s %8s %8s\n' benchmark instr +bare
-for method in GET POST GET-resumable; do
+for method in GET POST resumable; do
   for client in nethttp resilient retryablehttp failsafe; do
     name="$method/$client"
     [[ "stub/$name" =~ $regex ]] || [ "$client" = nethttp ] || continue

@@ -49,7 +49,7 @@ func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // (a strong ETag, a length, Accept-Ranges: bytes): large, at largePath, so
 // that its wrapper's cost per read shows.
 const (
-	getResumable = "GET-resumable"
+	getResumable = "resumable"
 	largePath    = "/v1/large"
 )
 
@@ -171,14 +171,14 @@ func bases(b *testing.B) []struct {
 }
 
 // BenchmarkOverhead measures one request through each client, sequentially:
-// BenchmarkOverhead/{stub,loopback}/{GET,POST}/{nethttp,resilient,
+// BenchmarkOverhead/{stub,loopback}/{GET,POST,resumable}/{nethttp,resilient,
 // retryablehttp,failsafe}. With the stub base transport the numbers are the
 // pure overhead of each client; over loopback they include a real HTTP/1.1
 // exchange with an httptest server on 127.0.0.1. The POST is keyed: resilient
 // mints its key, the others get one per request from the benchmark loop (the
 // same UUIDv7 function), so all four do the same work.
 //
-// GET-resumable is a GET of a 1 MiB body that resilient can resume (a
+// resumable is a GET of a 1 MiB body that resilient can resume (a
 // strong ETag, a length, Accept-Ranges: bytes), read to the end: the cost
 // of its resumable wrapper.
 func BenchmarkOverhead(b *testing.B) {
