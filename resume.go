@@ -132,9 +132,12 @@ type resumeBody struct {
 	// representation's length.
 	off, end, total int64
 	n               resumeCount
-	mu              sync.Mutex
-	closed          bool
-	cancel          context.CancelFunc // the resume in flight's, nil if none
+	// err is the error the read ended with when it was not resumed: later
+	// reads return it again, as net/http's body does, and resume nothing.
+	err    error
+	mu     sync.Mutex
+	closed bool
+	cancel context.CancelFunc // the resume in flight's, nil if none
 }
 
 // ifRange is what a resume's If-Range carries: the strong ETag (etag) or
@@ -154,10 +157,12 @@ type resumeCount struct {
 
 // Read reads the body, resuming it when it ends before end.
 func (b *resumeBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	for {
 		n, err := b.rc.Read(p)
-		b.off += int64(n)
-		b.n.got += int64(n)
+		b.advance(int64(n))
 		if err == nil || b.off >= b.end {
 			return n, err
 		}
@@ -170,14 +175,22 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 	}
 }
 
+// advance notes n bytes read.
+func (b *resumeBody) advance(n int64) {
+	b.off += n
+	b.n.got += n
+}
+
 // WriteTo writes the body to w, resuming it when it ends before end. It
 // copies as io.Copy copies the answer's own body, with no call of b's per
 // chunk: an io.Copy of a resumable body costs what the bare body's does.
 func (b *resumeBody) WriteTo(w io.Writer) (total int64, err error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	for {
 		n, err := io.Copy(w, b.rc)
-		b.off += n
-		b.n.got += n
+		b.advance(n)
 		total += n
 		if b.off >= b.end {
 			return total, err
@@ -230,6 +243,13 @@ func (b *resumeBody) isClosed() bool {
 // reader reads it as the end); else cut wrapped with why it was not
 // resumed.
 func (b *resumeBody) resume(cut error) error {
+	b.err = b.resumeOrWhy(cut)
+	return b.err
+}
+
+// resumeOrWhy is resume's work: nil once rc reads on, else the error the
+// caller gets.
+func (b *resumeBody) resumeOrWhy(cut error) error {
 	b.rc.Close()
 	g := applicant{cfg: &b.t.cfg, ctx: b.req.Context(), req: b.req}
 	if b.isClosed() || g.gone() != nil || cut == io.EOF && b.n.resumes == 0 {
