@@ -583,3 +583,38 @@ func TestResumeGetWithBody(t *testing.T) {
 	assert.Equal(t, io.ErrUnexpectedEOF, err)
 	assert.Len(t, srv.requests(), 1)
 }
+
+// TestResumeReadAfterError: a read after the error that was not resumed
+// returns that error again, as the bare body's does, and sends nothing.
+func TestResumeReadAfterError(t *testing.T) {
+	content := rsContent(rsSize)
+	var errs [2][2]error
+	for i, wrap := range []bool{false, true} {
+		srv := &rsServer{content: content, etag: `"v1"`, cuts: []int64{10_000}, modtime: time.Now().Add(time.Hour),
+			hook: func(_ *rsServer, i int, w http.ResponseWriter, _ *http.Request) bool {
+				if i > 0 {
+					w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+				}
+				return i > 0
+			}}
+		hs := httptest.NewServer(srv)
+		tr := &http.Transport{}
+		c := &http.Client{Transport: tr}
+		if wrap {
+			c = resilient.Wrap(c)
+		}
+		resp, err := c.Get(hs.URL)
+		require.NoError(t, err)
+		_, errs[i][0] = io.ReadAll(resp.Body)
+		_, errs[i][1] = resp.Body.Read(make([]byte, 10))
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		hs.Close()
+		if wrap {
+			assert.Len(t, srv.requests(), 2, "one resume, answered 416")
+		}
+	}
+	assert.Equal(t, errs[0][0], errs[0][1], "the bare body's error is sticky")
+	assert.ErrorIs(t, errs[1][0], errs[0][0])
+	assert.Equal(t, errs[1][0], errs[1][1], "so is the wrapped one's")
+}
