@@ -35,6 +35,12 @@ import (
 // maxResumes bounds the resumes of one body, whatever their progress.
 const maxResumes = 1000
 
+// minResumable is the smallest length of an answer that is resumed. A
+// shorter one costs its caller little to fetch again, and RoundTrip checks
+// no header of it: the answers of most API calls cost the wrapper one
+// comparison.
+const minResumable = 64 << 10
+
 // resumable wraps resp's body to resume (resumeBody) when resp is an
 // answer to req, a GET, that can be resumed. These can: a 200, or a 206
 // to the caller's own Range (a single range, not multipart/byteranges).
@@ -42,7 +48,8 @@ const maxResumes = 1000
 // (a strong ETag, or a Last-Modified at least 1 s before its Date) and a
 // body net/http did not decompress, and req no body. Any other answer is
 // left as it is.
-// RoundTrip calls it for a GET answered with a length.
+// RoundTrip calls it for a GET answered with a length of at least
+// minResumable.
 func (t *Transport) resumable(req *http.Request, resp *http.Response) {
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent || resp.Uncompressed ||
 		req.Body != nil && req.Body != http.NoBody {

@@ -37,22 +37,24 @@ func TestResumable(t *testing.T) {
 		{name: "no accept-ranges", header: []string{"Etag", `"v1"`}},
 		{name: "accept-ranges none", header: []string{"Etag", `"v1"`, "Accept-Ranges", "none"}},
 		{name: "unknown length", header: ok, length: -1},
+		{name: "under 64 KiB", header: ok, length: 64<<10 - 1},
+		{name: "64 KiB", header: ok, length: 64 << 10, wrapped: true},
 		{name: "HEAD", method: http.MethodHead, header: ok},
 		{name: "POST", method: http.MethodPost, header: ok},
 		{name: "101", status: http.StatusSwitchingProtocols, header: ok},
 		{name: "204", status: http.StatusNoContent, header: ok},
 		{name: "304", status: http.StatusNotModified, header: ok},
 		{name: "404", status: http.StatusNotFound, header: ok},
-		{name: "206 to the caller's range", status: http.StatusPartialContent, rng: "bytes=10-109",
-			header: with("Content-Range", "bytes 10-109/1000"), length: 100, wrapped: true},
+		{name: "206 to the caller's range", status: http.StatusPartialContent, rng: "bytes=10-100009",
+			header: with("Content-Range", "bytes 10-100009/1000000"), length: 100_000, wrapped: true},
 		{name: "206 without the caller's range", status: http.StatusPartialContent,
-			header: with("Content-Range", "bytes 10-109/1000"), length: 100},
-		{name: "206 of unknown total", status: http.StatusPartialContent, rng: "bytes=10-109",
-			header: with("Content-Range", "bytes 10-109/*"), length: 100},
-		{name: "206 whose range is not its length", status: http.StatusPartialContent, rng: "bytes=10-109",
-			header: with("Content-Range", "bytes 10-119/1000"), length: 100},
-		{name: "206 multipart/byteranges", status: http.StatusPartialContent, rng: "bytes=10-109,200-209",
-			header: with("Content-Type", "multipart/byteranges; boundary=x", "Content-Range", "bytes 10-109/1000"), length: 100},
+			header: with("Content-Range", "bytes 10-100009/1000000"), length: 100_000},
+		{name: "206 of unknown total", status: http.StatusPartialContent, rng: "bytes=10-100009",
+			header: with("Content-Range", "bytes 10-100009/*"), length: 100_000},
+		{name: "206 whose range is not its length", status: http.StatusPartialContent, rng: "bytes=10-100009",
+			header: with("Content-Range", "bytes 10-100019/1000000"), length: 100_000},
+		{name: "206 multipart/byteranges", status: http.StatusPartialContent, rng: "bytes=10-100009,200000-200009",
+			header: with("Content-Type", "multipart/byteranges; boundary=x", "Content-Range", "bytes 10-100009/1000000"), length: 100_000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +66,7 @@ func TestResumable(t *testing.T) {
 				status = http.StatusOK
 			}
 			if length == 0 {
-				length = 1000
+				length = 100_000
 			}
 			req, _ := http.NewRequest(method, "http://api.test/f", nil)
 			if tc.rng != "" {
@@ -90,7 +92,7 @@ func TestResumable(t *testing.T) {
 // its offsets count decoded bytes.
 func TestResumableUncompressed(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "http://api.test/f", nil)
-	resp := &http.Response{StatusCode: http.StatusOK, Uncompressed: true, ContentLength: 1000,
+	resp := &http.Response{StatusCode: http.StatusOK, Uncompressed: true, ContentLength: 100_000,
 		Header: http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}, Body: http.NoBody, Request: req}
 	got, err := NewTransport(rsBase(func(*http.Request) *http.Response { return resp })).RoundTrip(req)
 	require.NoError(t, err)

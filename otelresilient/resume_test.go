@@ -45,8 +45,8 @@ func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 func TestResumeSpanEvent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	content := bytes.Repeat([]byte("0123456789"), 100)
-	tr := resilient.NewTransport(resumeBase{content: content, cut: 400}, h.inst.TransportOption())
+	content := bytes.Repeat([]byte("0123456789"), 10_000)
+	tr := resilient.NewTransport(resumeBase{content: content, cut: 40_000}, h.inst.TransportOption())
 	ctx, span := h.tp.Tracer("test").Start(context.Background(), "download")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	require.NoError(t, err)
