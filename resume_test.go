@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -100,10 +101,15 @@ func (w *rsCutWriter) Write(p []byte) (int, error) {
 	return n, errRsCut
 }
 
-// rsCut flushes what w wrote and closes its connection.
+// rsCut flushes what w wrote and closes its connection (HTTP/1), or
+// resets its stream (HTTP/2: RST_STREAM).
 func rsCut(w http.ResponseWriter) {
 	w.(http.Flusher).Flush()
-	if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	if c, _, err := hj.Hijack(); err == nil {
 		c.Close()
 	}
 }
@@ -617,4 +623,31 @@ func TestResumeReadAfterError(t *testing.T) {
 	assert.Equal(t, errs[0][0], errs[0][1], "the bare body's error is sticky")
 	assert.ErrorIs(t, errs[1][0], errs[0][0])
 	assert.Equal(t, errs[1][0], errs[1][1], "so is the wrapped one's")
+}
+
+// TestResumeHTTP2: an HTTP/2 stream reset mid-body (RST_STREAM) is a cut:
+// the bare client's read fails with the stream error, the wrapped one's
+// reads the whole body.
+func TestResumeHTTP2(t *testing.T) {
+	content := rsContent(rsSize)
+	var reads [2]rsRead
+	for i, wrap := range []bool{false, true} {
+		srv := &rsServer{content: content, etag: `"v1"`, cuts: []int64{100_000}, modtime: time.Now().Add(time.Hour)}
+		hs := httptest.NewUnstartedServer(srv)
+		hs.EnableHTTP2 = true
+		hs.Config.ErrorLog = log.New(io.Discard, "", 0)
+		hs.StartTLS()
+		c := hs.Client()
+		if wrap {
+			c = resilient.Wrap(c)
+		}
+		reads[i] = rsGet(context.Background(), c, hs.URL, "")
+		c.CloseIdleConnections()
+		hs.Close()
+		assert.Len(t, srv.requests(), i+1)
+	}
+	require.Error(t, reads[0].err)
+	assert.Contains(t, reads[0].err.Error(), "stream error")
+	require.NoError(t, reads[1].err)
+	assert.True(t, bytes.Equal(content, reads[1].body))
 }
