@@ -49,8 +49,15 @@ const minResumable = 64 << 10
 // body net/http did not decompress, and req no body. Any other answer is
 // left as it is.
 // RoundTrip calls it for a GET answered with a length of at least
-// minResumable.
+// minResumable, or with none: an event stream the caller asked to resume
+// (eventstream.go) is wrapped then.
 func (t *Transport) resumable(req *http.Request, resp *http.Response) {
+	if resp.ContentLength < 0 {
+		if eventStream(req, resp) { // eventstream.go
+			resp.Body = &eventBody{t: t, req: req, rc: resp.Body}
+		}
+		return
+	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent || resp.Uncompressed ||
 		req.Body != nil && req.Body != http.NoBody {
 		return // a GET with a body is not sent again
@@ -162,6 +169,25 @@ type resumeCount struct {
 	delay   time.Duration // the server's delay for the next resume
 }
 
+// progressed notes n bytes (or events) read.
+func (c *resumeCount) progressed(n int64) { c.got += n }
+
+// next starts the count of a resume: one after progress is free again.
+func (c *resumeCount) next() {
+	if c.got > 0 {
+		c.got, c.tries, c.delay = 0, 0, 0
+	}
+}
+
+// sent notes a resume sent.
+func (c *resumeCount) sent() {
+	c.tries++
+	c.resumes++
+}
+
+// failed notes a resume that failed, and the server's delay for the next.
+func (c *resumeCount) failed(delay time.Duration) { c.delay = delay }
+
 // Read reads the body, resuming it when it ends before end.
 func (b *resumeBody) Read(p []byte) (int, error) {
 	if b.err != nil {
@@ -185,7 +211,7 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 // advance notes n bytes read.
 func (b *resumeBody) advance(n int64) {
 	b.off += n
-	b.n.got += n
+	b.n.progressed(n)
 }
 
 // WriteTo writes the body to w, resuming it when it ends before end. It
@@ -270,9 +296,7 @@ func (b *resumeBody) resumeOrWhy(cut error) error {
 		if b.isClosed() {
 			return cut // the caller closed the body while a resume failed
 		}
-		if b.n.got > 0 {
-			b.n.got, b.n.tries, b.n.delay = 0, 0, 0
-		}
+		b.n.next()
 		if b.n.resumes >= maxResumes {
 			why = ErrRetriesExhausted
 			break
@@ -311,8 +335,7 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	if err := r.wait(g); err != nil {
 		return false, err
 	}
-	b.n.tries++
-	b.n.resumes++
+	b.n.sent()
 	start := r.at
 	resp, err := b.send(g.ctx)
 	end := cfg.nanos()
@@ -336,7 +359,7 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 		return true, nil
 	}
 	drop(resp)
-	b.n.delay = v.d.Delay
+	b.n.failed(v.d.Delay)
 	return false, v.stop
 }
 

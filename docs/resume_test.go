@@ -13,9 +13,10 @@ import (
 // test function, so that each claim of the table is one a test checks.
 func TestResumeTable(t *testing.T) {
 	md := read(t, "docs/resume.md")
-	tests := read(t, "resume_test.go") + read(t, "resume_internal_test.go")
+	tests := read(t, "resume_test.go") + read(t, "resume_internal_test.go") + read(t, "eventstream_test.go")
 	rows := table(t, md, "| the answer, or the resume's answer |")
 	require.GreaterOrEqual(t, len(rows), 20)
+	rows = append(rows, table(t, md, "| the stream |")...)
 	for _, r := range rows {
 		require.Len(t, r, 4, "%q", r)
 		c := r[3]
