@@ -53,8 +53,8 @@ const (
 	largePath    = "/v1/large"
 )
 
-// large is the resumable body: 1 MiB.
-var large = bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+// large is the resumable body: 256 KiB.
+var large = bytes.Repeat([]byte("0123456789abcdef"), 1<<14)
 
 // largeResponse is the stub's answer to a GET of largePath, its body read
 // as net/http's is: Read calls only (no WriteTo).
@@ -178,7 +178,7 @@ func bases(b *testing.B) []struct {
 // mints its key, the others get one per request from the benchmark loop (the
 // same UUIDv7 function), so all four do the same work.
 //
-// resumable is a GET of a 1 MiB body that resilient can resume (a
+// resumable is a GET of a 256 KiB body that resilient can resume (a
 // strong ETag, a length, Accept-Ranges: bytes), read to the end: the cost
 // of its resumable wrapper.
 func BenchmarkOverhead(b *testing.B) {
