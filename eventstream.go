@@ -45,10 +45,13 @@ type eventBody struct {
 	buf, ready []byte
 	ids        eventIDs
 	n          resumeCount
-	err        error // the error the stream ended with, returned again
-	mu         sync.Mutex
-	closed     bool
-	cancel     context.CancelFunc
+	// cut is the error that broke the stream, reconnected once the
+	// caller read the events before it; err the error the stream ended
+	// with, returned again.
+	cut, err error
+	mu       sync.Mutex
+	closed   bool
+	cancel   context.CancelFunc
 }
 
 // eventIDs is what a stream's events said of reconnecting.
@@ -68,14 +71,22 @@ func (s *eventBody) Read(p []byte) (int, error) {
 			s.ready = s.ready[n:]
 			return n, nil
 		}
-		if s.err != nil {
+		switch {
+		case s.err != nil:
 			return 0, s.err
-		}
-		if err := s.fill(); err != nil {
-			s.err = s.reconnect(err)
+		case s.cut != nil:
+			s.err = s.reconnect(s.cut)
+			s.cut = nil
+		default:
+			s.cut = s.fill()
 		}
 	}
 }
+
+// maxEvent bounds what a stream holds of an event before its end: past
+// it, the event is handed over as it comes, and the stream is no longer
+// reconnected (its caller read part of an event).
+const maxEvent = 1 << 20
 
 // fill reads once from rc and moves the events it completed to ready.
 func (s *eventBody) fill() error {
@@ -84,6 +95,12 @@ func (s *eventBody) fill() error {
 	}
 	n, err := s.rc.Read(s.buf[len(s.buf):cap(s.buf)])
 	s.buf = s.buf[:len(s.buf)+n]
+	if len(s.buf) > maxEvent {
+		s.ids.unsafe = true
+		s.ready = append(s.ready[:0], s.buf...)
+		s.buf = s.buf[:0]
+		return err
+	}
 	if end := s.complete(); end > 0 {
 		s.ready = append(s.ready[:0], s.buf[:end]...)
 		s.buf = append(s.buf[:0], s.buf[end:]...)

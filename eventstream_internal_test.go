@@ -1,10 +1,14 @@
 package resilient
 
 import (
+	"io"
+	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEventComplete: where the complete events of a stream's buffer end,
@@ -39,4 +43,47 @@ func TestEventComplete(t *testing.T) {
 			assert.Equal(t, tc.retry, s.ids.retry)
 		})
 	}
+}
+
+// dataThenCut returns its data and the cut in one Read.
+type dataThenCut struct{ data string }
+
+func (d *dataThenCut) Read(p []byte) (int, error) {
+	if d.data == "" {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := copy(p, d.data)
+	d.data = d.data[n:]
+	return n, io.ErrUnexpectedEOF
+}
+
+// TestEventStreamEventsBeforeReconnect: events read in the same Read as
+// the cut reach the caller before the reconnect waits the server's
+// retry: delay.
+func TestEventStreamEventsBeforeReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lastIDs []string
+		tr := NewTransport(rsBase(func(req *http.Request) *http.Response {
+			lastIDs = append(lastIDs, req.Header.Get("Last-Event-ID"))
+			if len(lastIDs) > 1 {
+				return &http.Response{StatusCode: http.StatusNoContent, Header: http.Header{}, Body: http.NoBody, Request: req}
+			}
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, ContentLength: -1,
+				Body: io.NopCloser(&dataThenCut{data: "retry: 5000\n\nid: 1\ndata: a\n\n"}), Request: req}
+		}))
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/events", nil)
+		req.Header["Last-Event-Id"] = []string{""}
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		start := time.Now()
+		buf := make([]byte, 100)
+		n, err := resp.Body.Read(buf)
+		require.NoError(t, err)
+		assert.Equal(t, "retry: 5000\n\nid: 1\ndata: a\n\n", string(buf[:n]))
+		assert.Equal(t, time.Duration(0), time.Since(start), "before the reconnect's wait")
+		_, err = resp.Body.Read(buf)
+		assert.Equal(t, io.EOF, err, "the reconnect answered 204: the stream ended")
+		assert.Equal(t, 5*time.Second, time.Since(start))
+		assert.Equal(t, []string{"", "1"}, lastIDs)
+	})
 }

@@ -201,3 +201,31 @@ func TestEventStreamOptIn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, esEvents(1, 4, 0), string(got))
 }
+
+// TestEventStreamNoDelay: the events read before a cut reach the caller
+// at once, not after the reconnect's retry: wait.
+func TestEventStreamNoDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := esServer{n: 4, perConn: 2, retry: "5000"}.started()
+		n := newPipeNet(srv.ServeHTTP)
+		defer n.close()
+		req, _ := http.NewRequest(http.MethodGet, "http://pipe/events", nil)
+		req.Header["Last-Event-Id"] = []string{""}
+		resp, err := resilient.Wrap(&http.Client{Transport: n.tr}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		start := time.Now()
+		var got []byte
+		buf := make([]byte, 64)
+		for !strings.Contains(string(got), "event 2\n\n") {
+			n, err := resp.Body.Read(buf)
+			require.NoError(t, err)
+			got = append(got, buf[:n]...)
+		}
+		assert.Equal(t, time.Duration(0), time.Since(start), "events 1 and 2 before the 5 s wait")
+		rest, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, 10*time.Second, time.Since(start), "then 2 reconnects (the second answered 204), each after the server's retry:")
+		assert.Equal(t, "retry: 5000\n\n"+esEvents(1, 2, 0)+"retry: 5000\n\n"+esEvents(3, 4, 0), string(got)+string(rest))
+	})
+}
