@@ -251,7 +251,7 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 	took := time.Duration(cfg.nanos() - r.at)
 	v := s.check(g, resp, err)
 	r.release(g, healthOf(resp, err, v.d))
-	rb := resumeBody{req: s.req, n: s.n}
+	rb := resumeBody{req: s.req, st: &resumeState{n: s.n}}
 	rb.event(g, resp, err, v, took, r.delay)
 	if v.d.Action != Success {
 		drop(resp)
@@ -282,7 +282,7 @@ func (s *eventBody) check(g *applicant, resp *http.Response, err error) verdict 
 			return verdict{d: Decision{Action: Success}}
 		}
 	}
-	rb := resumeBody{t: s.t, req: s.req}
+	rb := resumeBody{t: s.t, req: s.req, st: &resumeState{}}
 	return rb.check(g, resp, err)
 }
 

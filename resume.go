@@ -62,23 +62,30 @@ func (t *Transport) resumable(req *http.Request, resp *http.Response) {
 		req.Body != nil && req.Body != http.NoBody {
 		return // a GET with a body is not sent again
 	}
-	h := resp.Header
-	if ar := h["Accept-Ranges"]; len(ar) != 1 || !strings.EqualFold(strings.TrimSpace(ar[0]), "bytes") {
-		return
-	}
-	v, etag := validator(h)
-	if v == "" {
-		return
-	}
-	b := &resumeBody{t: t, req: req, rc: resp.Body, ifr: ifRange{v, etag}, end: resp.ContentLength, total: resp.ContentLength}
+	// The header is read at the first cut (resumeBody.validate): an
+	// answer that is never cut costs its wrapper only.
+	b := &resumeBody{t: t, req: req, rc: resp.Body, header: resp.Header, end: resp.ContentLength, total: resp.ContentLength}
 	if resp.StatusCode == http.StatusPartialContent {
 		first, last, total, ok := contentRange(resp)
 		if !ok || last-first+1 != resp.ContentLength || headerValue(req.Header, "Range") == "" {
 			return
 		}
-		b.off, b.end, b.total = first, last+1, total
+		b.off, b.from, b.end, b.total = first, first, last+1, total
 	}
 	resp.Body = b
+}
+
+// validate returns the state of b's resumes, if b can be resumed: its
+// answer's header has Accept-Ranges: bytes and a strong validator.
+func (b *resumeBody) validate() *resumeState {
+	if ar := b.header["Accept-Ranges"]; len(ar) != 1 || !strings.EqualFold(strings.TrimSpace(ar[0]), "bytes") {
+		return nil
+	}
+	v, etag := validator(b.header)
+	if v == "" {
+		return nil
+	}
+	return &resumeState{ifr: ifRange{v, etag}}
 }
 
 // validator returns what If-Range may carry of a response's header h: its
@@ -137,21 +144,27 @@ func contentRange(resp *http.Response) (first, last, total int64, ok bool) {
 // Read is the caller's, from one goroutine. Close may come from another:
 // mu guards rc's replacement, closed and cancel against it.
 type resumeBody struct {
-	t   *Transport
-	req *http.Request // the caller's: each resume is a copy of it
-	rc  io.ReadCloser // the body read now
+	t      *Transport
+	req    *http.Request // the caller's: each resume is a copy of it
+	rc     io.ReadCloser // the body read now
+	header http.Header   // the first answer's
+	// off is the offset of the next byte in the representation; from
+	// where the body read now started; end where the caller's answer
+	// ends (exclusive), total the representation's length.
+	off, from, end, total int64
+	st                    *resumeState // nil until the first cut
+	mu                    sync.Mutex
+	closed                bool
+	cancel                context.CancelFunc // the resume in flight's, nil if none
+}
+
+// resumeState is what a resumable body holds once it was cut.
+type resumeState struct {
 	ifr ifRange
-	// off is the offset of the next byte in the representation; end is
-	// where the caller's answer ends (exclusive), total the
-	// representation's length.
-	off, end, total int64
-	n               resumeCount
+	n   resumeCount
 	// err is the error the read ended with when it was not resumed: later
 	// reads return it again, as net/http's body does, and resume nothing.
-	err    error
-	mu     sync.Mutex
-	closed bool
-	cancel context.CancelFunc // the resume in flight's, nil if none
+	err error
 }
 
 // ifRange is what a resume's If-Range carries: the strong ETag (etag) or
@@ -190,8 +203,8 @@ func (c *resumeCount) failed(delay time.Duration) { c.delay = delay }
 
 // Read reads the body, resuming it when it ends before end.
 func (b *resumeBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
+	if b.st != nil && b.st.err != nil {
+		return 0, b.st.err
 	}
 	for {
 		n, err := b.rc.Read(p)
@@ -209,20 +222,17 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 }
 
 // advance notes n bytes read.
-func (b *resumeBody) advance(n int64) {
-	b.off += n
-	b.n.progressed(n)
-}
+func (b *resumeBody) advance(n int64) { b.off += n }
 
 // WriteTo writes the body to w, resuming it when it ends before end. It
 // copies as io.Copy copies the answer's own body, with no call of b's per
 // chunk: an io.Copy of a resumable body costs what the bare body's does.
 func (b *resumeBody) WriteTo(w io.Writer) (total int64, err error) {
-	if b.err != nil {
-		return 0, b.err
+	if b.st != nil && b.st.err != nil {
+		return 0, b.st.err
 	}
 	for {
-		n, err := io.Copy(w, b.rc)
+		n, err := copyTo(w, b.rc)
 		b.advance(n)
 		total += n
 		if b.off >= b.end {
@@ -242,6 +252,15 @@ func (b *resumeBody) WriteTo(w io.Writer) (total int64, err error) {
 	}
 }
 
+// copyTo copies rc to w as io.Copy(w, rc) does: w's ReadFrom if it has
+// one (net/http's bodies have no WriteTo), io.Copy's loop otherwise.
+func copyTo(w io.Writer, rc io.Reader) (int64, error) {
+	if rf, ok := w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(rc)
+	}
+	return io.Copy(w, rc)
+}
+
 // readFailed reports whether the body read failed, after io.Copy returned
 // an error: net/http's bodies (HTTP/1 and HTTP/2) return their read error
 // again, and an empty read of a body that did not fail returns nil. A body
@@ -254,12 +273,13 @@ func (b *resumeBody) readFailed() bool {
 // Close closes the body, and ends a resume in flight.
 func (b *resumeBody) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.closed = true
 	if b.cancel != nil {
 		b.cancel()
 	}
-	return b.rc.Close()
+	err := b.rc.Close()
+	b.mu.Unlock()
+	return err
 }
 
 // isClosed reports whether the caller closed b.
@@ -276,8 +296,13 @@ func (b *resumeBody) isClosed() bool {
 // reader reads it as the end); else cut wrapped with why it was not
 // resumed.
 func (b *resumeBody) resume(cut error) error {
-	b.err = b.resumeOrWhy(cut)
-	return b.err
+	if b.st == nil {
+		if b.st = b.validate(); b.st == nil {
+			return cut // not resumable: the bare body's error, as is
+		}
+	}
+	b.st.err = b.resumeOrWhy(cut)
+	return b.st.err
 }
 
 // resumeOrWhy is resume's work: nil once rc reads on, else the error the
@@ -285,7 +310,7 @@ func (b *resumeBody) resume(cut error) error {
 func (b *resumeBody) resumeOrWhy(cut error) error {
 	b.rc.Close()
 	g := applicant{cfg: &b.t.cfg, ctx: b.req.Context(), req: b.req}
-	if b.isClosed() || g.gone() != nil || cut == io.EOF && b.n.resumes == 0 {
+	if b.isClosed() || g.gone() != nil || cut == io.EOF && b.st.n.resumes == 0 {
 		return cut
 	}
 	if cut == io.EOF {
@@ -296,8 +321,10 @@ func (b *resumeBody) resumeOrWhy(cut error) error {
 		if b.isClosed() {
 			return cut // the caller closed the body while a resume failed
 		}
-		b.n.next()
-		if b.n.resumes >= maxResumes {
+		b.st.n.progressed(b.off - b.from)
+		b.from = b.off
+		b.st.n.next()
+		if b.st.n.resumes >= maxResumes {
 			why = ErrRetriesExhausted
 			break
 		}
@@ -316,14 +343,14 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	cfg := g.cfg
 	now := cfg.nanos()
 	h := b.t.host(b.req.URL.Host, now)
-	free := b.n.tries == 0 // the first resume since the last byte
-	backoff := b.n.delay
+	free := b.st.n.tries == 0 // the first resume since the last byte
+	backoff := b.st.n.delay
 	if !free {
-		if b.n.tries+1 >= cfg.maxAttempts {
+		if b.st.n.tries+1 >= cfg.maxAttempts {
 			return false, ErrRetriesExhausted
 		}
 		if cfg.backoff != nil {
-			backoff = max(backoff, cfg.backoff.Delay(b.n.tries, 0))
+			backoff = max(backoff, cfg.backoff.Delay(b.st.n.tries, 0))
 		}
 	}
 	// A free resume takes no retry token, as a poll does (a Budget, set by
@@ -335,7 +362,7 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	if err := r.wait(g); err != nil {
 		return false, err
 	}
-	b.n.sent()
+	b.st.n.sent()
 	start := r.at
 	resp, err := b.send(g.ctx)
 	end := cfg.nanos()
@@ -359,7 +386,7 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 		return true, nil
 	}
 	drop(resp)
-	b.n.failed(v.d.Delay)
+	b.st.n.failed(v.d.Delay)
 	return false, v.stop
 }
 
@@ -389,7 +416,7 @@ func (b *resumeBody) send(parent context.Context) (*http.Response, error) {
 		rng += strconv.FormatInt(b.end-1, 10)
 	}
 	req.Header.Set("Range", rng)
-	req.Header.Set("If-Range", b.ifr.value)
+	req.Header.Set("If-Range", b.st.ifr.value)
 	resp, err := b.t.base.RoundTrip(req)
 	b.mu.Lock()
 	b.cancel = nil
@@ -442,11 +469,11 @@ func (b *resumeBody) continues(resp *http.Response) bool {
 		resp.ContentLength >= 0 && resp.ContentLength != last-first+1 {
 		return false
 	}
-	if b.ifr.etag {
+	if b.st.ifr.etag {
 		e := resp.Header["Etag"]
-		return len(e) == 1 && e[0] == b.ifr.value
+		return len(e) == 1 && e[0] == b.st.ifr.value
 	}
-	return headerValue(resp.Header, "Last-Modified") == b.ifr.value
+	return headerValue(resp.Header, "Last-Modified") == b.st.ifr.value
 }
 
 // event tells the observers of a resume of b for g, answered resp or err
@@ -461,7 +488,7 @@ func (b *resumeBody) event(g *applicant, resp *http.Response, err error, v verdi
 		status = resp.StatusCode
 	}
 	e := Event{Kind: EventResume, Host: b.req.URL.Host, Method: b.req.Method, Delay: wait,
-		Attempt: AttemptReport{Attempt: b.n.resumes, Wait: wait, StatusCode: status, Err: err,
+		Attempt: AttemptReport{Attempt: b.st.n.resumes, Wait: wait, StatusCode: status, Err: err,
 			Action: v.d.Action, Category: v.d.Category, Duration: took}}
 	e.Operation, _ = operationFromContext(g.ctx)
 	for _, o := range obs {

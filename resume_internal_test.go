@@ -12,7 +12,8 @@ import (
 )
 
 // TestResumable: which answers RoundTrip hands back with a body that
-// resumes (resumeBody), and which as they came.
+// resumes at a cut (a resumeBody whose header validates), and which as
+// they came.
 func TestResumable(t *testing.T) {
 	date := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) string { return date.Add(d).Format(http.TimeFormat) }
@@ -82,8 +83,8 @@ func TestResumable(t *testing.T) {
 			}))
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			_, wrapped := resp.Body.(*resumeBody)
-			assert.Equal(t, tc.wrapped, wrapped)
+			b, ok := resp.Body.(*resumeBody) // wrapped, and resumed at a cut
+			assert.Equal(t, tc.wrapped, ok && b.validate() != nil)
 		})
 	}
 }
