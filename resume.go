@@ -42,12 +42,14 @@ const maxResumes = 1000
 const minResumable = 64 << 10
 
 // resumable wraps resp's body to resume (resumeBody) when resp is an
-// answer to req, a GET, that can be resumed. These can: a 200, or a 206
+// answer to req, a GET, that may be resumed. These may: a 200, or a 206
 // to the caller's own Range (a single range, not multipart/byteranges).
-// It must have a known length, Accept-Ranges: bytes, a strong validator
-// (a strong ETag, or a Last-Modified at least 1 s before its Date) and a
-// body net/http did not decompress, and req no body. Any other answer is
-// left as it is.
+// It must have a known length and a body net/http did not decompress, and
+// req no body. Any other answer is left as it is. Its header is read at
+// the first cut (resumeBody.validate): it is resumed only with
+// Accept-Ranges: bytes and a strong validator (a strong ETag, or a
+// Last-Modified at least 1 s before its Date). A caller that edits the
+// answer's header before the cut edits what is read then.
 // RoundTrip calls it for a GET answered with a length of at least
 // minResumable, or with none: an event stream the caller asked to resume
 // (eventstream.go) is wrapped then.
