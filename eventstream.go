@@ -232,7 +232,7 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 	free := s.n.tries == 0
 	backoff := max(s.ids.retry, s.n.delay)
 	if !free {
-		if s.n.tries+1 >= cfg.maxAttempts {
+		if s.n.tries+1 >= cfg.maxAttempts || looped(cfg, s.req) {
 			return false, ErrRetriesExhausted
 		}
 		if cfg.backoff != nil {

@@ -348,7 +348,7 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	free := b.st.n.tries == 0 // the first resume since the last byte
 	backoff := b.st.n.delay
 	if !free {
-		if b.st.n.tries+1 >= cfg.maxAttempts {
+		if b.st.n.tries+1 >= cfg.maxAttempts || looped(cfg, b.req) {
 			return false, ErrRetriesExhausted
 		}
 		if cfg.backoff != nil {
@@ -390,6 +390,21 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	drop(resp)
 	b.st.n.failed(v.d.Delay)
 	return false, v.stop
+}
+
+// looped reports whether an outer retry loop drives req (WithOuterRetries,
+// ContextWithOuterRetries, an SDK's marks): a resume without progress is
+// then not sent. The loop retries as it chooses; the Transport adds no
+// retry to it.
+func looped(cfg *config, req *http.Request) bool {
+	switch cfg.scopedOuterMode(req.Context(), req) {
+	case outerAlways:
+		return true
+	case outerNever:
+		return false
+	}
+	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
+	return err == nil && (hs.marked || hs.attemptSet)
 }
 
 // errResumeClosed is why a resume is dropped when the caller closed the body

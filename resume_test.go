@@ -256,6 +256,9 @@ func TestResumeNeverWorse(t *testing.T) {
 		{name: "resumes without progress stop", etag: `"v1"`, cuts: []int64{10_000}, requests: 3, is: resilient.ErrRetriesExhausted,
 			opts: []resilient.Option{resilient.WithMaxAttempts(3), resilient.WithBackoff(resilient.Exponential(time.Millisecond, time.Millisecond))},
 			hook: resumeWith(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })},
+		{name: "an outer retry loop: no resume without progress", etag: `"v1"`, cuts: []int64{10_000}, requests: 2, is: resilient.ErrRetriesExhausted,
+			opts: []resilient.Option{resilient.WithOuterRetries(true), resilient.WithBackoff(resilient.Exponential(time.Millisecond, time.Millisecond))},
+			hook: resumeWith(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })},
 		{name: "server delay over the maximum", etag: `"v1"`, cuts: []int64{10_000}, requests: 2, is: resilient.ErrDelayTooLong,
 			opts: []resilient.Option{resilient.WithRetryAfterMax(time.Second)},
 			hook: resumeWith(func(w http.ResponseWriter, _ *http.Request) {
