@@ -15,7 +15,8 @@ import (
 // twice per iteration: unbroken with a bare client, and cut 3 times (after
 // each 16 MiB) with a wrapped one, which resumes it. Each read must be
 // byte-identical to the file. It reports the throughput of each (MB/s)
-// and their ratio, cut ÷ unbroken, measured in the same run:
+// and their ratio, cut ÷ unbroken, measured in the same run (ratio: of
+// the totals; best-ratio: of the fastest read of each):
 //
 //	go test -run '^$' -bench BenchmarkResume64MiB -benchtime 10x .
 func BenchmarkResume64MiB(b *testing.B) {
@@ -28,7 +29,10 @@ func BenchmarkResume64MiB(b *testing.B) {
 	mux.Handle("/whole", whole)
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
-	bareTr, wrapTr := &http.Transport{}, &http.Transport{}
+	// Every read starts on a new connection, as a download does: a
+	// connection kept from the last read would have its TCP buffers grown
+	// already, while each resume starts a new one.
+	bareTr, wrapTr := &http.Transport{DisableKeepAlives: true}, &http.Transport{DisableKeepAlives: true}
 	defer bareTr.CloseIdleConnections()
 	defer wrapTr.CloseIdleConnections()
 	bare := &http.Client{Transport: bareTr}
@@ -51,19 +55,24 @@ func BenchmarkResume64MiB(b *testing.B) {
 	}
 	var (
 		tookWhole, tookCut time.Duration
+		bestWhole, bestCut time.Duration = time.Hour, time.Hour
 		i                  int
 	)
+	timed := func(sum, best *time.Duration, d time.Duration) {
+		*sum += d
+		*best = min(*best, d)
+	}
 	b.SetBytes(2 * size)
 	for b.Loop() {
 		cut.mu.Lock()
 		cut.ranges, cut.cuts = nil, []int64{16 << 20, 16 << 20, 16 << 20}
 		cut.mu.Unlock()
 		if i++; i%2 == 0 { // in turns: neither read is always the first
-			tookWhole += read(bare, hs.URL+"/whole")
-			tookCut += read(wrapped, hs.URL+"/cut")
+			timed(&tookWhole, &bestWhole, read(bare, hs.URL+"/whole"))
+			timed(&tookCut, &bestCut, read(wrapped, hs.URL+"/cut"))
 		} else {
-			tookCut += read(wrapped, hs.URL+"/cut")
-			tookWhole += read(bare, hs.URL+"/whole")
+			timed(&tookCut, &bestCut, read(wrapped, hs.URL+"/cut"))
+			timed(&tookWhole, &bestWhole, read(bare, hs.URL+"/whole"))
 		}
 		if n := len(cut.requests()); n != 4 {
 			b.Fatalf("%d requests for the cut download, want 4", n)
@@ -73,4 +82,6 @@ func BenchmarkResume64MiB(b *testing.B) {
 	b.ReportMetric(mb(tookWhole), "unbroken-MB/s")
 	b.ReportMetric(mb(tookCut), "cut3-MB/s")
 	b.ReportMetric(mb(tookCut)/mb(tookWhole), "ratio")
+	// The ratio of the fastest of each: what a busy machine disturbs least.
+	b.ReportMetric(bestWhole.Seconds()/bestCut.Seconds(), "best-ratio")
 }
