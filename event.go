@@ -23,6 +23,14 @@ const (
 	// EventHedge: the Transport sent hedge Attempt after waiting Delay for
 	// an answer (WithHedging); its EventAttempt follows when it is settled.
 	EventHedge
+	// EventResume: the Transport resumed the body of a GET's answer after
+	// its read broke, or reconnected an event stream, once RoundTrip had
+	// returned (docs/resume.md). Attempt
+	// is the resume: Attempt.Attempt counts the body's resumes from 1,
+	// Wait is how long the gate held it, StatusCode or Err its answer,
+	// Action Success when the body reads on. The Report and the
+	// EventOutcome of the request are final before it.
+	EventResume
 )
 
 // OutcomeKind is how a request ended (Event.Outcome of an EventOutcome,

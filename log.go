@@ -5,7 +5,7 @@ import (
 	"log/slog"
 )
 
-// logObserver turns Events into slog records: retries and hedges at Debug,
+// logObserver turns Events into slog records: retries, hedges and resumes at Debug,
 // successful outcomes at Info, other outcomes and pushback answers at Warn.
 // Its attributes are idempotency_key, attempt, delay, status, category and
 // outcome. Host, method, operation and error are added where set. A hedge
@@ -42,6 +42,8 @@ func logLevel(e Event) (slog.Level, string, bool) {
 		return slog.LevelDebug, "resilient: retry", true
 	case EventHedge:
 		return slog.LevelDebug, "resilient: hedge", true
+	case EventResume:
+		return slog.LevelDebug, "resilient: resume", true
 	case EventOutcome:
 		if e.Outcome != OutcomeSuccess && e.Outcome != OutcomeReplayed {
 			return slog.LevelWarn, "resilient: outcome", true

@@ -29,5 +29,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return r, nil
 		}
 	}
+	if err == nil && (resp.ContentLength >= minResumable || resp.ContentLength < 0) && req.Method == http.MethodGet {
+		t.resumable(req, resp) // resume.go
+	}
 	return resp, err
 }

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/resilienthttp/resilient"
 )
@@ -27,6 +29,9 @@ func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+	if req.URL.Path == largePath {
+		return largeResponse(req), nil
+	}
 	return &http.Response{
 		StatusCode:    http.StatusOK,
 		Status:        "200 OK",
@@ -40,8 +45,42 @@ func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// okHandler reads the request body and answers 200 with a tiny body.
+// getResumable names the GET of a body the resilient Transport can resume
+// (a strong ETag, a length, Accept-Ranges: bytes): large, at largePath, so
+// that its wrapper's cost per read shows.
+const (
+	getResumable = "resumable"
+	largePath    = "/v1/large"
+)
+
+// large is the resumable body: 256 KiB.
+var large = bytes.Repeat([]byte("0123456789abcdef"), 1<<14)
+
+// largeResponse is the stub's answer to a GET of largePath, its body read
+// as net/http's is: Read calls only (no WriteTo).
+func largeResponse(req *http.Request) *http.Response {
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Status:     "200 OK",
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/octet-stream"}, "Etag": {`"v1"`},
+			"Accept-Ranges": {"bytes"}, "Content-Length": {strconv.Itoa(len(large))}},
+		Body:          io.NopCloser(struct{ io.Reader }{bytes.NewReader(large)}),
+		ContentLength: int64(len(large)),
+		Request:       req,
+	}
+}
+
+// okHandler reads the request body and answers 200 with a tiny body, or
+// with the large resumable one at largePath.
 func okHandler(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == largePath {
+		w.Header().Set("ETag", `"v1"`)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(large))
+		return
+	}
 	io.Copy(io.Discard, r.Body)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write([]byte(`{"ok":true}`))
@@ -126,28 +165,36 @@ func bases(b *testing.B) []struct {
 		rt   func() http.RoundTripper
 		url  string
 	}{
-		{"stub", func() http.RoundTripper { return stubTransport{} }, "http://api.test/v1/charges"},
-		{"loopback", loopback, srv.URL + "/v1/charges"},
+		{"stub", func() http.RoundTripper { return stubTransport{} }, "http://api.test"},
+		{"loopback", loopback, srv.URL},
 	}
 }
 
 // BenchmarkOverhead measures one request through each client, sequentially:
-// BenchmarkOverhead/{stub,loopback}/{GET,POST}/{nethttp,resilient,
+// BenchmarkOverhead/{stub,loopback}/{GET,POST,resumable}/{nethttp,resilient,
 // retryablehttp,failsafe}. With the stub base transport the numbers are the
 // pure overhead of each client; over loopback they include a real HTTP/1.1
 // exchange with an httptest server on 127.0.0.1. The POST is keyed: resilient
 // mints its key, the others get one per request from the benchmark loop (the
 // same UUIDv7 function), so all four do the same work.
+//
+// resumable is a GET of a 256 KiB body that resilient can resume (a
+// strong ETag, a length, Accept-Ranges: bytes), read to the end: the cost
+// of its resumable wrapper.
 func BenchmarkOverhead(b *testing.B) {
 	for _, base := range bases(b) {
-		for _, method := range []string{http.MethodGet, http.MethodPost} {
+		for _, method := range []string{http.MethodGet, http.MethodPost, getResumable} {
 			for _, c := range clients {
 				b.Run(base.name+"/"+method+"/"+c.name, func(b *testing.B) {
 					hc := c.new(base.rt())
 					keyed := !c.mintsKey
+					m, url := method, base.url+"/v1/charges"
+					if method == getResumable {
+						m, url = http.MethodGet, base.url+largePath
+					}
 					b.ReportAllocs()
 					for b.Loop() {
-						do(b, hc, method, base.url, keyed)
+						do(b, hc, m, url, keyed)
 					}
 				})
 			}
@@ -168,7 +215,7 @@ func BenchmarkOverheadParallel(b *testing.B) {
 					b.ReportAllocs()
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
-							do(b, hc, method, base.url, keyed)
+							do(b, hc, method, base.url+"/v1/charges", keyed)
 						}
 					})
 				})

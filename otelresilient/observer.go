@@ -34,6 +34,8 @@ func (i *Instrumentation) observe(ctx context.Context, e resilient.Event) {
 	case resilient.EventHedge:
 		addHedgeEvent(ctx, e)
 		i.hedges.Add(ctx, 1, metric.WithAttributeSet(requestAttrs(e, false, false)))
+	case resilient.EventResume:
+		addResumeEvent(ctx, e)
 	case resilient.EventOutcome:
 		i.onOutcome(ctx, e)
 	case resilient.EventBreaker:

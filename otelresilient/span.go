@@ -63,3 +63,25 @@ func addWinnerEvent(ctx context.Context, e resilient.Event) {
 			attribute.Bool("hedge", e.Attempt.Hedge), attribute.Int("hedges", e.Summary.Hedges)))
 	}
 }
+
+// ResumeEventName is the name of the span event added when the body of a
+// GET's answer is resumed after a broken read (an EventResume). It is
+// added to the span in the request's context while that span records:
+// otelhttp's client span records until the body is read or closed.
+const ResumeEventName = "resilient.resume"
+
+// addResumeEvent adds the "resilient.resume" event of an EventResume.
+func addResumeEvent(ctx context.Context, e resilient.Event) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	kvs := []attribute.KeyValue{attribute.Int("attempt", e.Attempt.Attempt), attribute.String("action", e.Attempt.Action.String())}
+	if e.Attempt.StatusCode != 0 {
+		kvs = append(kvs, attribute.Int("status", e.Attempt.StatusCode))
+	}
+	if e.Attempt.Err != nil {
+		kvs = append(kvs, attribute.String("error", e.Attempt.Err.Error()))
+	}
+	span.AddEvent(ResumeEventName, trace.WithAttributes(kvs...))
+}

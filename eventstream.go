@@ -1,0 +1,315 @@
+package resilient
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Event streams (text/event-stream), resumed on request: a GET that sends
+// a Last-Event-ID header, an empty one on its first connection, says that
+// its server honours it. The Transport then reconnects the stream when it
+// breaks or ends (a clean EOF), with Last-Event-ID set to the id of the
+// last complete event the caller read, after the server's retry: delay.
+// A 204 ends the stream. The caller reads whole events only, each at most
+// once: an event is handed over once its blank line arrived, a partial
+// one is dropped at a cut, and no reconnect is made when an event without
+// an id was read after the last id (the server would send it again).
+// Reconnects are admitted as resumes are (resume.go).
+
+// eventStream reports whether resp, answering req, is an event stream
+// the caller asked to resume (a Last-Event-ID header on req).
+func eventStream(req *http.Request, resp *http.Response) bool {
+	if _, ok := req.Header["Last-Event-Id"]; !ok || resp.StatusCode != http.StatusOK {
+		return false
+	}
+	ct := strings.ToLower(headerValue(resp.Header, "Content-Type"))
+	return strings.HasPrefix(ct, "text/event-stream") && (req.Body == nil || req.Body == http.NoBody)
+}
+
+// eventBody is the body of a resumable event stream.
+//
+// Read is the caller's, from one goroutine; Close may come from another:
+// mu guards rc's replacement, closed and cancel against it.
+type eventBody struct {
+	t   *Transport
+	req *http.Request // the caller's: each reconnect is a copy of it
+	rc  io.ReadCloser
+	// buf holds what was read of the event not yet complete; ready the
+	// complete events the caller has not read yet.
+	buf, ready []byte
+	ids        eventIDs
+	n          resumeCount
+	// cut is the error that broke the stream, reconnected once the
+	// caller read the events before it; err the error the stream ended
+	// with, returned again.
+	cut, err error
+	mu       sync.Mutex
+	closed   bool
+	cancel   context.CancelFunc
+}
+
+// eventIDs is what a stream's events said of reconnecting.
+type eventIDs struct {
+	last string // the id of the last complete event with one
+	// unsafe: an event without an id was handed over after the last id
+	// (or with none ever): a reconnect would repeat it.
+	unsafe bool
+	retry  time.Duration // the server's retry: delay
+}
+
+// Read reads whole events of the stream, reconnecting it when it ends.
+func (s *eventBody) Read(p []byte) (int, error) {
+	for {
+		if len(s.ready) > 0 {
+			n := copy(p, s.ready)
+			s.ready = s.ready[n:]
+			return n, nil
+		}
+		switch {
+		case s.err != nil:
+			return 0, s.err
+		case s.cut != nil:
+			s.err = s.reconnect(s.cut)
+			s.cut = nil
+		default:
+			s.cut = s.fill()
+		}
+	}
+}
+
+// maxEvent bounds what a stream holds of an event before its end: past
+// it, the event is handed over as it comes, and the stream is no longer
+// reconnected (its caller read part of an event).
+const maxEvent = 1 << 20
+
+// fill reads once from rc and moves the events it completed to ready.
+func (s *eventBody) fill() error {
+	if cap(s.buf)-len(s.buf) < 4096 {
+		s.buf = append(make([]byte, 0, 2*cap(s.buf)+4096), s.buf...)
+	}
+	n, err := s.rc.Read(s.buf[len(s.buf):cap(s.buf)])
+	s.buf = s.buf[:len(s.buf)+n]
+	if len(s.buf) > maxEvent {
+		s.ids.unsafe = true
+		s.ready = append(s.ready[:0], s.buf...)
+		s.buf = s.buf[:0]
+		return err
+	}
+	if end := s.complete(); end > 0 {
+		s.ready = append(s.ready[:0], s.buf[:end]...)
+		s.buf = append(s.buf[:0], s.buf[end:]...)
+		if len(s.ready) > 0 {
+			s.n.progressed(1)
+		}
+	}
+	return err
+}
+
+// complete returns the length of buf's complete events (up to and with
+// the blank line ending the last one), and notes their ids and retry:
+// fields. A lone \r at the end waits for the next read: it may be \r\n.
+func (s *eventBody) complete() int {
+	end, start := 0, 0 // end of the complete events; start of the event being scanned
+	var id *string
+	data := false
+	for i := 0; i < len(s.buf); {
+		j := bytes.IndexAny(s.buf[i:], "\r\n")
+		if j < 0 || s.buf[i+j] == '\r' && i+j+1 == len(s.buf) {
+			break
+		}
+		line := s.buf[i : i+j]
+		next := i + j + 1
+		if s.buf[i+j] == '\r' && s.buf[next] == '\n' {
+			next++
+		}
+		if len(line) == 0 {
+			if i > start { // a blank line ends an event
+				s.ids.note(id, data)
+				end = next
+			}
+			id, data, start = nil, false, next
+		} else {
+			id, data = s.ids.field(line, id, data)
+		}
+		i = next
+	}
+	return end
+}
+
+// field notes a line of an event: its id, whether it has data, and the
+// stream's retry: delay.
+func (ids *eventIDs) field(line []byte, id *string, data bool) (*string, bool) {
+	name, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(name) {
+	case "id":
+		if bytes.IndexByte(value, 0) < 0 {
+			v := string(value)
+			id = &v
+		}
+	case "data":
+		data = true
+	case "retry":
+		if ms, err := strconv.ParseUint(string(value), 10, 31); err == nil {
+			ids.retry = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return id, data
+}
+
+// note notes a complete event, with id if it had one, and data if it had
+// data.
+func (ids *eventIDs) note(id *string, data bool) {
+	switch {
+	case id != nil:
+		ids.last, ids.unsafe = *id, false
+	case data:
+		ids.unsafe = true
+	}
+}
+
+// Close closes the stream, and ends a reconnect in flight.
+func (s *eventBody) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.cancel != nil {
+		s.cancel()
+	}
+	return s.rc.Close()
+}
+
+// reconnect reconnects the stream after cut, and returns nil once rc
+// reads the new connection. Otherwise it returns what the caller gets:
+// io.EOF for a stream the server ended (204) or whose end was clean, cut
+// as is when the caller gave up or closed the body, else cut wrapped with
+// why the stream was not reconnected.
+func (s *eventBody) reconnect(cut error) error {
+	s.rc.Close()
+	s.buf = s.buf[:0] // a partial event is never handed over
+	g := applicant{cfg: &s.t.cfg, ctx: s.req.Context(), req: s.req}
+	var why error
+	for why == nil {
+		if s.isClosed() || g.gone() != nil || s.ids.unsafe {
+			return cut
+		}
+		s.n.next()
+		if s.n.resumes >= maxResumes {
+			why = ErrRetriesExhausted
+			break
+		}
+		var done bool
+		if done, why = s.attempt(&g); done {
+			return nil
+		}
+	}
+	if cut == io.EOF || why == io.EOF {
+		return io.EOF
+	}
+	return &resumeError{cut: cut, why: why}
+}
+
+func (s *eventBody) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// attempt sends one reconnect of s, admitted by the gate for g, as a
+// resume is (resumeBody.attempt), after the server's retry: delay. done
+// says that rc reads the new connection; else why, if not nil, is why no
+// reconnect follows (io.EOF: the server ended the stream).
+func (s *eventBody) attempt(g *applicant) (done bool, why error) {
+	cfg := g.cfg
+	now := cfg.nanos()
+	h := s.t.host(s.req.URL.Host, now)
+	free := s.n.tries == 0
+	backoff := max(s.ids.retry, s.n.delay)
+	if !free {
+		if s.n.tries+1 >= cfg.maxAttempts || looped(cfg, s.req) {
+			return false, ErrRetriesExhausted
+		}
+		if cfg.backoff != nil {
+			backoff = max(backoff, cfg.backoff.Delay(s.n.tries, 0))
+		}
+	}
+	var r reservation
+	if err := h.reserve(&r, g, 1, 1, backoff, free, now); err != nil {
+		return false, err
+	}
+	if err := r.wait(g); err != nil {
+		return false, err
+	}
+	s.n.sent()
+	resp, err := s.send(g.ctx)
+	took := time.Duration(cfg.nanos() - r.at)
+	v := s.check(g, resp, err)
+	r.release(g, healthOf(resp, err, v.d))
+	rb := resumeBody{req: s.req, st: &resumeState{n: s.n}}
+	rb.event(g, resp, err, v, took, r.delay)
+	if v.d.Action != Success {
+		drop(resp)
+		s.n.failed(v.d.Delay)
+		return false, v.stop
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.rc = resp.Body
+	}
+	s.mu.Unlock()
+	if closed {
+		resp.Body.Close()
+		return false, errResumeClosed
+	}
+	return true, nil
+}
+
+// check judges the answer to a reconnect: Success for an event stream,
+// Terminal with io.EOF for a 204, otherwise as a resume's (resumeBody.check).
+func (s *eventBody) check(g *applicant, resp *http.Response, err error) verdict {
+	if err == nil && g.gone() == nil {
+		switch {
+		case resp.StatusCode == http.StatusNoContent:
+			return verdict{d: Decision{Action: Terminal}, stop: io.EOF}
+		case resp.StatusCode == http.StatusOK && eventStream(s.req, resp):
+			return verdict{d: Decision{Action: Success}}
+		}
+	}
+	rb := resumeBody{t: s.t, req: s.req, st: &resumeState{}}
+	return rb.check(g, resp, err)
+}
+
+// send sends a reconnect of s: the caller's request, with Last-Event-ID
+// the last id read. Close ends it.
+func (s *eventBody) send(parent context.Context) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(parent)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		return nil, errResumeClosed
+	}
+	s.cancel = cancel
+	s.mu.Unlock()
+	req := s.req.Clone(ctx)
+	if s.ids.last != "" {
+		req.Header.Set("Last-Event-ID", s.ids.last)
+	}
+	resp, err := s.t.base.RoundTrip(req)
+	s.mu.Lock()
+	s.cancel = nil
+	s.mu.Unlock()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}

@@ -1,0 +1,89 @@
+package resilient
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEventComplete: where the complete events of a stream's buffer end,
+// for each line ending (\n, \r\n, \r), and what their fields say of a
+// reconnect.
+func TestEventComplete(t *testing.T) {
+	cases := []struct {
+		name   string
+		buf    string
+		end    int // the length of the complete events
+		last   string
+		unsafe bool
+		retry  time.Duration
+	}{
+		{name: "one event, \\n", buf: "id: 1\ndata: a\n\nid: 2\nda", end: 15, last: "1"},
+		{name: "\\r\\n", buf: "id: 7\r\ndata: a\r\n\r\n", end: 18, last: "7"},
+		{name: "\\r", buf: "id: 7\rdata: a\r\rdata", end: 15, last: "7"},
+		{name: "a lone \\r at the end waits", buf: "id: 7\ndata: a\n\r", end: 0},
+		{name: "no blank line yet", buf: "id: 1\ndata: a\n", end: 0},
+		{name: "an event without an id after one with", buf: "id: 1\ndata: a\n\ndata: b\n\n", end: 24, last: "1", unsafe: true},
+		{name: "an id without a space, then retry", buf: "id:9\ndata: a\n\nretry: 1500\n\n", end: 27, last: "9", retry: 1500 * time.Millisecond},
+		{name: "an id with NUL is ignored", buf: "id: 1\ndata: a\n\nid: x\x00\ndata: b\n\n", end: 31, last: "1", unsafe: true},
+		{name: "a comment is no event", buf: "id: 1\ndata: a\n\n: ping\n\n", end: 23, last: "1"},
+		{name: "blank lines alone", buf: "\n\n\n", end: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &eventBody{buf: []byte(tc.buf)}
+			assert.Equal(t, tc.end, s.complete())
+			assert.Equal(t, tc.last, s.ids.last)
+			assert.Equal(t, tc.unsafe, s.ids.unsafe)
+			assert.Equal(t, tc.retry, s.ids.retry)
+		})
+	}
+}
+
+// dataThenCut returns its data and the cut in one Read.
+type dataThenCut struct{ data string }
+
+func (d *dataThenCut) Read(p []byte) (int, error) {
+	if d.data == "" {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := copy(p, d.data)
+	d.data = d.data[n:]
+	return n, io.ErrUnexpectedEOF
+}
+
+// TestEventStreamEventsBeforeReconnect: events read in the same Read as
+// the cut reach the caller before the reconnect waits the server's
+// retry: delay.
+func TestEventStreamEventsBeforeReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lastIDs []string
+		tr := NewTransport(rsBase(func(req *http.Request) *http.Response {
+			lastIDs = append(lastIDs, req.Header.Get("Last-Event-ID"))
+			if len(lastIDs) > 1 {
+				return &http.Response{StatusCode: http.StatusNoContent, Header: http.Header{}, Body: http.NoBody, Request: req}
+			}
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, ContentLength: -1,
+				Body: io.NopCloser(&dataThenCut{data: "retry: 5000\n\nid: 1\ndata: a\n\n"}), Request: req}
+		}))
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/events", nil)
+		req.Header["Last-Event-Id"] = []string{""}
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		start := time.Now()
+		buf := make([]byte, 100)
+		n, err := resp.Body.Read(buf)
+		require.NoError(t, err)
+		assert.Equal(t, "retry: 5000\n\nid: 1\ndata: a\n\n", string(buf[:n]))
+		assert.Equal(t, time.Duration(0), time.Since(start), "before the reconnect's wait")
+		_, err = resp.Body.Read(buf)
+		assert.Equal(t, io.EOF, err, "the reconnect answered 204: the stream ended")
+		assert.Equal(t, 5*time.Second, time.Since(start))
+		assert.Equal(t, []string{"", "1"}, lastIDs)
+	})
+}
