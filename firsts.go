@@ -6,7 +6,8 @@ import (
 )
 
 // firsts counts how a host's recent first attempts ended, to tell one bad
-// backend of many from a host that sheds (see call.observe). The window
+// backend of many from a host that sheds (see call.observe). Only enough
+// of them can tell: a host with few is not judged shedding. The window
 // is two buckets: the current one and the one before it. A bucket closes
 // after firstsPer first attempts or firstsAge, whichever comes first. So
 // a busy shared Transport judges from its last second or so, and
@@ -68,17 +69,19 @@ func (f *firsts) note(now int64, ok bool) {
 	}
 }
 
-// healthy reports whether the host's first attempts in the window were
-// healthy at now: at least firstsMin of them, and at least firstsRatio
-// healthy for each failed one (at most 1 in 7 failed). The current bucket,
-// once it holds firstsMin, must pass the ratio too: a fresh surge of
-// failures (a server whose queue just filled) is not hidden by the
-// healthy bucket before it.
-func (f *firsts) healthy(now int64) bool {
+// shedding reports whether the host's first attempts in the window show
+// that it sheds at now: at least firstsMin of them, and fewer than
+// firstsRatio healthy for each failed one (more than 1 in 7 failed). The
+// current bucket, once it holds firstsMin, is judged alone too: a fresh
+// surge of failures (a server whose queue just filled) is not hidden by
+// the healthy bucket before it. Fewer than firstsMin is no evidence: a
+// cold host (a CLI, a cron job, a quiet service) is not judged shedding
+// for want of traffic, and its 503's Retry-After is waited out.
+func (f *firsts) shedding(now int64) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
 	if cOK+cFail >= firstsMin && cOK < firstsRatio*cFail {
-		return false
+		return true
 	}
 	ok, failed := pOK+cOK, pFail+cFail
-	return ok+failed >= firstsMin && ok >= firstsRatio*failed
+	return ok+failed >= firstsMin && ok < firstsRatio*failed
 }

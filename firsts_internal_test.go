@@ -14,10 +14,11 @@ import (
 	"github.com/resilienthttp/resilient/internal/stubtest"
 )
 
-// The window judges the host healthy from firstsMin first attempts with at
-// most 1 in 7 failed; a bucket closes after firstsPer first attempts or
-// firstsAge, and what is older than two buckets is forgotten.
-func TestFirstsHealthy(t *testing.T) {
+// The window judges the host shedding from firstsMin first attempts with
+// more than 1 in 7 failed, and never from fewer (a cold host); a bucket
+// closes after firstsPer first attempts or firstsAge, and what is older
+// than two buckets is forgotten.
+func TestFirstsShedding(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	tests := []struct {
 		name       string
@@ -25,15 +26,16 @@ func TestFirstsHealthy(t *testing.T) {
 		after      time.Duration // when healthy is asked, after the notes
 		want       bool
 	}{
-		{"nothing sent", 0, 0, 0, false},
-		{"too few to judge", firstsMin - 1, 0, 0, false},
-		{"enough, all healthy", firstsMin, 0, 0, true},
-		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, true},
-		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, false},
-		{"most failed", firstsMin, 2 * firstsMin, 0, false},
-		{"an aged bucket still counts", firstsMin, 0, firstsAge + time.Second, true},
-		{"forgotten after two ages", firstsMin, 0, 2*firstsAge + time.Second, false},
-		{"old failures forgotten", 0, firstsMin, 2*firstsAge + time.Second, false},
+		{"nothing sent: no evidence", 0, 0, 0, false},
+		{"too few to judge, all failed", 0, firstsMin - 1, 0, false},
+		{"too few to judge, most failed", 1, firstsMin - 2, 0, false},
+		{"enough, all healthy", firstsMin, 0, 0, false},
+		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, false},
+		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, true},
+		{"most failed", firstsMin, 2 * firstsMin, 0, true},
+		{"all failed, just enough", 0, firstsMin, 0, true},
+		{"an aged bucket still counts", 0, firstsMin, firstsAge + time.Second, true},
+		{"forgotten after two ages", 0, firstsMin, 2*firstsAge + time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,7 +46,7 @@ func TestFirstsHealthy(t *testing.T) {
 			for range tt.failed {
 				f.note(t0.UnixNano(), false)
 			}
-			assert.Equal(t, tt.want, f.healthy(t0.Add(tt.after).UnixNano()))
+			assert.Equal(t, tt.want, f.shedding(t0.Add(tt.after).UnixNano()))
 		})
 	}
 }
@@ -63,19 +65,22 @@ func TestFirstsWindowSlides(t *testing.T) {
 	var full firsts
 	notes(&full, firstsPer, t0, true)
 	full.note(t0.UnixNano(), false) // a new bucket
-	assert.True(t, full.healthy(t0.UnixNano()), "the full bucket still counts")
+	assert.False(t, full.shedding(t0.UnixNano()), "the full bucket still counts")
 
 	var pushed firsts
 	notes(&pushed, firstsPer, t0, true)
 	notes(&pushed, 2*firstsPer, t0, false)
-	assert.False(t, pushed.healthy(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
+	assert.True(t, pushed.shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
 
 	var aged firsts
 	notes(&aged, firstsPer/2, t0, true)
 	later := t0.Add(firstsAge + time.Millisecond)
 	aged.note(later.UnixNano(), false) // the aged bucket becomes the one before
-	assert.True(t, aged.healthy(later.UnixNano()), "%d healthy before, 1 failed now", firstsPer/2)
-	assert.False(t, aged.healthy(t0.Add(3*firstsAge).UnixNano()), "all aged out")
+	assert.False(t, aged.shedding(later.UnixNano()), "%d healthy before, 1 failed now", firstsPer/2)
+	var agedFail firsts
+	notes(&agedFail, firstsMin, t0, false)
+	assert.True(t, agedFail.shedding(t0.UnixNano()))
+	assert.False(t, agedFail.shedding(t0.Add(3*firstsAge).UnixNano()), "all aged out")
 }
 
 // A fresh surge of failures is not hidden by a healthy bucket before it:
@@ -88,10 +93,10 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 		ok, failed int // in the current bucket, after a full healthy one
 		want       bool
 	}{
-		{"1 in 7 failed now", 6 * 3, 3, true},
-		{"more than 1 in 7 failed now", 6*3 - 1, 3, false},
-		{"a surge too small to judge alone", 0, firstsMin - 1, true},
-		{"a surge of firstsMin failures", 0, firstsMin, false},
+		{"1 in 7 failed now", 6 * 3, 3, false},
+		{"more than 1 in 7 failed now", 6*3 - 1, 3, true},
+		{"a surge too small to judge alone", 0, firstsMin - 1, false},
+		{"a surge of firstsMin failures", 0, firstsMin, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +114,7 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 			require.Equal(t, [4]uint64{firstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
 			ok, failed := pOK+cOK, pFail+cFail
 			require.GreaterOrEqual(t, ok, firstsRatio*failed, "the window alone is healthy")
-			assert.Equal(t, tt.want, f.healthy(t0.UnixNano()))
+			assert.Equal(t, tt.want, f.shedding(t0.UnixNano()))
 		})
 	}
 }
@@ -150,13 +155,14 @@ func times(n int, a string) []string {
 	return out
 }
 
-// A 503 with Retry-After on a host whose recent first attempts were
-// healthy pauses its operation only: the retry waits the delay when the
-// deadline allows, then goes out, and the host's other retries are not
-// held. On a host without that evidence (none, or more than a fifth
-// failed) the host is shedding: the retry is refused at once, and the
-// caller has the 503 as from a bare client, never later than one attempt.
-func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *testing.T) {
+// A 503 with Retry-After pauses its operation only: the retry waits the
+// delay when the deadline allows, then goes out, and the host's other
+// retries are not held. So on a cold host (no first attempts, or fewer
+// than firstsMin): too few to tell is no evidence of shedding. On a host
+// whose first attempts show that it sheds (more than 1 in 7 failed of
+// firstsMin or more) the retry is refused at once, and the caller has the
+// 503 as from a bare client, never later than one attempt.
+func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *testing.T) {
 	tests := []struct {
 		name     string
 		before   []string // first attempts before the operation, one each
@@ -169,8 +175,10 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 		{"healthy: the operation waits and retries", times(20, "200"), time.Minute, 200, 2, time.Second, false},
 		{"healthy, 1 in 7 failed, this 503 included", append(times(18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 		{"healthy, deadline too short for the wait", times(20, "200"), 500 * time.Millisecond, 503, 1, 0, false},
-		{"no evidence: shedding", nil, time.Minute, 503, 1, 0, true},
-		{"too few first attempts: shedding", times(18, "200"), time.Minute, 503, 1, 0, true},
+		{"cold host, no first attempts: the operation waits and retries", nil, time.Minute, 200, 2, time.Second, false},
+		{"too few first attempts to tell: the operation waits and retries", times(18, "200"), time.Minute, 200, 2, time.Second, false},
+		{"too few first attempts to tell, all failed: the operation waits and retries", times(18, "503+"), time.Minute, 200, 2, time.Second, false},
+		{"cold host, deadline too short for the wait", nil, 500 * time.Millisecond, 503, 1, 0, false},
 		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
 		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
 		// A full healthy bucket, then a queue that fills: the window
