@@ -25,6 +25,13 @@ const (
 	firstsRatio = 6                // healthy: at least 6 healthy per failed one
 )
 
+// firstsFew[n] is the fewest failed of n < firstsMin first attempts that
+// show a host sheds (0: none do). A healthy host, whose first attempts
+// fail at most 1 in 7, shows so many less than 1 % of the time (the
+// binomial tail). So one or two failed calls of a cold client are no
+// evidence, and three of three are.
+var firstsFew = [firstsMin]uint8{0, 0, 0, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8}
+
 // firstsCounts reads word w at now (ms): the healthy and failed first
 // attempts of the bucket before and of the current one, buckets that aged
 // out emptied (an aged current bucket counts as the one before). fresh
@@ -70,18 +77,23 @@ func (f *firsts) note(now int64, ok bool) {
 }
 
 // shedding reports whether the host's first attempts in the window show
-// that it sheds at now: at least firstsMin of them, and fewer than
-// firstsRatio healthy for each failed one (more than 1 in 7 failed). The
+// that it sheds at now. Of firstsMin or more, fewer than firstsRatio
+// healthy for each failed one (more than 1 in 7 failed) show it. The
 // current bucket, once it holds firstsMin, is judged alone too: a fresh
 // surge of failures (a server whose queue just filled) is not hidden by
-// the healthy bucket before it. Fewer than firstsMin is no evidence: a
-// cold host (a CLI, a cron job, a quiet service) is not judged shedding
-// for want of traffic, and its 503's Retry-After is waited out.
+// the healthy bucket before it. Of fewer, only as many failed as a
+// healthy host would rarely show do (firstsFew). So a cold host (a CLI, a
+// cron job, a quiet service) is not judged shedding for want of traffic,
+// and its 503's Retry-After is waited out.
 func (f *firsts) shedding(now int64) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
 	if cOK+cFail >= firstsMin && cOK < firstsRatio*cFail {
 		return true
 	}
 	ok, failed := pOK+cOK, pFail+cFail
-	return ok+failed >= firstsMin && ok < firstsRatio*failed
+	if n := ok + failed; n < firstsMin {
+		few := uint64(firstsFew[n])
+		return few > 0 && failed >= few
+	}
+	return ok < firstsRatio*failed
 }

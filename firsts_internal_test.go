@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -27,8 +28,9 @@ func TestFirstsShedding(t *testing.T) {
 		want       bool
 	}{
 		{"nothing sent: no evidence", 0, 0, 0, false},
-		{"too few to judge, all failed", 0, firstsMin - 1, 0, false},
-		{"too few to judge, most failed", 1, firstsMin - 2, 0, false},
+		{"too few to judge, one failed", 0, 1, 0, false},
+		{"too few to judge, two of three failed", 1, 2, 0, false},
+		{"few, but most failed", 1, firstsMin - 2, 0, true},
 		{"enough, all healthy", firstsMin, 0, 0, false},
 		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, false},
 		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, true},
@@ -177,7 +179,9 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 		{"healthy, deadline too short for the wait", times(20, "200"), 500 * time.Millisecond, 503, 1, 0, false},
 		{"cold host, no first attempts: the operation waits and retries", nil, time.Minute, 200, 2, time.Second, false},
 		{"too few first attempts to tell: the operation waits and retries", times(18, "200"), time.Minute, 200, 2, time.Second, false},
-		{"too few first attempts to tell, all failed: the operation waits and retries", times(18, "503+"), time.Minute, 200, 2, time.Second, false},
+		{"a cold host's second call, both failed: the operation waits and retries", times(1, "503+"), time.Minute, 200, 2, time.Second, false},
+		{"few first attempts, three of three failed: shedding", times(2, "503+"), time.Minute, 503, 1, 0, true},
+		{"few first attempts, most failed: shedding", append(times(3, "200"), times(8, "503+")...), time.Minute, 503, 1, 0, true},
 		{"cold host, deadline too short for the wait", nil, 500 * time.Millisecond, 503, 1, 0, false},
 		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
 		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
@@ -221,5 +225,58 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 				assert.Equal(t, tt.hostHeld, v.(*hostState).pauses.shedding(start.UnixNano()), "the host's retries held")
 			})
 		})
+	}
+}
+
+// firstsFew holds, for each n < firstsMin, the fewest failed of n first
+// attempts that a healthy host (each failing with probability 1/7) shows
+// less than 1 % of the time: the binomial tail, computed here.
+func TestFirstsFewIsTheBinomialTail(t *testing.T) {
+	const p = 1.0 / (firstsRatio + 1)
+	for n := range firstsMin {
+		want := 0
+		for k := 0; k <= n; k++ {
+			tail := 0.0
+			for j := k; j <= n; j++ {
+				tail += binomial(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
+			}
+			if tail < 0.01 {
+				want = k
+				break
+			}
+		}
+		assert.Equal(t, want, int(firstsFew[n]), "n = %d", n)
+	}
+}
+
+func binomial(n, k int) float64 {
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
+}
+
+// Fewer than firstsMin first attempts judge the host shedding only when as
+// many failed as a healthy host would rarely show: never one or two calls
+// of a cold client, always three of three.
+func TestFirstsFewFailedOfFew(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0).UnixNano()
+	tests := []struct {
+		ok, failed int
+		want       bool
+	}{
+		{0, 1, false}, {0, 2, false}, {1, 1, false}, {0, 3, true}, {1, 2, false}, {1, 3, false},
+		{0, 4, true}, {6, 4, false}, {5, 5, true}, {11, 8, true}, {12, 7, false}, {17, 2, false},
+	}
+	for _, tt := range tests {
+		var f firsts
+		for range tt.ok {
+			f.note(t0, true)
+		}
+		for range tt.failed {
+			f.note(t0, false)
+		}
+		assert.Equal(t, tt.want, f.shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
 	}
 }
