@@ -1,6 +1,8 @@
 package resilient
 
 import (
+	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,16 +23,45 @@ type firsts struct{ w atomic.Uint64 }
 const (
 	firstsPer   = 200              // first attempts per bucket
 	firstsAge   = 10 * time.Second // a bucket's longest span
-	firstsMin   = 20               // first attempts the window needs to judge
+	firstsMin   = 20               // first attempts the current bucket needs to be judged alone
 	firstsRatio = 6                // healthy: at least 6 healthy per failed one
+	firstsAlpha = 0.01             // how rarely a healthy host shows what shows shedding
 )
 
-// firstsFew[n] is the fewest failed of n < firstsMin first attempts that
-// show a host sheds (0: none do). A healthy host, whose first attempts
-// fail at most 1 in 7, shows so many less than 1 % of the time (the
-// binomial tail). So one or two failed calls of a cold client are no
-// evidence, and three of three are.
-var firstsFew = [firstsMin]uint8{0, 0, 0, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 8}
+// firstsFewest[n] is the fewest failed of n first attempts (at most two
+// buckets: 2·firstsPer) that show a host sheds; 0: none do. A healthy host,
+// whose first attempts fail at most 1 in 7, shows so many less than
+// firstsAlpha of the time (the binomial tail). So one or two failed calls
+// of a cold client are no evidence, and three of three are. One bad backend
+// of ten behind a balancer (1 in 10 failed) is not taken for a host that
+// sheds a third or half of its requests. Built on first use: the failure
+// path only.
+var firstsFewest = sync.OnceValue(func() (t [2*firstsPer + 1]uint16) {
+	const p = 1.0 / (firstsRatio + 1)
+	for n := 1; n < len(t); n++ {
+		tail := 0.0 // P(at least k failed of n), k from n down
+		for k := n; k >= 0; k-- {
+			lg, _ := math.Lgamma(float64(n + 1))
+			lk, _ := math.Lgamma(float64(k + 1))
+			lnk, _ := math.Lgamma(float64(n - k + 1))
+			tail += math.Exp(lg - lk - lnk + float64(k)*math.Log(p) + float64(n-k)*math.Log(1-p))
+			if tail >= firstsAlpha {
+				if k < n {
+					t[n] = uint16(k + 1)
+				}
+				break
+			}
+		}
+	}
+	return t
+})
+
+// showsShedding reports whether failed of n first attempts show that the
+// host sheds (firstsFewest).
+func showsShedding(n, failed uint64) bool {
+	few := uint64(firstsFewest()[min(n, 2*firstsPer)])
+	return few > 0 && failed >= few
+}
 
 // firstsCounts reads word w at now (ms): the healthy and failed first
 // attempts of the bucket before and of the current one, buckets that aged
@@ -77,23 +108,16 @@ func (f *firsts) note(now int64, ok bool) {
 }
 
 // shedding reports whether the host's first attempts in the window show
-// that it sheds at now. Of firstsMin or more, fewer than firstsRatio
-// healthy for each failed one (more than 1 in 7 failed) show it. The
-// current bucket, once it holds firstsMin, is judged alone too: a fresh
-// surge of failures (a server whose queue just filled) is not hidden by
-// the healthy bucket before it. Of fewer, only as many failed as a
-// healthy host would rarely show do (firstsFew). So a cold host (a CLI, a
+// that it sheds at now: as many failed as a healthy host rarely shows
+// (firstsFewest). The current bucket, once it holds firstsMin, is judged
+// alone too: a fresh surge of failures (a server whose queue just filled)
+// is not hidden by the healthy bucket before it. So a cold host (a CLI, a
 // cron job, a quiet service) is not judged shedding for want of traffic,
 // and its 503's Retry-After is waited out.
 func (f *firsts) shedding(now int64) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
-	if cOK+cFail >= firstsMin && cOK < firstsRatio*cFail {
+	if cOK+cFail >= firstsMin && showsShedding(cOK+cFail, cFail) {
 		return true
 	}
-	ok, failed := pOK+cOK, pFail+cFail
-	if n := ok + failed; n < firstsMin {
-		few := uint64(firstsFew[n])
-		return few > 0 && failed >= few
-	}
-	return ok < firstsRatio*failed
+	return showsShedding(pOK+cOK+pFail+cFail, pFail+cFail)
 }

@@ -33,7 +33,9 @@ func TestFirstsShedding(t *testing.T) {
 		{"few, but most failed", 1, firstsMin - 2, 0, true},
 		{"enough, all healthy", firstsMin, 0, 0, false},
 		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, false},
-		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, true},
+		{"a third failed (a host shedding a third)", 2 * firstsMin, firstsMin, 0, true},
+		{"1 in 10 failed of two buckets (one bad backend of ten)", 360, 40, 0, false},
+		{"1 in 5 failed of two buckets", 320, 80, 0, true},
 		{"most failed", firstsMin, 2 * firstsMin, 0, true},
 		{"all failed, just enough", 0, firstsMin, 0, true},
 		{"an aged bucket still counts", 0, firstsMin, firstsAge + time.Second, true},
@@ -96,7 +98,8 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 		want       bool
 	}{
 		{"1 in 7 failed now", 6 * 3, 3, false},
-		{"more than 1 in 7 failed now", 6*3 - 1, 3, true},
+		{"2 in 5 failed now", 12, 8, true},
+		{"3 in 20 failed now: within what a healthy host shows", 17, 3, false},
 		{"a surge too small to judge alone", 0, firstsMin - 1, false},
 		{"a surge of firstsMin failures", 0, firstsMin, true},
 	}
@@ -183,11 +186,12 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 		{"few first attempts, three of three failed: shedding", times(2, "503+"), time.Minute, 503, 1, 0, true},
 		{"few first attempts, most failed: shedding", append(times(3, "200"), times(8, "503+")...), time.Minute, 503, 1, 0, true},
 		{"cold host, deadline too short for the wait", nil, 500 * time.Millisecond, 503, 1, 0, false},
-		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		{"2 in 5 failed: shedding", append(times(12, "200"), times(7, "503")...), time.Minute, 503, 1, 0, true},
+		{"3 in 20 failed: within what a healthy host shows", append(times(17, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
 		// A full healthy bucket, then a queue that fills: the window
-		// alone (217 healthy, 3 failed) would still look healthy.
-		{"a fresh surge after a healthy bucket: shedding", append(times(firstsPer+17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		// alone (212 healthy, 8 failed) would still look healthy.
+		{"a fresh surge after a healthy bucket: shedding", append(times(firstsPer+12, "200"), times(7, "503")...), time.Minute, 503, 1, 0, true},
 		{"after a healthy bucket, 1 in 7 failed now: healthy", append(times(firstsPer+18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 	}
 	for _, tt := range tests {
@@ -228,25 +232,28 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 	}
 }
 
-// firstsFew holds, for each n < firstsMin, the fewest failed of n first
-// attempts that a healthy host (each failing with probability 1/7) shows
-// less than 1 % of the time: the binomial tail, computed here.
-func TestFirstsFewIsTheBinomialTail(t *testing.T) {
+// firstsFewest holds, for each n up to two buckets, the fewest failed of
+// n first attempts that a healthy host (each failing with probability 1/7)
+// shows less than 1 % of the time: the binomial tail, computed here by
+// another route (products, not log-gamma).
+func TestFirstsFewestIsTheBinomialTail(t *testing.T) {
 	const p = 1.0 / (firstsRatio + 1)
-	for n := range firstsMin {
+	got := firstsFewest()
+	for n := range 2*firstsPer + 1 {
 		want := 0
 		for k := 0; k <= n; k++ {
 			tail := 0.0
 			for j := k; j <= n; j++ {
 				tail += binomial(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
 			}
-			if tail < 0.01 {
+			if tail < firstsAlpha {
 				want = k
 				break
 			}
 		}
-		assert.Equal(t, want, int(firstsFew[n]), "n = %d", n)
+		require.Equal(t, want, int(got[n]), "n = %d", n)
 	}
+	assert.Equal(t, [...]uint16{0, 0, 0, 3, 4, 4}, [6]uint16(got[:6]), "a cold client's one or two failed calls are no evidence")
 }
 
 func binomial(n, k int) float64 {

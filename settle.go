@@ -80,14 +80,14 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 //
 // A 503 with a delay depends on the host's recent first attempts
 // (firsts): two buckets of at most 200 each and 10 s each. If they show
-// that the host sheds (of 20 or more, more than 1 in 7 failed, or so in
-// the current bucket once it holds 20; of fewer, as many failed as a
-// healthy host rarely shows), its retries are refused at once for the
-// delay, never waited out: an overloaded host looks so. Otherwise it
-// pauses this operation only. Its retry waits the delay if the deadline
-// and the retry control allow, then goes out: one bad backend of many
-// behind a balancer looks so, and so does a cold host (one or two failed
-// calls are no evidence that it sheds).
+// that the host sheds (as many failed as a healthy host, failing 1 in 7,
+// shows less than 1 % of the time; in the current bucket too once it
+// holds 20), its retries are refused at once for the delay, never waited
+// out: an overloaded host looks so. Otherwise it pauses this operation
+// only. Its retry waits the delay if the deadline and the retry control
+// allow, then goes out: one bad backend of many behind a balancer looks
+// so, and so does a cold host (one or two failed calls are no evidence
+// that it sheds).
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
