@@ -9,7 +9,7 @@
 //
 // Usage, from bench/ (its own Go module):
 //
-//	go run ./cmd/storm                        # virtual time, the first screen, < 1 min anywhere
+//	go run ./cmd/storm                        # virtual time, the first screen, ~20 s (first run: +1.5 min of downloads and builds)
 //	go run ./cmd/storm -out DIR               # + index.html, every table (storm.md), JSON and plots
 //	go run ./cmd/storm -engine sockets        # loopback sockets, real time
 //	go run ./cmd/storm -policy ours.json      # your own resilient options beside the defaults
