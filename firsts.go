@@ -18,7 +18,13 @@ import (
 // It is one word, updated lock-free: when the current bucket started (ms,
 // 32 bits), then the healthy and the failed first attempts of the bucket
 // before it and of the current one (8 bits each).
-type firsts struct{ w atomic.Uint64 }
+//
+// cold (Unix ns) is when the Retry-After a cold host's operation waits
+// out ends: one such wait at a time (coldWait).
+type firsts struct {
+	w    atomic.Uint64
+	cold atomic.Int64
+}
 
 const (
 	firstsPer   = 200              // first attempts per bucket
@@ -120,4 +126,29 @@ func (f *firsts) shedding(now int64) bool {
 		return true
 	}
 	return showsShedding(pOK+cOK+pFail+cFail, pFail+cFail)
+}
+
+// coldWait reports whether an operation may wait out, from now, a delay d
+// its first attempt's 503 asked for. On a host whose window holds fewer
+// than firstsMin first attempts (too few to show that it sheds), one
+// operation waits at a time. A second 503 with a delay while one is
+// waited out is taken as the host shedding. So the single call of a cold
+// client (a CLI, a cron job) waits and retries, as often as it is asked
+// to. A fleet of cold clients on a shedding server sends one retry each,
+// not one per failure until the window can tell. A warm host has no such
+// bound.
+func (f *firsts) coldWait(now int64, d time.Duration) bool {
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
+	if pOK+pFail+cOK+cFail >= firstsMin {
+		return true
+	}
+	for {
+		cur := f.cold.Load()
+		if cur > now {
+			return false
+		}
+		if f.cold.CompareAndSwap(cur, now+int64(d)) {
+			return true
+		}
+	}
 }

@@ -287,3 +287,52 @@ func TestFirstsFewFailedOfFew(t *testing.T) {
 		assert.Equal(t, tt.want, f.shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
 	}
 }
+
+// A cold host waits out one Retry-After at a time: of two operations
+// whose first attempts get a 503 with Retry-After at once, one waits and
+// retries; the other's 503 is taken as the host shedding, and its caller
+// has it at once, as from a bare client. One after the other, each waits.
+func TestColdHostWaitsOneRetryAfterAtATime(t *testing.T) {
+	for _, together := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s := &answers{list: []string{"503+", "503+", "200"}}
+			if !together {
+				s.list = []string{"503+", "200"}
+			}
+			tr := NewTransport(s)
+			reps := []*Report{new(Report), new(Report)}
+			var wg sync.WaitGroup
+			for i, rep := range reps {
+				run := func() {
+					resp, err := tr.RoundTrip(stubtest.Get(ContextWithReport(context.Background(), rep), "api.test"))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				if !together {
+					if i == 1 { // the first one's answers, then the second's
+						s.mu.Lock()
+						s.list, s.n = []string{"503+", "200"}, 0
+						s.mu.Unlock()
+					}
+					run()
+					continue
+				}
+				wg.Go(run)
+				synctest.Wait() // the first attempt answered, in order
+			}
+			wg.Wait()
+			if together {
+				got := []int{len(reps[0].Attempts), len(reps[1].Attempts)}
+				assert.ElementsMatch(t, []int{2, 1}, got, "one waits and retries, one is refused")
+				one := reps[0]
+				if len(one.Attempts) == 2 {
+					one = reps[1]
+				}
+				assert.ErrorIs(t, one.Stopped, ErrDelayTooLong)
+				return
+			}
+			assert.Len(t, reps[0].Attempts, 2, "one after the other: the first waits and retries")
+			assert.Len(t, reps[1].Attempts, 2, "and so does the second")
+		})
+	}
+}

@@ -79,15 +79,17 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 // Retry-After maximum).
 //
 // A 503 with a delay depends on the host's recent first attempts
-// (firsts): two buckets of at most 200 each and 10 s each. If they show
-// that the host sheds (as many failed as a healthy host, failing 1 in 7,
-// shows less than 1 % of the time; in the current bucket too once it
-// holds 20), its retries are refused at once for the delay, never waited
-// out: an overloaded host looks so. Otherwise it pauses this operation
-// only. Its retry waits the delay if the deadline and the retry control
-// allow, then goes out: one bad backend of many behind a balancer looks
-// so, and so does a cold host (one or two failed calls are no evidence
-// that it sheds).
+// (firsts): two buckets of at most 200 each and 10 s each. They may show
+// that the host sheds: as many failed as a healthy host, failing 1 in 7,
+// shows less than 1 % of the time (in the current bucket too, once it
+// holds 20). Then its retries are refused at once for the delay, never
+// waited out: an overloaded host looks so. Otherwise it pauses this
+// operation only. Its retry waits the delay if the deadline and the retry
+// control allow, then goes out. One bad backend of many behind a balancer
+// looks so. So does a cold host: one or two failed calls are no evidence
+// that it sheds. A cold host (fewer than 20 first attempts) has one such
+// wait at a time: a second 503 with a delay while one is waited out is
+// taken as the host shedding (firsts.coldWait).
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
@@ -106,7 +108,7 @@ func (c *call) observe(a *attempt, v verdict) {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		if c.h.firstsShedding(a.end) {
+		if c.h.firstsShedding(a.end) || !c.h.pauses.firsts.coldWait(a.end, d.Delay) {
 			c.h.pauses.pause(a.end, d.Delay, false)
 		}
 	}
