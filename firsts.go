@@ -1,12 +1,15 @@
 package resilient
 
 import (
+	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // firsts counts how a host's recent first attempts ended, to tell one bad
-// backend of many from a host that sheds (see call.observe). The window
+// backend of many from a host that sheds (see call.observe). Only enough
+// of them can tell: a host with few is not judged shedding. The window
 // is two buckets: the current one and the one before it. A bucket closes
 // after firstsPer first attempts or firstsAge, whichever comes first. So
 // a busy shared Transport judges from its last second or so, and
@@ -15,14 +18,56 @@ import (
 // It is one word, updated lock-free: when the current bucket started (ms,
 // 32 bits), then the healthy and the failed first attempts of the bucket
 // before it and of the current one (8 bits each).
-type firsts struct{ w atomic.Uint64 }
+//
+// cold (Unix ns) is when the Retry-After a cold host's operation waits
+// out ends: one such wait at a time (coldWait).
+type firsts struct {
+	w    atomic.Uint64
+	cold atomic.Int64
+}
 
 const (
 	firstsPer   = 200              // first attempts per bucket
 	firstsAge   = 10 * time.Second // a bucket's longest span
-	firstsMin   = 20               // first attempts the window needs to judge
+	firstsMin   = 20               // first attempts the current bucket needs to be judged alone
 	firstsRatio = 6                // healthy: at least 6 healthy per failed one
+	firstsAlpha = 0.01             // how rarely a healthy host shows what shows shedding
 )
+
+// firstsFewest[n] is the fewest failed of n first attempts (at most two
+// buckets: 2·firstsPer) that show a host sheds; 0: none do. A healthy host,
+// whose first attempts fail at most 1 in 7, shows so many less than
+// firstsAlpha of the time (the binomial tail). So one or two failed calls
+// of a cold client are no evidence, and three of three are. One bad backend
+// of ten behind a balancer (1 in 10 failed) is not taken for a host that
+// sheds a third or half of its requests. Built on first use: the failure
+// path only.
+var firstsFewest = sync.OnceValue(func() (t [2*firstsPer + 1]uint16) {
+	const p = 1.0 / (firstsRatio + 1)
+	for n := 1; n < len(t); n++ {
+		tail := 0.0 // P(at least k failed of n), k from n down
+		for k := n; k >= 0; k-- {
+			lg, _ := math.Lgamma(float64(n + 1))
+			lk, _ := math.Lgamma(float64(k + 1))
+			lnk, _ := math.Lgamma(float64(n - k + 1))
+			tail += math.Exp(lg - lk - lnk + float64(k)*math.Log(p) + float64(n-k)*math.Log(1-p))
+			if tail >= firstsAlpha {
+				if k < n {
+					t[n] = uint16(k + 1)
+				}
+				break
+			}
+		}
+	}
+	return t
+})
+
+// showsShedding reports whether failed of n first attempts show that the
+// host sheds (firstsFewest).
+func showsShedding(n, failed uint64) bool {
+	few := uint64(firstsFewest()[min(n, 2*firstsPer)])
+	return few > 0 && failed >= few
+}
 
 // firstsCounts reads word w at now (ms): the healthy and failed first
 // attempts of the bucket before and of the current one, buckets that aged
@@ -68,17 +113,42 @@ func (f *firsts) note(now int64, ok bool) {
 	}
 }
 
-// healthy reports whether the host's first attempts in the window were
-// healthy at now: at least firstsMin of them, and at least firstsRatio
-// healthy for each failed one (at most 1 in 7 failed). The current bucket,
-// once it holds firstsMin, must pass the ratio too: a fresh surge of
-// failures (a server whose queue just filled) is not hidden by the
-// healthy bucket before it.
-func (f *firsts) healthy(now int64) bool {
+// shedding reports whether the host's first attempts in the window show
+// that it sheds at now: as many failed as a healthy host rarely shows
+// (firstsFewest). The current bucket, once it holds firstsMin, is judged
+// alone too: a fresh surge of failures (a server whose queue just filled)
+// is not hidden by the healthy bucket before it. So a cold host (a CLI, a
+// cron job, a quiet service) is not judged shedding for want of traffic,
+// and its 503's Retry-After is waited out.
+func (f *firsts) shedding(now int64) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
-	if cOK+cFail >= firstsMin && cOK < firstsRatio*cFail {
-		return false
+	if cOK+cFail >= firstsMin && showsShedding(cOK+cFail, cFail) {
+		return true
 	}
-	ok, failed := pOK+cOK, pFail+cFail
-	return ok+failed >= firstsMin && ok >= firstsRatio*failed
+	return showsShedding(pOK+cOK+pFail+cFail, pFail+cFail)
+}
+
+// coldWait reports whether an operation may wait out, from now, a delay d
+// its first attempt's 503 asked for. On a host whose window holds fewer
+// than firstsMin first attempts (too few to show that it sheds), one
+// operation waits at a time. A second 503 with a delay while one is
+// waited out is taken as the host shedding. So the single call of a cold
+// client (a CLI, a cron job) waits and retries, as often as it is asked
+// to. A fleet of cold clients on a shedding server sends one retry each,
+// not one per failure until the window can tell. A warm host has no such
+// bound.
+func (f *firsts) coldWait(now int64, d time.Duration) bool {
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
+	if pOK+pFail+cOK+cFail >= firstsMin {
+		return true
+	}
+	for {
+		cur := f.cold.Load()
+		if cur > now {
+			return false
+		}
+		if f.cold.CompareAndSwap(cur, now+int64(d)) {
+			return true
+		}
+	}
 }

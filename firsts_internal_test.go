@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -14,10 +15,11 @@ import (
 	"github.com/resilienthttp/resilient/internal/stubtest"
 )
 
-// The window judges the host healthy from firstsMin first attempts with at
-// most 1 in 7 failed; a bucket closes after firstsPer first attempts or
-// firstsAge, and what is older than two buckets is forgotten.
-func TestFirstsHealthy(t *testing.T) {
+// The window judges the host shedding from firstsMin first attempts with
+// more than 1 in 7 failed, and never from fewer (a cold host); a bucket
+// closes after firstsPer first attempts or firstsAge, and what is older
+// than two buckets is forgotten.
+func TestFirstsShedding(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	tests := []struct {
 		name       string
@@ -25,15 +27,19 @@ func TestFirstsHealthy(t *testing.T) {
 		after      time.Duration // when healthy is asked, after the notes
 		want       bool
 	}{
-		{"nothing sent", 0, 0, 0, false},
-		{"too few to judge", firstsMin - 1, 0, 0, false},
-		{"enough, all healthy", firstsMin, 0, 0, true},
-		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, true},
-		{"more than 1 in 7 failed", 6*firstsMin - 1, firstsMin, 0, false},
-		{"most failed", firstsMin, 2 * firstsMin, 0, false},
-		{"an aged bucket still counts", firstsMin, 0, firstsAge + time.Second, true},
-		{"forgotten after two ages", firstsMin, 0, 2*firstsAge + time.Second, false},
-		{"old failures forgotten", 0, firstsMin, 2*firstsAge + time.Second, false},
+		{"nothing sent: no evidence", 0, 0, 0, false},
+		{"too few to judge, one failed", 0, 1, 0, false},
+		{"too few to judge, two of three failed", 1, 2, 0, false},
+		{"few, but most failed", 1, firstsMin - 2, 0, true},
+		{"enough, all healthy", firstsMin, 0, 0, false},
+		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, false},
+		{"a third failed (a host shedding a third)", 2 * firstsMin, firstsMin, 0, true},
+		{"1 in 10 failed of two buckets (one bad backend of ten)", 360, 40, 0, false},
+		{"1 in 5 failed of two buckets", 320, 80, 0, true},
+		{"most failed", firstsMin, 2 * firstsMin, 0, true},
+		{"all failed, just enough", 0, firstsMin, 0, true},
+		{"an aged bucket still counts", 0, firstsMin, firstsAge + time.Second, true},
+		{"forgotten after two ages", 0, firstsMin, 2*firstsAge + time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,7 +50,7 @@ func TestFirstsHealthy(t *testing.T) {
 			for range tt.failed {
 				f.note(t0.UnixNano(), false)
 			}
-			assert.Equal(t, tt.want, f.healthy(t0.Add(tt.after).UnixNano()))
+			assert.Equal(t, tt.want, f.shedding(t0.Add(tt.after).UnixNano()))
 		})
 	}
 }
@@ -63,19 +69,22 @@ func TestFirstsWindowSlides(t *testing.T) {
 	var full firsts
 	notes(&full, firstsPer, t0, true)
 	full.note(t0.UnixNano(), false) // a new bucket
-	assert.True(t, full.healthy(t0.UnixNano()), "the full bucket still counts")
+	assert.False(t, full.shedding(t0.UnixNano()), "the full bucket still counts")
 
 	var pushed firsts
 	notes(&pushed, firstsPer, t0, true)
 	notes(&pushed, 2*firstsPer, t0, false)
-	assert.False(t, pushed.healthy(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
+	assert.True(t, pushed.shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
 
 	var aged firsts
 	notes(&aged, firstsPer/2, t0, true)
 	later := t0.Add(firstsAge + time.Millisecond)
 	aged.note(later.UnixNano(), false) // the aged bucket becomes the one before
-	assert.True(t, aged.healthy(later.UnixNano()), "%d healthy before, 1 failed now", firstsPer/2)
-	assert.False(t, aged.healthy(t0.Add(3*firstsAge).UnixNano()), "all aged out")
+	assert.False(t, aged.shedding(later.UnixNano()), "%d healthy before, 1 failed now", firstsPer/2)
+	var agedFail firsts
+	notes(&agedFail, firstsMin, t0, false)
+	assert.True(t, agedFail.shedding(t0.UnixNano()))
+	assert.False(t, agedFail.shedding(t0.Add(3*firstsAge).UnixNano()), "all aged out")
 }
 
 // A fresh surge of failures is not hidden by a healthy bucket before it:
@@ -88,10 +97,11 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 		ok, failed int // in the current bucket, after a full healthy one
 		want       bool
 	}{
-		{"1 in 7 failed now", 6 * 3, 3, true},
-		{"more than 1 in 7 failed now", 6*3 - 1, 3, false},
-		{"a surge too small to judge alone", 0, firstsMin - 1, true},
-		{"a surge of firstsMin failures", 0, firstsMin, false},
+		{"1 in 7 failed now", 6 * 3, 3, false},
+		{"2 in 5 failed now", 12, 8, true},
+		{"3 in 20 failed now: within what a healthy host shows", 17, 3, false},
+		{"a surge too small to judge alone", 0, firstsMin - 1, false},
+		{"a surge of firstsMin failures", 0, firstsMin, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +119,7 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 			require.Equal(t, [4]uint64{firstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
 			ok, failed := pOK+cOK, pFail+cFail
 			require.GreaterOrEqual(t, ok, firstsRatio*failed, "the window alone is healthy")
-			assert.Equal(t, tt.want, f.healthy(t0.UnixNano()))
+			assert.Equal(t, tt.want, f.shedding(t0.UnixNano()))
 		})
 	}
 }
@@ -150,13 +160,14 @@ func times(n int, a string) []string {
 	return out
 }
 
-// A 503 with Retry-After on a host whose recent first attempts were
-// healthy pauses its operation only: the retry waits the delay when the
-// deadline allows, then goes out, and the host's other retries are not
-// held. On a host without that evidence (none, or more than a fifth
-// failed) the host is shedding: the retry is refused at once, and the
-// caller has the 503 as from a bare client, never later than one attempt.
-func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *testing.T) {
+// A 503 with Retry-After pauses its operation only: the retry waits the
+// delay when the deadline allows, then goes out, and the host's other
+// retries are not held. So on a cold host (no first attempts, or fewer
+// than firstsMin): too few to tell is no evidence of shedding. On a host
+// whose first attempts show that it sheds (more than 1 in 7 failed of
+// firstsMin or more) the retry is refused at once, and the caller has the
+// 503 as from a bare client, never later than one attempt.
+func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *testing.T) {
 	tests := []struct {
 		name     string
 		before   []string // first attempts before the operation, one each
@@ -169,13 +180,18 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 		{"healthy: the operation waits and retries", times(20, "200"), time.Minute, 200, 2, time.Second, false},
 		{"healthy, 1 in 7 failed, this 503 included", append(times(18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 		{"healthy, deadline too short for the wait", times(20, "200"), 500 * time.Millisecond, 503, 1, 0, false},
-		{"no evidence: shedding", nil, time.Minute, 503, 1, 0, true},
-		{"too few first attempts: shedding", times(18, "200"), time.Minute, 503, 1, 0, true},
-		{"more than 1 in 7 failed: shedding", append(times(17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		{"cold host, no first attempts: the operation waits and retries", nil, time.Minute, 200, 2, time.Second, false},
+		{"too few first attempts to tell: the operation waits and retries", times(18, "200"), time.Minute, 200, 2, time.Second, false},
+		{"a cold host's second call, both failed: the operation waits and retries", times(1, "503+"), time.Minute, 200, 2, time.Second, false},
+		{"few first attempts, three of three failed: shedding", times(2, "503+"), time.Minute, 503, 1, 0, true},
+		{"few first attempts, most failed: shedding", append(times(3, "200"), times(8, "503+")...), time.Minute, 503, 1, 0, true},
+		{"cold host, deadline too short for the wait", nil, 500 * time.Millisecond, 503, 1, 0, false},
+		{"2 in 5 failed: shedding", append(times(12, "200"), times(7, "503")...), time.Minute, 503, 1, 0, true},
+		{"3 in 20 failed: within what a healthy host shows", append(times(17, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
 		// A full healthy bucket, then a queue that fills: the window
-		// alone (217 healthy, 3 failed) would still look healthy.
-		{"a fresh surge after a healthy bucket: shedding", append(times(firstsPer+17, "200"), "503", "503"), time.Minute, 503, 1, 0, true},
+		// alone (212 healthy, 8 failed) would still look healthy.
+		{"a fresh surge after a healthy bucket: shedding", append(times(firstsPer+12, "200"), times(7, "503")...), time.Minute, 503, 1, 0, true},
 		{"after a healthy bucket, 1 in 7 failed now: healthy", append(times(firstsPer+18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 	}
 	for _, tt := range tests {
@@ -212,6 +228,111 @@ func TestRetryAfter503PausesTheOperationOnlyWhileFirstAttemptsAreHealthy(t *test
 				require.True(t, ok)
 				assert.Equal(t, tt.hostHeld, v.(*hostState).pauses.shedding(start.UnixNano()), "the host's retries held")
 			})
+		})
+	}
+}
+
+// firstsFewest holds, for each n up to two buckets, the fewest failed of
+// n first attempts that a healthy host (each failing with probability 1/7)
+// shows less than 1 % of the time: the binomial tail, computed here by
+// another route (products, not log-gamma).
+func TestFirstsFewestIsTheBinomialTail(t *testing.T) {
+	const p = 1.0 / (firstsRatio + 1)
+	got := firstsFewest()
+	for n := range 2*firstsPer + 1 {
+		want := 0
+		for k := 0; k <= n; k++ {
+			tail := 0.0
+			for j := k; j <= n; j++ {
+				tail += binomial(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
+			}
+			if tail < firstsAlpha {
+				want = k
+				break
+			}
+		}
+		require.Equal(t, want, int(got[n]), "n = %d", n)
+	}
+	assert.Equal(t, [...]uint16{0, 0, 0, 3, 4, 4}, [6]uint16(got[:6]), "a cold client's one or two failed calls are no evidence")
+}
+
+func binomial(n, k int) float64 {
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
+}
+
+// Fewer than firstsMin first attempts judge the host shedding only when as
+// many failed as a healthy host would rarely show: never one or two calls
+// of a cold client, always three of three.
+func TestFirstsFewFailedOfFew(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0).UnixNano()
+	tests := []struct {
+		ok, failed int
+		want       bool
+	}{
+		{0, 1, false}, {0, 2, false}, {1, 1, false}, {0, 3, true}, {1, 2, false}, {1, 3, false},
+		{0, 4, true}, {6, 4, false}, {5, 5, true}, {11, 8, true}, {12, 7, false}, {17, 2, false},
+	}
+	for _, tt := range tests {
+		var f firsts
+		for range tt.ok {
+			f.note(t0, true)
+		}
+		for range tt.failed {
+			f.note(t0, false)
+		}
+		assert.Equal(t, tt.want, f.shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
+	}
+}
+
+// A cold host waits out one Retry-After at a time: of two operations
+// whose first attempts get a 503 with Retry-After at once, one waits and
+// retries; the other's 503 is taken as the host shedding, and its caller
+// has it at once, as from a bare client. One after the other, each waits.
+func TestColdHostWaitsOneRetryAfterAtATime(t *testing.T) {
+	for _, together := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s := &answers{list: []string{"503+", "503+", "200"}}
+			if !together {
+				s.list = []string{"503+", "200"}
+			}
+			tr := NewTransport(s)
+			reps := []*Report{new(Report), new(Report)}
+			var wg sync.WaitGroup
+			for i, rep := range reps {
+				run := func() {
+					resp, err := tr.RoundTrip(stubtest.Get(ContextWithReport(context.Background(), rep), "api.test"))
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				if !together {
+					if i == 1 { // the first one's answers, then the second's
+						s.mu.Lock()
+						s.list, s.n = []string{"503+", "200"}, 0
+						s.mu.Unlock()
+					}
+					run()
+					continue
+				}
+				wg.Go(run)
+				synctest.Wait() // the first attempt answered, in order
+			}
+			wg.Wait()
+			if together {
+				got := []int{len(reps[0].Attempts), len(reps[1].Attempts)}
+				assert.ElementsMatch(t, []int{2, 1}, got, "one waits and retries, one is refused")
+				one := reps[0]
+				if len(one.Attempts) == 2 {
+					one = reps[1]
+				}
+				assert.ErrorIs(t, one.Stopped, ErrDelayTooLong)
+				return
+			}
+			assert.Len(t, reps[0].Attempts, 2, "one after the other: the first waits and retries")
+			assert.Len(t, reps[1].Attempts, 2, "and so does the second")
 		})
 	}
 }

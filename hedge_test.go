@@ -162,24 +162,29 @@ func TestHedgeReplaysTheBody(t *testing.T) {
 // breaker or no attempt left refuse it, and the first copy goes on.
 func TestHedgeAdmittedByTheGate(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		opts  []resilient.Option
-		first stubtest.Step // the answer to setup's request; default 503 Retry-After: 30
-		setup func(t *testing.T, tr http.RoundTripper)
+		name   string
+		opts   []resilient.Option
+		first  stubtest.Step // the answer to setup's requests; default 503 Retry-After: 30
+		firsts int           // setup's requests answered first (default 1)
+		setup  func(t *testing.T, tr http.RoundTripper)
 	}{
 		{name: "no retry token", opts: []resilient.Option{resilient.WithRetryControl(resilient.RetryTokens{MinTokens: -1, CapRatio: -1})}},
 		{name: "budget exhausted", opts: []resilient.Option{
 			resilient.WithRetryControl(resilient.RetryBudget{Ratio: -1, MinPerSecond: -1})}},
 		{name: "no attempt left", opts: []resilient.Option{resilient.WithMaxAttempts(1)}},
-		{name: "host paused by a 503's Retry-After", setup: func(t *testing.T, tr http.RoundTripper) {
-			// Answered 503 Retry-After: 30, which pauses the host's
-			// retries; not retried, as the pause ends after its deadline.
-			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/v1/x", nil)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			resp.Body.Close()
+		{name: "host paused by a 503's Retry-After", firsts: 20, setup: func(t *testing.T, tr http.RoundTripper) {
+			// 20 first attempts answered 503 Retry-After: 30 show that
+			// the host sheds (docs/defaults.md): the last pauses the
+			// host's retries. None is retried, as the delay ends after
+			// its deadline.
+			for range 20 {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/v1/x", nil)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				cancel()
+			}
 		}},
 		// Retry-After over the maximum: no pause, only the pushback (for the maximum).
 		{name: "server pushed back", opts: []resilient.Option{resilient.WithRetryAfterMax(10 * time.Second)},
@@ -204,7 +209,9 @@ func TestHedgeAdmittedByTheGate(t *testing.T) {
 					if first == nil {
 						first = stubtest.Reply(503, "Retry-After: 30")
 					}
-					steps = append([]stubtest.Step{first}, steps...)
+					for range max(tc.firsts, 1) {
+						steps = append([]stubtest.Step{first}, steps...)
+					}
 				}
 				s := stubtest.New(steps...)
 				opts := append([]resilient.Option{resilient.WithHedging(resilient.HedgingConfig{Delay: 50 * time.Millisecond})}, tc.opts...)

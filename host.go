@@ -54,8 +54,8 @@ type pauses struct {
 	pauseUntil      atomic.Int64
 	retryPauseUntil atomic.Int64
 	// renewed: the latest answer that asked for a pause came while a
-	// pause was still on, or was a 503 (set only when most first attempts
-	// failed, see observe). While that pause lasts, the host is shedding.
+	// pause was still on, or was a 503 (set only when the host's first
+	// attempts show that it sheds, see observe). While that pause lasts, the host is shedding.
 	renewed atomic.Bool
 	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
 	// no retry is sent to the host before then.

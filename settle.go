@@ -79,13 +79,17 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 // Retry-After maximum).
 //
 // A 503 with a delay depends on the host's recent first attempts
-// (firsts): two buckets of at most 200 each and 10 s each. If at least
-// 20 were sent and at most 1 in 7 failed (in the current bucket too, once
-// it holds 20), it pauses this operation only.
-// Its retry waits the delay if the deadline allows, then goes out: one bad
-// backend of many behind a balancer looks so. Otherwise the host is
-// shedding. Its retries are refused at once for the delay, never waited
-// out: an overloaded host looks so.
+// (firsts): two buckets of at most 200 each and 10 s each. They may show
+// that the host sheds: as many failed as a healthy host, failing 1 in 7,
+// shows less than 1 % of the time (in the current bucket too, once it
+// holds 20). Then its retries are refused at once for the delay, never
+// waited out: an overloaded host looks so. Otherwise it pauses this
+// operation only. Its retry waits the delay if the deadline and the retry
+// control allow, then goes out. One bad backend of many behind a balancer
+// looks so. So does a cold host: one or two failed calls are no evidence
+// that it sheds. A cold host (fewer than 20 first attempts) has one such
+// wait at a time: a second 503 with a delay while one is waited out is
+// taken as the host shedding (firsts.coldWait).
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
@@ -105,7 +109,7 @@ func (c *call) observe(a *attempt, v verdict) {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		if !c.h.firstsHealthy(a.end) {
+		if c.h.firstsShedding(a.end) || !c.h.pauses.firsts.coldWait(a.end, d.Delay) {
 			c.h.pauses.pause(a.end, d.Delay, false)
 		}
 	}
@@ -179,6 +183,6 @@ func (l *latency) cut(a *attempt) {
 // the window of the host's recent first attempts (firsts.go).
 func (h *hostState) noteFirst(end int64, ok bool) { h.pauses.firsts.note(end, ok) }
 
-// firstsHealthy reports whether h's recent first attempts say it is
-// healthy at now (firsts.go).
-func (h *hostState) firstsHealthy(now int64) bool { return h.pauses.firsts.healthy(now) }
+// firstsShedding reports whether h's recent first attempts show that it
+// sheds at now (firsts.go).
+func (h *hostState) firstsShedding(now int64) bool { return h.pauses.firsts.shedding(now) }

@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// command is a go command of a page, with the directory it runs in.
-var command = regexp.MustCompile("(?:cd ([\\w./-]+) && )?(?:[A-Z_]+=\\S+ )*go (run|test|get) ([^`|#]*)")
+// command is a go command of a page, with the directory it runs in; a
+// subshell's closing parenthesis is not part of it.
+var command = regexp.MustCompile("(?:cd ([\\w./-]+) && )?(?:[A-Z_]+=\\S+ )*go (run|test|get) ([^`|#)]*)")
 
 // testNames returns the Test functions of dir's test files (and of its
 // subdirectories when all is set).

@@ -106,6 +106,10 @@ func WriteHeadline(w io.Writer, s Summary) error {
 	lines = append(lines, fmt.Sprintf("%d results: %d disturbed, %d invalid. Every table, plot and index.html: -out DIR; JSON: -format json.",
 		len(s.Results)+len(s.Tail), disturbed, invalid))
 	lines = append(lines, s.Notes...)
+	if s.noneLoadAbove1() {
+		lines = append(lines, "none's load above 1.00: none sends one request per operation; the rest are requests the server counted that"+
+			" no caller sent one by one (net/http's own re-sends on a reused connection; against a -target, late requests of the run before).")
+	}
 
 	blocks := s.blocks()
 	// A blank line before each block, unless more blocks fit without.
@@ -134,6 +138,17 @@ func WriteHeadline(w io.Writer, s Summary) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err
+}
+
+// noneLoadAbove1 reports whether a none row of the first scale prints a
+// load above 1.00: a surprise the headline explains.
+func (s Summary) noneLoadAbove1() bool {
+	for _, r := range s.Results {
+		if r.Strategy == "none" && !r.Invalid && r.Scale == s.Results[0].Scale && printed(headlineLoad(r), 2) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // blocks returns one block of lines per scenario of the first scale, in
@@ -318,11 +333,13 @@ func lost(r Result, results []Result) string {
 	return strconv.Itoa(max(0, succeeded(results[i])-succeeded(r)))
 }
 
-// sentence says in one sentence what rows mean, from numbers it states:
-// the success resilient's defaults add or lose against none and the load
-// they cost, which strategy loads the server most, and which do harm and
-// by what measure — the operations none completed that they failed, or in
-// overload the goodput during the load against none's; when nothing can
+// sentence says in one sentence what rows mean, from numbers it states
+// at the precision the rows print them: the success resilient's defaults
+// add or lose against none (a tie named a tie) and the load they cost, the
+// strategies that succeeded most when one is not resilient, the strategies
+// that load the server most (all of them when tied), and which do harm by
+// the scenario's one measure (harmful) — success below none's, or in
+// overload goodput during the load below none's; when nothing can
 // succeed, only the load; a target that mostly fails, the statuses it
 // answered.
 func sentence(rows []Result) string {
@@ -343,36 +360,80 @@ func sentence(rows []Result) string {
 	if len(valid) == 0 || none == nil {
 		return "no valid comparison with none here (see the notes above)."
 	}
-	most := slices.MaxFunc(valid, func(a, b Result) int { return cmpF(headlineLoad(a), headlineLoad(b)) })
+	succ := func(r Result) float64 { return printed(100*r.SuccessRate, 1) }
 	harmText := harmSentence(valid, *none)
-	best := slices.MaxFunc(valid, func(a, b Result) int { return cmpF(a.SuccessRate, b.SuccessRate) })
+	bestNames, best := topBy(valid, succ)
 	statuses := ""
-	if best.SuccessRate < 0.5 && valid[0].NoLedger {
+	if best < 50 && valid[0].NoLedger {
 		statuses = " Answers: " + statusText(valid) + "."
 	}
-	if best.SuccessRate < 0.01 {
+	if best == 0 {
 		var loads []string
 		for _, r := range valid {
 			loads = append(loads, fmt.Sprintf("%s %.2f", r.Strategy, headlineLoad(r)))
 		}
 		return "nothing succeeded, so only load differs: " + strings.Join(loads, ", ") + "." + statuses
 	}
+	mostNames, most := topBy(valid, func(r Result) float64 { return printed(headlineLoad(r), 2) })
+	mostText := fmt.Sprintf("most load: %s (%.2f)", strings.Join(mostNames, ", "), most)
+	if len(mostNames) == len(valid) {
+		mostText = fmt.Sprintf("every strategy the same load (%.2f)", most)
+	}
+	bestText := fmt.Sprintf("best success %s %.1f %%", strings.Join(bestNames, ", "), best)
 	if res == nil {
-		return fmt.Sprintf("best success %s (%s); most load %s (%.2f); %s", pct(best, best.SuccessRate), best.Strategy,
-			most.Strategy, headlineLoad(most), harmText) + statuses
+		return bestText + "; " + mostText + "; " + servedLess(valid, *none) + harmText + statuses
 	}
-	least := slices.MinFunc(valid, func(a, b Result) int { return cmpF(headlineLoad(a), headlineLoad(b)) })
-	mostText := fmt.Sprintf("most load: %s (%.2f)", most.Strategy, headlineLoad(most))
-	if headlineLoad(most)-headlineLoad(least) < 0.005 {
-		mostText = "every strategy the same load"
+	lead := fmt.Sprintf("resilient %s vs none's %s at %.2f× load", pct(*res, res.SuccessRate), pct(*none, none.SuccessRate), headlineLoad(*res))
+	if succ(*res) == succ(*none) {
+		lead = fmt.Sprintf("resilient ties none at %s, at %.2f× load", pct(*res, res.SuccessRate), headlineLoad(*res))
 	}
-	return fmt.Sprintf("resilient %s vs none's %s at %.2f× load; %s; %s",
-		pct(*res, res.SuccessRate), pct(*none, none.SuccessRate), headlineLoad(*res), mostText, harmText) + statuses
+	if best > succ(*res) {
+		lead += "; " + bestText
+	}
+	return lead + "; " + mostText + "; " + servedLess(valid, *none) + harmText + statuses
+}
+
+// topBy returns the names of the rows with the largest value of f, in
+// order, and that value: every one of them when tied.
+func topBy(rows []Result, f func(Result) float64) ([]string, float64) {
+	top := math.Inf(-1)
+	for _, r := range rows {
+		top = max(top, f(r))
+	}
+	var names []string
+	for _, r := range rows {
+		if f(r) == top {
+			names = append(names, r.Strategy)
+		}
+	}
+	return names, top
+}
+
+// servedLess names, in an overload scenario, the strategies that served
+// less than none during the load (goodput, as printed, by more than
+// harmShare) but are not flagged HARM, having succeeded more in all: their
+// successes came after the load. Empty elsewhere, or when there are none.
+func servedLess(valid []Result, none Result) string {
+	if valid[0].Scenario != ScenarioOverload || valid[0].NoLedger {
+		return ""
+	}
+	var names, rates []string
+	for _, r := range valid {
+		if !r.Harmful && r.GoodputPerS < (1-harmShare)*none.GoodputPerS && printed(r.GoodputPerS, 0) < printed(none.GoodputPerS, 0) {
+			names = append(names, r.Strategy)
+			rates = append(rates, fmt.Sprintf("%.0f/s", r.GoodputPerS))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s succeeded more in all but served less during the load (%s against none's %.0f/s); ",
+		strings.Join(names, ", "), strings.Join(rates, ", "), none.GoodputPerS)
 }
 
 // harmSentence names the strategies flagged HARM with the figure that
-// flags each: operations none completed that it failed, success below
-// none's, or, in overload, goodput during the load below none's.
+// flags each, the scenario's one measure: success below none's, or, in
+// overload, goodput during the load below none's.
 func harmSentence(valid []Result, none Result) string {
 	if valid[0].NoLedger {
 		return "harm is not countable here."
@@ -382,18 +443,11 @@ func harmSentence(valid []Result, none Result) string {
 		if !r.Harmful {
 			continue
 		}
-		var why []string
-		if r.VsNone != nil && *r.VsNone < -harmPoints {
-			why = append(why, fmt.Sprintf("success %s below none's %s", pct(r, r.SuccessRate), pct(none, none.SuccessRate)))
-		}
+		why := fmt.Sprintf("success %s below none's %s", pct(r, r.SuccessRate), pct(none, none.SuccessRate))
 		if r.Scenario == ScenarioOverload {
-			if r.GoodputPerS < (1-harmShare)*none.GoodputPerS {
-				why = append(why, fmt.Sprintf("goodput during the load %.0f/s below none's %.0f/s", r.GoodputPerS, none.GoodputPerS))
-			}
-		} else if r.Harm != nil && float64(*r.Harm) > harmShare*float64(r.Ops) {
-			why = append(why, fmt.Sprintf("failed %d operations none completed", *r.Harm))
+			why = fmt.Sprintf("goodput during the load %.0f/s below none's %.0f/s", r.GoodputPerS, none.GoodputPerS)
 		}
-		parts = append(parts, r.Strategy+" ("+strings.Join(why, ", ")+")")
+		parts = append(parts, r.Strategy+" ("+why+")")
 	}
 	if len(parts) == 0 {
 		return "none of these does harm."

@@ -31,7 +31,7 @@ func claimProblems(rows []Result, s string) []string {
 	}
 	if m := regexp.MustCompile(`most load: ([\w-]+) \(([\d.]+)\)`).FindStringSubmatch(s); m != nil {
 		for _, r := range rows {
-			if headlineLoad(r) > headlineLoad(by[m[1]]) {
+			if !r.Invalid && headlineLoad(r) > headlineLoad(by[m[1]]) {
 				probs = append(probs, m[0]+": "+r.Strategy+" loads more")
 			}
 		}

@@ -122,8 +122,10 @@ func (s Summary) method() string {
 		"from seed %d), each operation a keyed POST (a GET in the tail scenario) bounded by a %v deadline, against a fresh server "+
 		"that draws each attempt's fate from the operation and the attempt number, so the k-th attempt of an operation meets the "+
 		"same fate whatever the strategy. The runs were made %s Harm compares, operation by operation, with the strategy none "+
-		"(one attempt); a strategy is flagged harmful when it is more than %g points below none's success or fails more than %g %% "+
-		"of the operations none completed. Rerun with the command at the top of the headline.",
+		"(one attempt), for information; a strategy is flagged harmful, never when it succeeded more than none, when its success is more "+
+		"than %g points below none's or, under overload, its goodput during the load more than %g %% below none's (at the precision "+
+		"printed). Over seeds (-seeds N), harm is success below none's by more than twice the standard error of the paired "+
+		"differences, or goodput below by that share. Rerun with the command at the top of the headline.",
 		c.Clients, c.Rate, c.Seed, c.OpTimeout, engine, harmPoints, 100*harmShare)
 }
 

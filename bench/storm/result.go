@@ -67,11 +67,12 @@ type Result struct {
 	// operations, same arrivals; with FatesOperation, the same fate for
 	// each attempt); null as VsNone.
 	Harm *int `json:"harm"`
-	// Harmful flags a strategy that does harm here: VsNone below -0.5
-	// points, or Harm above 0.5 % of Ops; in an overload scenario, where
-	// which requests the server sheds depends on timing and Harm counts
-	// swaps as well as losses, VsNone below -0.5 points or GoodputPerS
-	// below 99.5 % of none's.
+	// Harmful flags a strategy that does harm here, with one meaning per
+	// scenario and never on a strategy that succeeded more than none (at
+	// the 0.1 % printed): VsNone below -0.5 points; in an overload
+	// scenario, where which requests the server sheds depends on timing
+	// and Harm counts swaps as well as losses, GoodputPerS below 99.5 % of
+	// none's (and below it at 1/s). Harm is for information.
 	Harmful bool `json:"harmful"`
 	// NoneGoodputPerS is the GoodputPerS of "none" in the same scenario at
 	// the same scale (0 without it).
@@ -166,8 +167,8 @@ type opResult struct {
 }
 
 // Harm thresholds: a strategy does harm when its success is more than
-// harmPoints below none's, or it fails more than harmShare of the operations
-// that none completed.
+// harmPoints below none's, or, in an overload scenario, its goodput during
+// the load more than harmShare below none's (see harmful).
 const (
 	harmPoints = 0.5
 	harmShare  = 0.005
@@ -296,13 +297,34 @@ func Compare(results []Result) []Result {
 			}
 		}
 		r.VsNone, r.Harm = &vs, &harm
-		if r.Scenario == ScenarioOverload {
-			r.Harmful = vs < -harmPoints || r.GoodputPerS < (1-harmShare)*n.GoodputPerS
-		} else {
-			r.Harmful = vs < -harmPoints || float64(harm) > harmShare*float64(r.Ops)
-		}
+		r.Harmful = harmful(*r, *n)
 	}
 	return results
+}
+
+// harmful is the one meaning of harm in r's scenario, against none's
+// result n, at the precision the tables print; never on a strategy that
+// succeeded more than none. In an overload scenario, where which requests
+// the server sheds moves with every extra request, it is goodput during
+// the load below none's by more than harmShare (and by 1/s as printed);
+// elsewhere, success below none's by more than harmPoints. The count of
+// operations none completed and r failed (Harm) is for information.
+func harmful(r, n Result) bool {
+	succ := func(x Result) float64 { return printed(100*x.SuccessRate, 1) }
+	if succ(r) > succ(n) {
+		return false
+	}
+	if r.Scenario == ScenarioOverload {
+		return r.GoodputPerS < (1-harmShare)*n.GoodputPerS && printed(r.GoodputPerS, 0) < printed(n.GoodputPerS, 0)
+	}
+	return 100*(r.SuccessRate-n.SuccessRate) < -harmPoints && succ(r) < succ(n)
+}
+
+// printed returns v as the tables print it with prec decimals, parsed
+// back: comparisons made at the precision a reader sees.
+func printed(v float64, prec int) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'f', prec, 64), 64)
+	return f
 }
 
 // latencyPercentiles returns the 50th and 99th percentiles of the ops'

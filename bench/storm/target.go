@@ -340,9 +340,12 @@ func (p *TargetPlan) Run(ctx context.Context) (Summary, error) {
 		s.Notes = append(s.Notes, "load counts the requests the clients sent; duplicates and harm are not countable without the fakeserver's ledger.")
 	}
 	if len(p.runs) > 0 {
-		n := len(p.runParams(p.runs[0]).arrivals)
-		s.Notes = append(s.Notes, fmt.Sprintf("%d operations per run: one operation is %.1f points; late starts include waits for a -target-concurrency slot.",
-			n, 100/float64(max(n, 1))))
+		var names []string
+		var counts []int
+		for _, r := range p.runs {
+			names, counts = append(names, r.sc.name), append(counts, len(p.runParams(r).arrivals))
+		}
+		s.Notes = append(s.Notes, opsNote(names, counts))
 	}
 	for _, st := range p.cfg.Own {
 		s.Own = append(s.Own, st.Name)
@@ -685,4 +688,30 @@ func runDuplicates(ledger []fakeserver.Entry, idx int) int {
 		}
 	}
 	return dup
+}
+
+// opsNote says how many operations each run of a -target plan sends, from
+// the runs' own schedules (names[i] is run i's scenario, counts[i] its
+// operations), and what one operation is worth in points of success.
+func opsNote(names []string, counts []int) string {
+	var order []int
+	by := map[int][]string{}
+	for i, n := range counts {
+		if _, ok := by[n]; !ok {
+			order = append(order, n)
+		}
+		if !slices.Contains(by[n], names[i]) {
+			by[n] = append(by[n], names[i])
+		}
+	}
+	const tail = "; late starts include waits for a -target-concurrency slot."
+	if len(order) == 1 {
+		n := order[0]
+		return fmt.Sprintf("%d operations per run: one operation is %.1f points", n, 100/float64(max(n, 1))) + tail
+	}
+	var parts []string
+	for _, n := range order {
+		parts = append(parts, fmt.Sprintf("%d (%s: one is %.1f points)", n, strings.Join(by[n], ", "), 100/float64(max(n, 1))))
+	}
+	return "operations per run: " + strings.Join(parts, ", ") + tail
 }

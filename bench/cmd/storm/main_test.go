@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -253,5 +254,46 @@ func TestVirtualRunsAreByteIdentical(t *testing.T) {
 		if bytes.Equal(a["storm.json"], other["storm.json"]) {
 			t.Errorf("storm %v: -seed 2 gave the bytes of -seed 1", args)
 		}
+	}
+}
+
+// TestSeedsCommand: -seeds N runs N seeds and prints each strategy's mean
+// over them; -seeds-from aggregates saved runs the same way, and the two
+// agree; -seeds needs virtual time.
+func TestSeedsCommand(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "storm")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tiny := []string{"-clients", "3", "-rate", "10", "-no-outage", "-steady", "300ms", "-overload", "", "-p", "0.5",
+		"-op-timeout", "1s", "-strategies", "none,resilient", "-no-tail"}
+	run := func(args ...string) string {
+		t.Helper()
+		var o, e bytes.Buffer
+		cmd := exec.Command(bin, append(slices.Clone(tiny), args...)...)
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("storm %v: %v\nstderr:\n%s", args, err, e.String())
+		}
+		return o.String()
+	}
+	md := run("-seeds", "2")
+	if !strings.Contains(md, "over seeds") || !strings.Contains(md, "| 0.5 | 0 | resilient | 2 |") {
+		t.Errorf("-seeds 2:\n%s", md)
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, seed := range []string{"1", "2"} {
+		f := filepath.Join(dir, seed+".json")
+		if err := os.WriteFile(f, []byte(run("-seed", seed, "-format", "json")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if from := run("-seeds-from", strings.Join(files, ",")); from != md {
+		t.Errorf("-seeds-from the same two seeds:\n%s\nwant\n%s", from, md)
+	}
+	if err := exec.Command(bin, append(slices.Clone(tiny), "-seeds", "2", "-engine", "sockets")...).Run(); err == nil {
+		t.Error("-seeds with sockets: accepted")
 	}
 }
