@@ -68,7 +68,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
 	// in_progress, mismatch, expired, released, store_error, panic,
-	// unreadable_body). Default slog.Default(): at its default level
+	// unreadable_body; no_renewal, once, for a store whose claims are not
+	// Renewers). Default slog.Default(): at its default level
 	// (Info) a store failure or a panic is logged, a replay is not.
 	// slog.New(slog.DiscardHandler) logs nothing.
 	Logger *slog.Logger

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +33,8 @@ type Inbox struct {
 	// Config.Logger).
 	Logger *slog.Logger
 
-	stats counters
+	stats     counters
+	noRenewal atomic.Bool // the no_renewal event was logged
 }
 
 // Do runs fn once for key, with a context that carries the store's
@@ -101,8 +103,8 @@ func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, 
 	fctx = c.Context(fctx)
 	sctx, scancel := settleContext(fctx)
 	defer scancel()
-	stop := keepAlive(c, orDefault(in.Lease, DefaultLease), time.Now, func(err error) {
-		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	stop := keepClaim(c, in.Store, orDefault(in.Lease, DefaultLease), time.Now, &in.noRenewal, func(level slog.Level, event string, attrs ...slog.Attr) {
+		in.event(ctx, level, event, s, attrs...)
 	})
 	settled := false
 	defer func() {

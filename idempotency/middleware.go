@@ -61,8 +61,8 @@ type Middleware struct {
 // The handler's context is not cancelled when the client goes away: the
 // run completes, is stored, and the client's retry gets it. It ends at the
 // request's deadline, else after Config.Lease. The claim does not end
-// with it: while the handler runs, the middleware renews the claim every
-// third of Config.Lease, so a duplicate gets 409 however slow the handler
+// with it: while the handler runs, the middleware renews the claim (a
+// Renewer, as every store of this module makes) every third of Config.Lease, so a duplicate gets 409 however slow the handler
 // is. The claim passes on to another request only when its owner missed
 // three renewals in a row: its process died, or was paused for a whole
 // Lease (see each store for what that allows). A handler that never
@@ -172,8 +172,8 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler,
 	hr.Body = io.NopCloser(bytes.NewReader(body))
 	hr.ContentLength = int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
-	stop := keepAlive(c, m.cfg.Lease, m.now, func(err error) {
-		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	stop := keepClaim(c, m.store, m.cfg.Lease, m.now, &m.scope.noRenewal, func(level slog.Level, event string, attrs ...slog.Attr) {
+		m.event(ctx, level, event, s, attrs...)
 	})
 	panicked, pv, stack := invoke(h, capt, hr)
 	stop()

@@ -184,6 +184,8 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	return nil
 }
 
+var _ idempotency.Renewer = (*claim)(nil)
+
 // Renew restarts the server's idle timer of the claim's transaction: a
 // live, slow handler keeps it. The lease argument is not used: the timer
 // is the length of the lease given to Begin.

@@ -177,6 +177,8 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	return nil
 }
 
+var _ idempotency.Renewer = (*claim)(nil)
+
 // Renew moves the claim's lease to lease: one script, one round trip.
 func (c *claim) Renew(ctx context.Context, lease time.Time) error {
 	n, err := renewScript.Run(ctx, c.s.client, []string{c.rec}, c.token, lease.UnixMicro(),
