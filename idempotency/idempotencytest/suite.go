@@ -20,6 +20,7 @@ import (
 // from f.
 func Run(t *testing.T, f Factory) {
 	defer runScope(t, f) // suite_scope.go
+	defer runDeadLetters(t, f) // suite_deadletter.go
 	rules := []struct {
 		name string
 		run  func(*testing.T, Env)
