@@ -19,7 +19,7 @@ import (
 // Run runs every rule of the suite as a subtest of t, each on a new Env
 // from f.
 func Run(t *testing.T, f Factory) {
-	defer runScope(t, f) // suite_scope.go
+	defer runScope(t, f)       // suite_scope.go
 	defer runDeadLetters(t, f) // suite_deadletter.go
 	rules := []struct {
 		name string

@@ -76,7 +76,7 @@ return out
 `)
 
 func (s *Store) failKey(member string) string { return s.prefix + "f:" + member }
-func (s *Store) deadIdx() string             { return s.prefix + "dead" }
+func (s *Store) deadIdx() string              { return s.prefix + "dead" }
 
 // Failures implements idempotency.Failer: one round trip.
 func (c *claim) Failures(ctx context.Context, now time.Time) (int, bool, error) {
