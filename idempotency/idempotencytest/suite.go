@@ -19,8 +19,9 @@ import (
 // Run runs every rule of the suite as a subtest of t, each on a new Env
 // from f.
 func Run(t *testing.T, f Factory) {
-	defer runScope(t, f)       // suite_scope.go
-	defer runDeadLetters(t, f) // suite_deadletter.go
+	defer runScope(t, f) // suite_scope.go
+	// suite_deadletter.go
+	defer runDeadLetters(t, f)
 	rules := []struct {
 		name string
 		run  func(*testing.T, Env)
