@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -82,4 +83,24 @@ func TestClaimWithoutRenewer(t *testing.T) {
 		}
 		assert.Equal(t, 1, strings.Count(buf.String(), "idempotency: no_renewal"), "the Inbox logs once too:\n%s", buf.String())
 	})
+}
+
+// A store whose claims are not Failers has no dead letters: a message
+// whose fn always fails runs on every delivery, and the Inbox says so
+// once.
+func TestClaimWithoutFailer(t *testing.T) {
+	var buf bytes.Buffer
+	in := &idempotency.Inbox{Store: oldStore{idempotency.NewMemoryStore()}, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	runs := 0
+	for range 8 {
+		_, _, err := in.Do(context.Background(), "evt", nil, func(context.Context) ([]byte, error) {
+			runs++
+			return nil, errors.New("boom")
+		})
+		require.EqualError(t, err, "boom")
+	}
+	assert.Equal(t, 8, runs)
+	assert.Equal(t, 1, strings.Count(buf.String(), "idempotency: no_dead_letters"), "logged once:\n%s", buf.String())
+	_, err := in.DeadLetters(context.Background(), 10)
+	assert.ErrorContains(t, err, "keeps no dead letters")
 }
