@@ -70,12 +70,15 @@ type DeadLetterStore interface {
 	ReleaseDeadLetter(ctx context.Context, s Scope) error
 }
 
-// DeadLetters returns up to limit of the inbox's dead letters, for
-// operators. It returns an error if the store is not a DeadLetterStore.
+// DeadLetters returns up to limit of the inbox's dead letters, oldest
+// failure first (Redis: by expiry), for operators. It returns an error if the store is not a DeadLetterStore.
 func (in *Inbox) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
 	ds, ok := in.Store.(DeadLetterStore)
 	if !ok {
 		return nil, fmt.Errorf("idempotency: Inbox.DeadLetters: %T keeps no dead letters", in.Store)
+	}
+	if limit <= 0 {
+		return nil, nil
 	}
 	return ds.DeadLetters(ctx, in.scope("").Route, time.Now(), limit)
 }
