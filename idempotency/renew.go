@@ -20,14 +20,17 @@ const renewals = 3
 // its deadline, and the answer must still be stored.
 const settleTimeout = 10 * time.Second
 
+// eventLog counts and logs an event of a claim's scope.
+type eventLog func(level slog.Level, event string, attrs ...slog.Attr)
+
 // keepAlive renews c every ttl/renewals, to now()+ttl, until the returned
 // stop is called; stop returns once a renewal under way has ended, so
-// nothing of it outlives stop. failed is called with each renewal's
-// error. Renewal stops early if the claim was taken over (ErrClaimEnded).
+// nothing of it outlives stop. Each renewal's error is logged as a
+// store_error. Renewal stops early if the claim was taken over (ErrClaimEnded).
 // A handler that returns within ttl/renewals costs one timer and no
 // goroutine.
-func keepAlive(c Renewer, ttl time.Duration, now func() time.Time, failed func(error)) (stop func()) {
-	r := &renewer{c: c, ttl: ttl, every: max(ttl/renewals, time.Millisecond), now: now, failed: failed}
+func keepAlive(c Renewer, ttl time.Duration, now func() time.Time, log eventLog) (stop func()) {
+	r := &renewer{c: c, ttl: ttl, every: max(ttl/renewals, time.Millisecond), now: now, log: log}
 	r.mu.Lock() // fire reads r.t under mu
 	r.t = time.AfterFunc(r.every, r.fire)
 	r.mu.Unlock()
@@ -40,7 +43,7 @@ type renewer struct {
 	ttl     time.Duration
 	every   time.Duration
 	now     func() time.Time
-	failed  func(error)
+	log     eventLog
 	t       *time.Timer // guarded by mu
 	mu      sync.Mutex
 	stopped bool           // guarded by mu
@@ -61,7 +64,7 @@ func (r *renewer) fire() {
 	err := r.c.Renew(ctx, r.now().Add(r.ttl))
 	cancel()
 	if err != nil {
-		r.failed(err)
+		r.log(slog.LevelWarn, "store_error", slog.String("error", "renew: "+err.Error()))
 		if errors.Is(err, ErrClaimEnded) {
 			return
 		}
@@ -104,8 +107,7 @@ func renewerOf(c Claim) (Renewer, bool) {
 // returns the stop of keepAlive. A claim that is not a Renewer is not
 // renewed: the first time, warned is set and log is called with the event
 // no_renewal.
-func keepClaim(c Claim, store Store, ttl time.Duration, now func() time.Time, warned *atomic.Bool,
-	log func(level slog.Level, event string, attrs ...slog.Attr)) (stop func()) {
+func keepClaim(c Claim, store Store, ttl time.Duration, now func() time.Time, warned *atomic.Bool, log eventLog) (stop func()) {
 	r, ok := renewerOf(c)
 	if !ok {
 		if warned.CompareAndSwap(false, true) {
@@ -115,7 +117,5 @@ func keepClaim(c Claim, store Store, ttl time.Duration, now func() time.Time, wa
 		}
 		return func() {}
 	}
-	return keepAlive(r, ttl, now, func(err error) {
-		log(slog.LevelWarn, "store_error", slog.String("error", "renew: "+err.Error()))
-	})
+	return keepAlive(r, ttl, now, log)
 }
