@@ -38,7 +38,8 @@ type Config struct {
 	// TTL is how long an answer is stored and replayed. Default 24 h.
 	TTL time.Duration
 	// Lease bounds a run of the handler when the request's context has no
-	// deadline: the handler's context ends then. It is also the claim's
+	// deadline: the handler's context ends then (or earlier, at the
+	// caller's time budget: see New). It is also the claim's
 	// lease: while the handler runs, the claim is renewed every third of
 	// Lease, and it passes on to a later request only Lease after its last
 	// renewal (the owner's process died or was paused that long). Default
@@ -68,8 +69,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives one event per decision (stored, replayed,
 	// in_progress, mismatch, expired, released, store_error, panic,
-	// unreadable_body). Default slog.Default(): at its default level
-	// (Info) a store failure or a panic is logged, a replay is not.
+	// unreadable_body, budget_spent; no_renewal, once, for a store whose
+	// claims are not Renewers). Default slog.Default(): at its default
+	// level (Info) a store failure or a panic is logged, a replay is not.
 	// slog.New(slog.DiscardHandler) logs nothing.
 	Logger *slog.Logger
 }

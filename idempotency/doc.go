@@ -53,4 +53,20 @@
 //
 // Expired records are ignored when met and deleted by Store.Sweep; run
 // SweepEvery in a goroutine, or call Sweep from a scheduled job.
+//
+// # Time budget and dead letters
+//
+// A request that carries its caller's time budget (X-Request-Timeout, in
+// milliseconds, as resilient.WithTimeBudgetHeader sends it, or Envoy's
+// x-envoy-expected-rq-timeout-ms) gets a handler context that ends no
+// later than the budget, within Config.Lease; a budget spent before the
+// handler starts is answered 408, nothing run or stored (see New).
+//
+// Inbox.Do counts a message's failed runs in the store; after
+// Inbox.MaxFailures (default 5) the message is a dead letter, refused with
+// ErrDeadLetter without running fn, listed by Inbox.DeadLetters and run
+// again after Inbox.ReleaseDeadLetter. Renewal (Renewer), failure counts
+// (Failer) and dead-letter listing (DeadLetterStore) are optional
+// interfaces: a Store written for an earlier version still works, without
+// them.
 package idempotency

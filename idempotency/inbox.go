@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,8 +32,17 @@ type Inbox struct {
 	// Logger receives one event per decision. Default slog.Default() (see
 	// Config.Logger).
 	Logger *slog.Logger
+	// MaxFailures is how many failed runs (fn returned an error or
+	// panicked) make a message a dead letter: Do then returns
+	// ErrDeadLetter without running fn, until the failures expire (TTL
+	// after the last one) or an operator calls ReleaseDeadLetter. The
+	// count is kept by the store, with the last error (see Failer).
+	// Default DefaultMaxFailures (5); a negative value never makes one.
+	MaxFailures int
 
-	stats counters
+	stats     counters
+	noRenewal atomic.Bool // the no_renewal event was logged
+	noFailer  atomic.Bool // the no_dead_letters event was logged
 }
 
 // Do runs fn once for key, with a context that carries the store's
@@ -45,7 +55,11 @@ type Inbox struct {
 // ErrMismatch, which detects a tampered or reused id.
 //
 // If fn returns an error (or panics), nothing is stored and the error is
-// returned (the panic goes on): the next delivery runs fn again. With a store that is not atomic
+// returned (the panic goes on): the next delivery runs fn again, until
+// the message failed MaxFailures times: then it is a dead letter, and Do
+// returns ErrDeadLetter without running fn (see DeadLetters and
+// ReleaseDeadLetter). The store keeps fn's error text with the count:
+// keep secrets out of it. With a store that is not atomic
 // (MemoryStore), fn must therefore return an error only when it did
 // nothing. While another call runs key, Do returns ErrInProgress (the
 // message should be redelivered later). Other errors come from the store.
@@ -56,11 +70,7 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 	if key == "" || len(key) > MaxKeyLength {
 		return nil, false, fmt.Errorf("idempotency: Inbox.Do: key of %d bytes: want 1 to %d", len(key), MaxKeyLength)
 	}
-	name := in.Name
-	if name == "" {
-		name = "inbox"
-	}
-	s := Scope{Route: "INBOX " + name, Key: key}
+	s := in.scope(key)
 	now := time.Now()
 	ttl := orDefault(in.Lease, DefaultLease)
 	deadline, ok := ctx.Deadline()
@@ -75,7 +85,7 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 	}
 	if err != nil {
 		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", err.Error()))
-		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", name, err)
+		return nil, false, fmt.Errorf("idempotency: inbox %s: %w", s.Route[len("INBOX "):], err)
 	}
 	if b.Expired {
 		in.event(ctx, slog.LevelDebug, "expired", s)
@@ -91,7 +101,19 @@ func (in *Inbox) Do(ctx context.Context, key string, payload []byte, fn func(ctx
 		in.event(ctx, slog.LevelInfo, "mismatch", s)
 		return nil, false, ErrMismatch
 	}
+	if in.deadLetter(ctx, s, b.Claim) {
+		return nil, false, ErrDeadLetter
+	}
 	return in.run(ctx, s, b.Claim, deadline, fn)
+}
+
+// scope returns the scope of key in the inbox.
+func (in *Inbox) scope(key string) Scope {
+	name := in.Name
+	if name == "" {
+		name = "inbox"
+	}
+	return Scope{Route: "INBOX " + name, Key: key}
 }
 
 // run runs fn under claim c and settles it.
@@ -101,23 +123,21 @@ func (in *Inbox) run(ctx context.Context, s Scope, c Claim, deadline time.Time, 
 	fctx = c.Context(fctx)
 	sctx, scancel := settleContext(fctx)
 	defer scancel()
-	stop := keepAlive(c, orDefault(in.Lease, DefaultLease), time.Now, func(err error) {
-		in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	stop := keepClaim(c, in.Store, orDefault(in.Lease, DefaultLease), time.Now, &in.noRenewal, func(level slog.Level, event string, attrs ...slog.Attr) {
+		in.event(ctx, level, event, s, attrs...)
 	})
 	settled := false
 	defer func() {
-		if !settled { // fn panicked: nothing is stored; the panic goes on
+		if !settled { // fn panicked: nothing is stored, a failure counted; the panic goes on
 			stop()
-			_ = c.Release(sctx)
+			in.fail(sctx, s, c, "fn panicked")
 		}
 	}()
 	res, err := fn(fctx)
 	settled = true
 	stop()
 	if err != nil {
-		if rerr := c.Release(sctx); rerr != nil {
-			in.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", rerr.Error()))
-		}
+		in.fail(sctx, s, c, err.Error())
 		in.event(ctx, slog.LevelDebug, "released", s)
 		return nil, false, err
 	}

@@ -67,7 +67,7 @@ func TestMemoryLeaseRenewBound(t *testing.T) {
 	last := t0
 	for i := 1; i <= 5; i++ { // renewed every 40 s: held for 200 s
 		last = t0.Add(time.Duration(i) * 40 * time.Second)
-		require.NoError(t, first.Claim.Renew(ctx, last.Add(time.Minute)))
+		require.NoError(t, first.Claim.(idempotency.Renewer).Renew(ctx, last.Add(time.Minute)))
 		b, err := m.Begin(ctx, s, fp, last.Add(time.Second), last.Add(time.Minute))
 		require.NoError(t, err)
 		assert.Equal(t, idempotency.Busy, b.State, "renewed at %v", last.Sub(t0))
@@ -79,10 +79,10 @@ func TestMemoryLeaseRenewBound(t *testing.T) {
 	taken, err := m.Begin(ctx, s, fp, last.Add(time.Minute), last.Add(2*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Claimed, taken.State, "a lease after the last renewal")
-	assert.ErrorIs(t, first.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded, "the paused owner learns it lost the claim")
+	assert.ErrorIs(t, first.Claim.(idempotency.Renewer).Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded, "the paused owner learns it lost the claim")
 	assert.ErrorIs(t, first.Claim.Complete(ctx, &idempotency.Response{Status: 201}, t0.Add(time.Hour)), idempotency.ErrClaimEnded)
 	require.NoError(t, taken.Claim.Release(ctx))
-	assert.ErrorIs(t, taken.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded, "an ended claim is not renewed")
+	assert.ErrorIs(t, taken.Claim.(idempotency.Renewer).Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded, "an ended claim is not renewed")
 }
 
 // Inbox.Do's fn is renewed the same way.
@@ -130,7 +130,7 @@ func TestMemoryLookup(t *testing.T) {
 	busy, err := m.Lookup(ctx, s, t0)
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.Record{State: idempotency.Busy, Fingerprint: fp, Lease: t0.Add(time.Minute)}, busy)
-	require.NoError(t, b.Claim.Renew(ctx, t0.Add(2*time.Minute)))
+	require.NoError(t, b.Claim.(idempotency.Renewer).Renew(ctx, t0.Add(2*time.Minute)))
 	busy, err = m.Lookup(ctx, s, t0.Add(90*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.Busy, busy.State, "renewed")

@@ -30,6 +30,7 @@ type MemoryStore struct {
 	head          int                              // guarded by mu; fifo[head] is the oldest entry
 	maxRecords    int                              // 0: unbounded
 	mismatchFirst bool
+	failed        map[[sha256.Size]byte]*memFailure // guarded by mu; Inbox.Do's failed runs (memdead.go)
 }
 
 // memEntry names the record of h claimed as gen, in MemoryStore.fifo.
@@ -113,7 +114,7 @@ func (m *MemoryStore) Begin(ctx context.Context, s Scope, fp Fingerprint, now, l
 	if m.maxRecords > 0 {
 		m.fifo = append(m.fifo, memEntry{h, m.gen})
 	}
-	return Begun{State: Claimed, Claim: &memClaim{m: m, h: h, gen: m.gen}, Expired: expired}, nil
+	return Begun{State: Claimed, Claim: &memClaim{m: m, h: h, gen: m.gen, s: s}, Expired: expired}, nil
 }
 
 // Sweep implements Store: it deletes the completed records expired at now.
@@ -130,6 +131,7 @@ func (m *MemoryStore) Sweep(ctx context.Context, now time.Time) (int, error) {
 			n++
 		}
 	}
+	m.sweepFailed(now)
 	return n, nil
 }
 
@@ -146,6 +148,7 @@ type memClaim struct {
 	m   *MemoryStore
 	h   [sha256.Size]byte
 	gen uint64
+	s   Scope // for dead letters (memdead.go)
 }
 
 func (c *memClaim) Context(ctx context.Context) context.Context { return ctx }

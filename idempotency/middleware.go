@@ -60,15 +60,29 @@ type Middleware struct {
 //
 // The handler's context is not cancelled when the client goes away: the
 // run completes, is stored, and the client's retry gets it. It ends at the
-// request's deadline, else after Config.Lease. The claim does not end
-// with it: while the handler runs, the middleware renews the claim every
-// third of Config.Lease, so a duplicate gets 409 however slow the handler
+// request's deadline, else after Config.Lease, and no later than the
+// caller's time budget (see "Time budget" below). The claim does not end
+// with it: while the handler runs, the middleware renews the claim (a
+// Renewer, as every store of this module makes) every third of Config.Lease, so a duplicate gets 409 however slow the handler
 // is. The claim passes on to another request only when its owner missed
 // three renewals in a row: its process died, or was paused for a whole
 // Lease (see each store for what that allows). A handler that never
 // returns keeps its key busy for the life of its process. The answer is
 // stored with a context of its own (values kept, bounded to 10 s), so an
 // answer written as the handler's context ends is still stored.
+//
+// Time budget: a request may say how long its caller waits, in
+// milliseconds from its arrival: X-Request-Timeout (the resilient client's
+// WithTimeBudgetHeader) or X-Envoy-Expected-Rq-Timeout-Ms (Envoy's), the
+// smaller if both. A value that is not a non-negative integer is ignored:
+// the request runs as without it. The budget only shortens the handler's
+// context, of every request the middleware sees (passed through too); the
+// server's bound stays Config.Lease or the request's deadline. A request
+// whose budget is spent on arrival (0) or while its body is read gets 408
+// (problem budget-spent) at once: the handler does not run and nothing is
+// stored; the resilient client takes it for an answer of nothing done. A
+// handler whose context ended before it acted should answer 503 or 408,
+// so that it is not stored and a retry runs it.
 func New(store Store, cfg Config) (*Middleware, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: New: nil Store")
@@ -89,8 +103,13 @@ func (m *Middleware) Handler(h http.Handler) http.Handler {
 
 // serve is the middleware's decision, in order.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	due := budgetDue(r.Header) // zero without a budget
+	if spent(due) {
+		m.budgetSpent(r.Context(), w, Scope{Route: r.Method + " " + m.cfg.Route(r)})
+		return
+	}
 	if safeMethod(r.Method) {
-		m.pass(w, r, h)
+		m.pass(w, r, h, due)
 		return
 	}
 	key, present, err := parseKey(r.Header, m.cfg.KeyHeader)
@@ -102,7 +121,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		writeResponse(w, problemMissingKey(m.cfg.KeyHeader), "")
 		return
 	case !present:
-		m.pass(w, r, h)
+		m.pass(w, r, h, due)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBody+1))
@@ -121,12 +140,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		return
 	}
 	s := Scope{Route: r.Method + " " + m.cfg.Route(r), Key: key} // the principal is in the record (principal.go)
+	// The body may have taken the rest of the budget.
+	if spent(due) {
+		m.budgetSpent(r.Context(), w, s)
+		return
+	}
 	who := m.caller(r)
 	m.warnCookies(r.Context(), who)
-	deadline, ok := r.Context().Deadline()
-	if !ok {
-		deadline = time.Now().Add(m.cfg.Lease)
-	}
+	deadline := m.handlerDeadline(r, due)
 	now := m.now()
 	lease := now.Add(m.cfg.Lease)
 	fp := sha256.Sum256(fpb)
@@ -172,8 +193,8 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler,
 	hr.Body = io.NopCloser(bytes.NewReader(body))
 	hr.ContentLength = int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
-	stop := keepAlive(c, m.cfg.Lease, m.now, func(err error) {
-		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	stop := keepClaim(c, m.store, m.cfg.Lease, m.now, &m.scope.noRenewal, func(level slog.Level, event string, attrs ...slog.Attr) {
+		m.event(ctx, level, event, s, attrs...)
 	})
 	panicked, pv, stack := invoke(h, capt, hr)
 	stop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // TxStore is a Store whose handlers write their effects in its
@@ -30,10 +31,16 @@ type Tx interface {
 var errTxEnded = errors.New("idempotency: the transaction did not commit; the answer was replaced by a 500")
 
 // pass runs h on a request without a record: in a transaction of the
-// store when it is a TxStore. The transaction commits when the handler
+// store when it is a TxStore, with a context that ends when the caller's
+// time budget does (due, unless zero). The transaction commits when the handler
 // writes its status (or returns without writing), before the status is
 // sent; a 5xx or a panic rolls it back.
-func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, h http.Handler) {
+func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, h http.Handler, due time.Time) {
+	if !due.IsZero() { // the caller's time budget ends the handler's context
+		ctx, cancel := context.WithDeadline(r.Context(), due)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	ts, ok := m.store.(TxStore)
 	if !ok {
 		h.ServeHTTP(w, r)

@@ -92,8 +92,9 @@ func (m *Middleware) warnCookies(ctx context.Context, c caller) {
 // scopeState is what the middleware keeps to check principals and to
 // find records of scope version 1.
 type scopeState struct {
-	warned atomic.Bool // the cookie warning was logged
-	legacy legacy
+	warned    atomic.Bool // the cookie warning was logged
+	noRenewal atomic.Bool // the no_renewal event was logged
+	legacy    legacy
 }
 
 // CookiePrincipal returns a Config.Principal that reads the Authorization

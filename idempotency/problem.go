@@ -12,7 +12,7 @@ import (
 // ProblemTypeBase prefixes the type of every RFC 9457 problem the
 // middleware answers with; the last segment names it: missing-key,
 // invalid-key, invalid-body, too-large, body-timeout, incomplete-body,
-// in-progress, payload-mismatch, failed. The resilient client's DefaultClassifier recognises in-progress
+// budget-spent, in-progress, payload-mismatch, failed. The resilient client's DefaultClassifier recognises in-progress
 // (retry after Retry-After) and payload-mismatch (terminal). The titles
 // are those of draft-ietf-httpapi-idempotency-key-header.
 const ProblemTypeBase = "https://github.com/resilienthttp/resilient/problems/"

@@ -3,7 +3,10 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,14 +20,17 @@ const renewals = 3
 // its deadline, and the answer must still be stored.
 const settleTimeout = 10 * time.Second
 
+// eventLog counts and logs an event of a claim's scope.
+type eventLog func(level slog.Level, event string, attrs ...slog.Attr)
+
 // keepAlive renews c every ttl/renewals, to now()+ttl, until the returned
 // stop is called; stop returns once a renewal under way has ended, so
-// nothing of it outlives stop. failed is called with each renewal's
-// error. Renewal stops early if the claim was taken over (ErrClaimEnded).
+// nothing of it outlives stop. Each renewal's error is logged as a
+// store_error. Renewal stops early if the claim was taken over (ErrClaimEnded).
 // A handler that returns within ttl/renewals costs one timer and no
 // goroutine.
-func keepAlive(c Claim, ttl time.Duration, now func() time.Time, failed func(error)) (stop func()) {
-	r := &renewer{c: c, ttl: ttl, every: max(ttl/renewals, time.Millisecond), now: now, failed: failed}
+func keepAlive(c Renewer, ttl time.Duration, now func() time.Time, log eventLog) (stop func()) {
+	r := &renewer{c: c, ttl: ttl, every: max(ttl/renewals, time.Millisecond), now: now, log: log}
 	r.mu.Lock() // fire reads r.t under mu
 	r.t = time.AfterFunc(r.every, r.fire)
 	r.mu.Unlock()
@@ -33,11 +39,11 @@ func keepAlive(c Claim, ttl time.Duration, now func() time.Time, failed func(err
 
 // renewer is keepAlive's state.
 type renewer struct {
-	c       Claim
+	c       Renewer
 	ttl     time.Duration
 	every   time.Duration
 	now     func() time.Time
-	failed  func(error)
+	log     eventLog
 	t       *time.Timer // guarded by mu
 	mu      sync.Mutex
 	stopped bool           // guarded by mu
@@ -58,7 +64,7 @@ func (r *renewer) fire() {
 	err := r.c.Renew(ctx, r.now().Add(r.ttl))
 	cancel()
 	if err != nil {
-		r.failed(err)
+		r.log(slog.LevelWarn, "store_error", slog.String("error", "renew: "+err.Error()))
 		if errors.Is(err, ErrClaimEnded) {
 			return
 		}
@@ -83,4 +89,33 @@ func (r *renewer) stop() {
 // of its own.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+var _ Renewer = (*memClaim)(nil)
+
+// renewerOf returns c as a Renewer, looking through the middleware's own
+// wrapper (ownedClaim).
+func renewerOf(c Claim) (Renewer, bool) {
+	if oc, ok := c.(ownedClaim); ok {
+		c = oc.Claim
+	}
+	r, ok := c.(Renewer)
+	return r, ok
+}
+
+// keepClaim renews c every ttl/renewals while its operation runs and
+// returns the stop of keepAlive. A claim that is not a Renewer is not
+// renewed: the first time, warned is set and log is called with the event
+// no_renewal.
+func keepClaim(c Claim, store Store, ttl time.Duration, now func() time.Time, warned *atomic.Bool, log eventLog) (stop func()) {
+	r, ok := renewerOf(c)
+	if !ok {
+		if warned.CompareAndSwap(false, true) {
+			log(slog.LevelWarn, "no_renewal", slog.String("store", fmt.Sprintf("%T", store)),
+				slog.String("detail", "the store's claims are not Renewers: a claim passes on at its lease (Lease "+
+					ttl.String()+") even while its owner runs, so a run slower than that may run twice"))
+		}
+		return func() {}
+	}
+	return keepAlive(r, ttl, now, log)
 }

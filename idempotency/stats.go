@@ -16,11 +16,12 @@ type Stats struct {
 	Expired    int64 // expired records found and replaced
 	Released   int64 // runs whose answer was not stored
 	StoreError int64 // failed store calls
+	DeadLetter int64 // Inbox.Do calls refused with ErrDeadLetter
 }
 
 // counters are the atomic counts behind Stats, by event name.
 type counters struct {
-	stored, replayed, inProgress, mismatch, expired, released, storeError atomic.Int64
+	stored, replayed, inProgress, mismatch, expired, released, storeError, deadLetter atomic.Int64
 }
 
 func (c *counters) add(event string) {
@@ -39,6 +40,8 @@ func (c *counters) add(event string) {
 		c.released.Add(1)
 	case "store_error":
 		c.storeError.Add(1)
+	case "dead_letter":
+		c.deadLetter.Add(1)
 	}
 }
 
@@ -46,7 +49,7 @@ func (c *counters) snapshot() Stats {
 	return Stats{
 		Stored: c.stored.Load(), Replayed: c.replayed.Load(), InProgress: c.inProgress.Load(),
 		Mismatch: c.mismatch.Load(), Expired: c.expired.Load(), Released: c.released.Load(),
-		StoreError: c.storeError.Load(),
+		StoreError: c.storeError.Load(), DeadLetter: c.deadLetter.Load(),
 	}
 }
 

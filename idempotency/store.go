@@ -75,7 +75,7 @@ type Store interface {
 	// claims it atomically: of concurrent Begins with one scope, at most
 	// one gets Claimed while the claim lasts. lease is when the claim may
 	// be taken over if it was neither completed, released nor renewed
-	// (Claim.Renew) by then.
+	// (Renewer) by then.
 	Begin(ctx context.Context, s Scope, fp Fingerprint, now, lease time.Time) (Begun, error)
 	// Atomic reports whether a claim shares one transaction with the
 	// operation's effects, so that releasing it undoes them.
@@ -87,14 +87,8 @@ type Store interface {
 
 // Claim is the right to run one scope's operation once. Exactly one of
 // Complete and Release must be called; later calls return ErrClaimEnded.
-// While the operation runs, its owner calls Renew, from another goroutine,
-// to keep the claim: a claim passes on only when its owner stopped
-// renewing it.
+// A claim that is also a Renewer is kept while its operation runs.
 type Claim interface {
-	// Renew moves the claim's lease to lease, a time on the records' clock.
-	// It returns ErrClaimEnded if the claim ended or was taken over. It
-	// may be called while the operation uses the claim's context.
-	Renew(ctx context.Context, lease time.Time) error
 	// Context returns ctx carrying what the operation needs of the store
 	// (the Postgres transaction); it returns ctx itself when nothing.
 	Context(ctx context.Context) context.Context
@@ -104,6 +98,19 @@ type Claim interface {
 	// Release ends the claim without storing anything (rolling back the
 	// transaction of an atomic store): the next request runs again.
 	Release(ctx context.Context) error
+}
+
+// Renewer is a Claim that can be kept past its lease. While the
+// operation runs, its owner calls Renew from another goroutine, so that
+// the claim passes on only when its owner stopped renewing it. Every
+// store of this module and its sub-modules makes Renewers. A claim that
+// is not one passes on at its lease even while its owner lives: the
+// middleware and Inbox log that once (event no_renewal).
+type Renewer interface {
+	// Renew moves the claim's lease to lease, a time on the records' clock.
+	// It returns ErrClaimEnded if the claim ended or was taken over. It
+	// may be called while the operation uses the claim's context.
+	Renew(ctx context.Context, lease time.Time) error
 }
 
 // Errors of stores and of Inbox.Do.

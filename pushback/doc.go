@@ -26,6 +26,10 @@
 // Config.MaxInFlight it also sheds requests when the server is full,
 // retries first.
 //
+// Pushback does not read the caller's time budget (X-Request-Timeout):
+// package idempotency ends the handler's context at the budget and
+// answers 408 to a request whose budget is spent before it runs.
+//
 // See README.md for the contract in terms any server, in any language, can
 // implement.
 package pushback

@@ -20,6 +20,8 @@ import (
 // from f.
 func Run(t *testing.T, f Factory) {
 	defer runScope(t, f) // suite_scope.go
+	// suite_deadletter.go
+	defer runDeadLetters(t, f)
 	rules := []struct {
 		name string
 		run  func(*testing.T, Env)

@@ -32,8 +32,8 @@ func newRenewSpy(s idempotency.Store) *renewSpy {
 
 func (s *renewSpy) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.Fingerprint, now, lease time.Time) (idempotency.Begun, error) {
 	b, err := s.Store.Begin(ctx, sc, fp, now, lease)
-	if b.Claim != nil {
-		b.Claim = spyClaim{Claim: b.Claim, renewed: s.renewed}
+	if r, ok := b.Claim.(idempotency.Renewer); ok { // a claim that is not one is never renewed: waitPastLease fails
+		b.Claim = spyClaim{Claim: b.Claim, r: r, renewed: s.renewed}
 	}
 	return b, err
 }
@@ -47,18 +47,19 @@ func (s *renewSpy) waitPastLease(t *testing.T) {
 		select {
 		case <-s.renewed:
 		case <-time.After(time.Minute):
-			t.Fatalf("renewal %d did not come", i+1)
+			t.Fatalf("renewal %d did not come (the store's claims must be idempotency.Renewers)", i+1)
 		}
 	}
 }
 
 type spyClaim struct {
 	idempotency.Claim
+	r       idempotency.Renewer
 	renewed chan struct{}
 }
 
 func (c spyClaim) Renew(ctx context.Context, lease time.Time) error {
-	err := c.Claim.Renew(ctx, lease)
+	err := c.r.Renew(ctx, lease)
 	if err == nil {
 		c.renewed <- struct{}{}
 	}

@@ -49,4 +49,12 @@
 // Two scopes whose hashes share their first 64 bits share a lock: a
 // request of one may get 409 while the other runs (about one chance in
 // 2^64 per pair).
+//
+// The failed runs of Inbox.Do (its dead letters) are rows of the table
+// named as the Store's with "_failures", which CreateSchema creates. A
+// failed run rolls back its transaction, effects included, then counts
+// the failure in a statement of its own: a delivery that claims the
+// message between the two runs with the count before it, so a message
+// redelivered concurrently may run once more than Inbox.MaxFailures.
+// Reading the count costs Inbox.Do one round trip more per run.
 package postgres

@@ -39,6 +39,7 @@ type Store struct {
 	table string // quoted
 	salt  uint64 // mixed into lock keys: tables do not share locks
 	q     queries
+	fq    failureQueries // deadletter.go
 }
 
 func newStore(db backend, opts []Option) *Store {
@@ -52,16 +53,20 @@ func newStore(db backend, opts []Option) *Store {
 	}
 	table := strings.Join(parts, ".")
 	sum := sha256.Sum256([]byte(table))
-	return &Store{db: db, table: table, salt: binary.BigEndian.Uint64(sum[:8]), q: newQueries(table)}
+	return &Store{db: db, table: table, salt: binary.BigEndian.Uint64(sum[:8]), q: newQueries(table), fq: newFailureQueries(table)}
 }
 
 // Table returns the Store's table name, quoted.
 func (s *Store) Table() string { return s.table }
 
-// CreateSchema creates the Store's table and its index if they do not
-// exist.
+// CreateSchema creates the Store's table, its index and the table of
+// Inbox.Do's failed runs (the table's name with "_failures") if they do
+// not exist.
 func (s *Store) CreateSchema(ctx context.Context) error {
 	if _, err := s.db.exec(ctx, s.q.schema); err != nil {
+		return fmt.Errorf("idempotency/postgres: create schema: %w", err)
+	}
+	if _, err := s.db.exec(ctx, s.fq.schema); err != nil {
 		return fmt.Errorf("idempotency/postgres: create schema: %w", err)
 	}
 	return nil
@@ -71,11 +76,16 @@ func (s *Store) CreateSchema(ctx context.Context) error {
 // share.
 func (s *Store) Atomic() bool { return true }
 
-// Sweep deletes the records expired at now.
+// Sweep deletes the records expired at now, and the failed runs of
+// Inbox.Do forgotten by then; it returns how many records it deleted.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	n, err := s.db.exec(ctx, s.q.sweep, now)
 	if err != nil {
 		return 0, s.explain("sweep", err)
+	}
+	var pe *pgconn.PgError
+	if _, err := s.db.exec(ctx, s.fq.sweep, now); err != nil && !(errors.As(err, &pe) && pe.Code == "42P01") {
+		return int(n), s.explain("sweep", err) // a table created before dead letters has no failures table: nothing to sweep
 	}
 	return int(n), nil
 }
@@ -183,6 +193,8 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	}
 	return nil
 }
+
+var _ idempotency.Renewer = (*claim)(nil)
 
 // Renew restarts the server's idle timer of the claim's transaction: a
 // live, slow handler keeps it. The lease argument is not used: the timer

@@ -232,7 +232,7 @@ func TestRenewHoldsTransaction(t *testing.T) {
 			start := time.Now()
 			for time.Since(start) < 5*time.Second { // two idle timeouts and more, bounded by the clock
 				time.Sleep(200 * time.Millisecond)
-				require.NoError(t, held.Claim.Renew(ctx, time.Now().Add(2*time.Second)))
+				require.NoError(t, held.Claim.(idempotency.Renewer).Renew(ctx, time.Now().Add(2*time.Second)))
 			}
 			b, err := s.Begin(ctx, sc, idempotency.Fingerprint{1}, time.Now(), time.Now().Add(time.Minute))
 			require.NoError(t, err)
@@ -248,7 +248,7 @@ func TestRenewHoldsTransaction(t *testing.T) {
 				}
 			}
 			assert.Equal(t, idempotency.Claimed, state, "a lease without renewal frees the key")
-			assert.Error(t, held.Claim.Renew(ctx, time.Now().Add(time.Second)), "the stopped owner's transaction is gone")
+			assert.Error(t, held.Claim.(idempotency.Renewer).Renew(ctx, time.Now().Add(time.Second)), "the stopped owner's transaction is gone")
 			assert.Error(t, held.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)))
 			assert.Equal(t, 0, rows(t, pool, s.Table()))
 		})

@@ -69,4 +69,10 @@
 // record itself an hour after it expired or its lease ended (the margin
 // covers clock skew between the servers and Redis), whether or not Sweep
 // ran.
+//
+// The failed runs of Inbox.Do (its dead letters) are a hash beside the
+// record, prefix + "f:" and the scope's hash; a sorted set, prefix +
+// "dead", lists the dead letters by expiry. A failed run releases its claim
+// and is counted in one script. Reading the count costs Inbox.Do one round
+// trip more per run.
 package redis

@@ -89,7 +89,7 @@ func (s *Store) Begin(ctx context.Context, sc idempotency.Scope, fp idempotency.
 		}
 		return idempotency.Begun{State: idempotency.Replay, Response: resp}, nil
 	case state == "claimed" && len(res) == 2:
-		c := &claim{s: s, rec: s.prefix + member, member: member, token: token}
+		c := &claim{s: s, rec: s.prefix + member, member: member, token: token, sc: sc}
 		return idempotency.Begun{State: idempotency.Claimed, Claim: c, Expired: res[1] == int64(1)}, nil
 	}
 	return idempotency.Begun{}, fmt.Errorf("idempotency/redis: begin: unexpected reply %v", res)
@@ -153,6 +153,7 @@ type claim struct {
 	rec    string
 	member string
 	token  string
+	sc     idempotency.Scope // for dead letters (deadletter.go)
 }
 
 func (c *claim) Context(ctx context.Context) context.Context { return ctx }
@@ -176,6 +177,8 @@ func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expire
 	}
 	return nil
 }
+
+var _ idempotency.Renewer = (*claim)(nil)
 
 // Renew moves the claim's lease to lease: one script, one round trip.
 func (c *claim) Renew(ctx context.Context, lease time.Time) error {

@@ -190,7 +190,7 @@ func TestLeaseRenewBound(t *testing.T) {
 	last := now
 	for i := 1; i <= 5; i++ { // renewed every 40 s: held for 200 s
 		last = now.Add(time.Duration(i) * 40 * time.Second)
-		require.NoError(t, first.Claim.Renew(ctx, last.Add(time.Minute)))
+		require.NoError(t, first.Claim.(idempotency.Renewer).Renew(ctx, last.Add(time.Minute)))
 		b, err := s.Begin(ctx, scope, fp, last.Add(time.Second), last.Add(time.Minute))
 		require.NoError(t, err)
 		assert.Equal(t, idempotency.Busy, b.State, "renewed at %v", last.Sub(now))
@@ -201,10 +201,10 @@ func TestLeaseRenewBound(t *testing.T) {
 	taken, err := s.Begin(ctx, scope, fp, last.Add(time.Minute), last.Add(2*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, idempotency.Claimed, taken.State, "a lease after the last renewal")
-	assert.ErrorIs(t, first.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
+	assert.ErrorIs(t, first.Claim.(idempotency.Renewer).Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
 	assert.ErrorIs(t, first.Claim.Complete(ctx, &idempotency.Response{Status: 201}, now.Add(time.Hour)), idempotency.ErrClaimEnded)
 	require.NoError(t, taken.Claim.Release(ctx))
-	assert.ErrorIs(t, taken.Claim.Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
+	assert.ErrorIs(t, taken.Claim.(idempotency.Renewer).Renew(ctx, last.Add(3*time.Minute)), idempotency.ErrClaimEnded)
 }
 
 // Lookup reads a record's state without claiming it.
@@ -221,7 +221,7 @@ func TestLookup(t *testing.T) {
 	busy, err := s.Lookup(ctx, scope, t0)
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.Record{State: idempotency.Busy, Fingerprint: fp, Lease: t0.Add(time.Minute)}, busy)
-	require.NoError(t, b.Claim.Renew(ctx, t0.Add(2*time.Minute)))
+	require.NoError(t, b.Claim.(idempotency.Renewer).Renew(ctx, t0.Add(2*time.Minute)))
 	busy, err = s.Lookup(ctx, scope, t0.Add(90*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.Busy, busy.State, "renewed")
