@@ -51,7 +51,13 @@ func (c *capture) response(allow []string) *Response {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	h := make(http.Header, len(allow))
+	n := 2 // room for the principal (ownedClaim) and a sniffed Content-Type: a small map, not one of len(allow)
+	for _, name := range allow {
+		if len(c.header[name]) > 0 {
+			n++
+		}
+	}
+	h := make(http.Header, n)
 	for _, name := range allow {
 		if v := c.header[name]; len(v) > 0 {
 			h[name] = v[:len(v):len(v)] // the handler has returned: its header is the record's

@@ -29,6 +29,7 @@ type Middleware struct {
 	cfg   Config
 	stats counters
 	scope scopeState
+	renew renewTicker
 }
 
 // New returns a Middleware over store, or an error if store is nil.
@@ -165,14 +166,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 
 // run runs h under claim c and settles the claim: stored or released.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
+	ctx, cancel := withLazyDeadline(context.WithoutCancel(r.Context()), deadline)
 	defer cancel()
 	ctx = c.Context(ctx)
 	hr := r.WithContext(ctx)
 	hr.Body = io.NopCloser(bytes.NewReader(body))
 	hr.ContentLength = int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
-	stop := keepAlive(c, m.cfg.Lease, m.now, func(err error) {
+	stop := m.renew.keep(c, m.cfg.Lease, m.now, func(err error) {
 		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
 	})
 	panicked, pv, stack := invoke(h, capt, hr)

@@ -82,5 +82,5 @@ func (r *renewer) stop() {
 // claim: ctx's values (the store's transaction), not its end, and a bound
 // of its own.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	return withLazyDeadline(context.WithoutCancel(ctx), time.Now().Add(settleTimeout))
 }
