@@ -51,17 +51,23 @@ func (c *capture) response(allow []string) *Response {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	n := 2 // room for the principal (ownedClaim) and a sniffed Content-Type: a small map, not one of len(allow)
-	for _, name := range allow {
-		if len(c.header[name]) > 0 {
-			n++
-		}
+	// One lookup per allowed name; the map made for what was found, plus
+	// the principal (ownedClaim) and a sniffed Content-Type: a small map,
+	// not one of len(allow).
+	type field struct {
+		name   string
+		values []string
 	}
-	h := make(http.Header, n)
+	var buf [16]field
+	found := buf[:0]
 	for _, name := range allow {
 		if v := c.header[name]; len(v) > 0 {
-			h[name] = v[:len(v):len(v)] // the handler has returned: its header is the record's
+			found = append(found, field{name, v[:len(v):len(v)]}) // the handler has returned: its header is the record's
 		}
+	}
+	h := make(http.Header, len(found)+2)
+	for _, f := range found {
+		h[f.name] = f.values
 	}
 	if _, ok := h["Content-Type"]; !ok && len(c.body) > 0 && contains(allow, "Content-Type") {
 		// What net/http would have sniffed for the first answer.

@@ -14,6 +14,7 @@ import (
 // operation that never asks costs no timer. Until then it ends all the
 // same, for whoever asks: the timer's context is made with the same
 // deadline, and is cancelled at once if cancel was called.
+// Its end is the cancel.
 type lazyDeadline struct {
 	parent   context.Context
 	deadline time.Time
@@ -21,13 +22,6 @@ type lazyDeadline struct {
 	mu       sync.Mutex
 	cancel   context.CancelFunc // guarded by mu
 	ended    bool               // guarded by mu; cancel was called
-}
-
-// withLazyDeadline is context.WithDeadline(parent, deadline) for a parent
-// that is never cancelled, whose timer starts only when asked for.
-func withLazyDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	l := &lazyDeadline{parent: parent, deadline: deadline}
-	return l, l.end
 }
 
 func (l *lazyDeadline) ctx() context.Context {

@@ -166,23 +166,24 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 
 // run runs h under claim c and settles the claim: stored or released.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, deadline time.Time) {
-	ctx, cancel := withLazyDeadline(context.WithoutCancel(r.Context()), deadline)
-	defer cancel()
-	ctx = c.Context(ctx)
+	dl := &lazyDeadline{parent: context.WithoutCancel(r.Context()), deadline: deadline}
+	defer dl.end()
+	ctx := c.Context(dl)
 	hr := r.WithContext(ctx)
-	hr.Body = io.NopCloser(bytes.NewReader(body))
-	hr.ContentLength = int64(len(body))
+	rb := &readBody{}
+	rb.Reset(body)
+	hr.Body, hr.ContentLength = rb, int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
-	stop := m.renew.keep(c, m.cfg.Lease, m.now, func(err error) {
+	kept := m.renew.keep(c, m.cfg.Lease, m.now, func(err error) {
 		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
 	})
 	panicked, pv, stack := invoke(h, capt, hr)
-	stop()
+	m.renew.drop(kept)
 	if panicked {
 		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(stack)))
 	}
-	sctx, scancel := settleContext(ctx)
-	defer scancel()
+	sctx := settleDeadline(ctx)
+	defer sctx.end()
 	resp, mark, own := m.settle(sctx, s, c, capt, panicked)
 	if own {
 		copyHeader(w.Header(), capt.header) // the first answer keeps every header the handler set
@@ -223,6 +224,11 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	m.event(ctx, slog.LevelDebug, "stored", s, slog.Int("status", resp.Status))
 	return resp, StatusStored, !failed
 }
+
+// readBody is the body the handler reads: the one read before the claim.
+type readBody struct{ bytes.Reader }
+
+func (*readBody) Close() error { return nil }
 
 // now reads the records' clock, Config.Now.
 func (m *Middleware) now() time.Time {

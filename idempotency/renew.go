@@ -82,5 +82,11 @@ func (r *renewer) stop() {
 // claim: ctx's values (the store's transaction), not its end, and a bound
 // of its own.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return withLazyDeadline(context.WithoutCancel(ctx), time.Now().Add(settleTimeout))
+	l := settleDeadline(ctx)
+	return l, l.end
+}
+
+// settleDeadline is settleContext's context.
+func settleDeadline(ctx context.Context) *lazyDeadline {
+	return &lazyDeadline{parent: context.WithoutCancel(ctx), deadline: time.Now().Add(settleTimeout)}
 }

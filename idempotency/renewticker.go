@@ -34,9 +34,10 @@ type claimRenewer struct {
 	running    sync.WaitGroup // the renewal under way
 }
 
-// keep renews c every ttl/renewals, to now()+ttl, until the returned stop
-// is called (as keepAlive). ttl is the same for every call on w.
-func (w *renewTicker) keep(c Claim, ttl time.Duration, now func() time.Time, failed func(error)) (stop func()) {
+// keep renews c every ttl/renewals, to now()+ttl, until drop is called
+// with what it returns (as keepAlive). ttl is the same for every call on
+// w.
+func (w *renewTicker) keep(c Claim, ttl time.Duration, now func() time.Time, failed func(error)) *claimRenewer {
 	r := &claimRenewer{c: c, ttl: ttl, now: now, failed: failed}
 	w.mu.Lock()
 	r.next, r.listed = w.head, true
@@ -48,7 +49,7 @@ func (w *renewTicker) keep(c Claim, ttl time.Duration, now func() time.Time, fai
 		w.arm(ttl)
 	}
 	w.mu.Unlock()
-	return func() { w.drop(r) }
+	return r
 }
 
 // arm starts the timer. It requires w.mu held.
