@@ -60,9 +60,17 @@ func (c *capture) response(allow []string) *Response {
 	}
 	var buf [16]field
 	found := buf[:0]
-	for _, name := range allow {
-		if v := c.header[name]; len(v) > 0 {
-			found = append(found, field{name, v[:len(v):len(v)]}) // the handler has returned: its header is the record's
+	if len(c.header) < len(allow) { // the fewer lookups
+		for name, v := range c.header {
+			if len(v) > 0 && contains(allow, name) {
+				found = append(found, field{name, v[:len(v):len(v)]}) // the handler has returned: its header is the record's
+			}
+		}
+	} else {
+		for _, name := range allow {
+			if v := c.header[name]; len(v) > 0 {
+				found = append(found, field{name, v[:len(v):len(v)]})
+			}
 		}
 	}
 	h := make(http.Header, len(found)+2)

@@ -286,11 +286,9 @@ func copyHeader(dst, src http.Header) {
 // empty, and Content-Length.
 func writeResponse(w http.ResponseWriter, resp *Response, mark string) {
 	h := w.Header()
-	n := 0
-	for _, v := range resp.Header {
-		n += len(v)
-	}
-	vals := make([]string, 0, n+2) // one copy of every value: the record stays as stored
+	// One copy of every value (the record stays as stored), in one array
+	// unless a header has more than one value.
+	vals := make([]string, 0, len(resp.Header)+2)
 	for k, v := range resp.Header {
 		if k == principalHeader {
 			continue // kept in the record, never sent
