@@ -51,11 +51,31 @@ func (c *capture) response(allow []string) *Response {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	h := make(http.Header, len(allow))
-	for _, name := range allow {
-		if v := c.header[name]; len(v) > 0 {
-			h[name] = v[:len(v):len(v)] // the handler has returned: its header is the record's
+	// One lookup per allowed name; the map made for what was found, plus
+	// the principal (ownedClaim) and a sniffed Content-Type: a small map,
+	// not one of len(allow).
+	type field struct {
+		name   string
+		values []string
+	}
+	var buf [16]field
+	found := buf[:0]
+	if len(c.header) < len(allow) { // the fewer lookups
+		for name, v := range c.header {
+			if len(v) > 0 && contains(allow, name) {
+				found = append(found, field{name, v[:len(v):len(v)]}) // the handler has returned: its header is the record's
+			}
 		}
+	} else {
+		for _, name := range allow {
+			if v := c.header[name]; len(v) > 0 {
+				found = append(found, field{name, v[:len(v):len(v)]})
+			}
+		}
+	}
+	h := make(http.Header, len(found)+2)
+	for _, f := range found {
+		h[f.name] = f.values
 	}
 	if _, ok := h["Content-Type"]; !ok && len(c.body) > 0 && contains(allow, "Content-Type") {
 		// What net/http would have sniffed for the first answer.

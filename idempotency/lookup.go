@@ -42,7 +42,7 @@ func (m *MemoryStore) Lookup(ctx context.Context, s Scope, now time.Time) (Recor
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.recs[s.Hash()]
+	r, ok := m.recs[s]
 	switch {
 	case !ok:
 		return Record{}, nil

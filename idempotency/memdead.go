@@ -47,7 +47,7 @@ func (c *memClaim) Fail(_ context.Context, run FailedRun) error {
 	}
 	delete(c.m.recs, c.h)
 	if c.m.failed == nil {
-		c.m.failed = make(map[[32]byte]*memFailure)
+		c.m.failed = make(map[Scope]*memFailure)
 	}
 	f, ok := c.m.failed[c.h]
 	if !ok || !run.At.Before(f.expires) {
@@ -87,7 +87,7 @@ func (m *MemoryStore) ReleaseDeadLetter(ctx context.Context, s Scope) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.failed, s.Hash())
+	delete(m.failed, s)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"sync"
 	"time"
@@ -24,18 +23,18 @@ import (
 // NewMemoryStore. Safe for concurrent use by multiple goroutines.
 type MemoryStore struct {
 	mu            sync.Mutex
-	recs          map[[sha256.Size]byte]*memRecord // guarded by mu
-	gen           uint64                           // guarded by mu; numbers claims
-	fifo          []memEntry                       // guarded by mu; claims in order, some stale (MaxRecords only)
-	head          int                              // guarded by mu; fifo[head] is the oldest entry
-	maxRecords    int                              // 0: unbounded
+	recs          map[Scope]*memRecord // guarded by mu; keyed by the scope itself, which costs no hash
+	gen           uint64               // guarded by mu; numbers claims
+	fifo          []memEntry           // guarded by mu; claims in order, some stale (MaxRecords only)
+	head          int                  // guarded by mu; fifo[head] is the oldest entry
+	maxRecords    int                  // 0: unbounded
 	mismatchFirst bool
-	failed        map[[sha256.Size]byte]*memFailure // guarded by mu; Inbox.Do's failed runs (memdead.go)
+	failed        map[Scope]*memFailure // guarded by mu; Inbox.Do's failed runs (memdead.go)
 }
 
 // memEntry names the record of h claimed as gen, in MemoryStore.fifo.
 type memEntry struct {
-	h   [sha256.Size]byte
+	h   Scope
 	gen uint64
 }
 
@@ -67,7 +66,7 @@ type memRecord struct {
 
 // NewMemoryStore returns an empty MemoryStore configured by opts.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	m := &MemoryStore{recs: make(map[[sha256.Size]byte]*memRecord)}
+	m := &MemoryStore{recs: make(map[Scope]*memRecord)}
 	for _, o := range opts {
 		o(m)
 	}
@@ -82,7 +81,7 @@ func (m *MemoryStore) Begin(ctx context.Context, s Scope, fp Fingerprint, now, l
 	if err := ctx.Err(); err != nil {
 		return Begun{}, fmt.Errorf("idempotency: memory store: %w", err)
 	}
-	h := s.Hash()
+	h := s
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	expired := false
@@ -146,7 +145,7 @@ func (m *MemoryStore) Len() int {
 // memClaim is a MemoryStore claim: the record of h while it holds gen.
 type memClaim struct {
 	m   *MemoryStore
-	h   [sha256.Size]byte
+	h   Scope
 	gen uint64
 	s   Scope // for dead letters (memdead.go)
 }

@@ -29,6 +29,7 @@ type Middleware struct {
 	cfg   Config
 	stats counters
 	scope scopeState
+	renew renewTicker
 }
 
 // New returns a Middleware over store, or an error if store is nil.
@@ -184,25 +185,39 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 	}
 }
 
+// keep has m.renew renew c while its handler runs, or logs once that the
+// store's claims cannot be renewed (nil: nothing to drop).
+func (m *Middleware) keep(ctx context.Context, s Scope, c Claim) *claimRenewer {
+	r, ok := renewerOf(c)
+	if !ok {
+		warnNoRenewal(m.store, m.cfg.Lease, &m.scope.noRenewal, func(level slog.Level, event string, attrs ...slog.Attr) {
+			m.event(ctx, level, event, s, attrs...)
+		})
+		return nil
+	}
+	return m.renew.keep(r, m.cfg.Lease, m.now, func(err error) {
+		m.event(ctx, slog.LevelWarn, "store_error", s, slog.String("error", "renew: "+err.Error()))
+	})
+}
+
 // run runs h under claim c and settles the claim: stored or released.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler, s Scope, c Claim, body []byte, deadline time.Time) {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
-	defer cancel()
-	ctx = c.Context(ctx)
+	dl := &lazyDeadline{parent: context.WithoutCancel(r.Context()), deadline: deadline}
+	defer dl.end()
+	ctx := c.Context(dl)
 	hr := r.WithContext(ctx)
-	hr.Body = io.NopCloser(bytes.NewReader(body))
-	hr.ContentLength = int64(len(body))
+	rb := &readBody{}
+	rb.Reset(body)
+	hr.Body, hr.ContentLength = rb, int64(len(body))
 	capt := newCapture(m.cfg.MaxAnswer)
-	stop := keepClaim(c, m.store, m.cfg.Lease, m.now, &m.scope.noRenewal, func(level slog.Level, event string, attrs ...slog.Attr) {
-		m.event(ctx, level, event, s, attrs...)
-	})
+	kept := m.keep(ctx, s, c)
 	panicked, pv, stack := invoke(h, capt, hr)
-	stop()
+	m.renew.drop(kept)
 	if panicked {
 		m.event(ctx, slog.LevelError, "panic", s, slog.Any("panic", pv), slog.String("stack", string(stack)))
 	}
-	sctx, scancel := settleContext(ctx)
-	defer scancel()
+	sctx := settleDeadline(ctx)
+	defer sctx.end()
 	resp, mark, own := m.settle(sctx, s, c, capt, panicked)
 	if own {
 		copyHeader(w.Header(), capt.header) // the first answer keeps every header the handler set
@@ -243,6 +258,11 @@ func (m *Middleware) settle(ctx context.Context, s Scope, c Claim, capt *capture
 	m.event(ctx, slog.LevelDebug, "stored", s, slog.Int("status", resp.Status))
 	return resp, StatusStored, !failed
 }
+
+// readBody is the body the handler reads: the one read before the claim.
+type readBody struct{ bytes.Reader }
+
+func (*readBody) Close() error { return nil }
 
 // now reads the records' clock, Config.Now.
 func (m *Middleware) now() time.Time {
@@ -300,11 +320,9 @@ func copyHeader(dst, src http.Header) {
 // empty, and Content-Length.
 func writeResponse(w http.ResponseWriter, resp *Response, mark string) {
 	h := w.Header()
-	n := 0
-	for _, v := range resp.Header {
-		n += len(v)
-	}
-	vals := make([]string, 0, n+2) // one copy of every value: the record stays as stored
+	// One copy of every value (the record stays as stored), in one array
+	// unless a header has more than one value.
+	vals := make([]string, 0, len(resp.Header)+2)
 	for k, v := range resp.Header {
 		if k == principalHeader {
 			continue // kept in the record, never sent

@@ -14,7 +14,9 @@ import (
 // transaction of the store's too, so that the handler always has one.
 type TxStore interface {
 	Store
-	// BeginTx opens a transaction that stores no record.
+	// BeginTx opens a transaction that stores no record. The store may
+	// begin it at the handler's first use, so that a handler that does
+	// not use it does not need the store.
 	BeginTx(ctx context.Context) (Tx, error)
 }
 

@@ -88,7 +88,13 @@ func (r *renewer) stop() {
 // claim: ctx's values (the store's transaction), not its end, and a bound
 // of its own.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	l := settleDeadline(ctx)
+	return l, l.end
+}
+
+// settleDeadline is settleContext's context.
+func settleDeadline(ctx context.Context) *lazyDeadline {
+	return &lazyDeadline{parent: context.WithoutCancel(ctx), deadline: time.Now().Add(settleTimeout)}
 }
 
 var _ Renewer = (*memClaim)(nil)
@@ -110,12 +116,18 @@ func renewerOf(c Claim) (Renewer, bool) {
 func keepClaim(c Claim, store Store, ttl time.Duration, now func() time.Time, warned *atomic.Bool, log eventLog) (stop func()) {
 	r, ok := renewerOf(c)
 	if !ok {
-		if warned.CompareAndSwap(false, true) {
-			log(slog.LevelWarn, "no_renewal", slog.String("store", fmt.Sprintf("%T", store)),
-				slog.String("detail", "the store's claims are not Renewers: a claim passes on at its lease (Lease "+
-					ttl.String()+") even while its owner runs, so a run slower than that may run twice"))
-		}
+		warnNoRenewal(store, ttl, warned, log)
 		return func() {}
 	}
 	return keepAlive(r, ttl, now, log)
+}
+
+// warnNoRenewal logs, once per warned, that store's claims are not
+// Renewers.
+func warnNoRenewal(store Store, ttl time.Duration, warned *atomic.Bool, log eventLog) {
+	if warned.CompareAndSwap(false, true) {
+		log(slog.LevelWarn, "no_renewal", slog.String("store", fmt.Sprintf("%T", store)),
+			slog.String("detail", "the store's claims are not Renewers: a claim passes on at its lease (Lease "+
+				ttl.String()+") even while its owner runs, so a run slower than that may run twice"))
+	}
 }

@@ -38,7 +38,9 @@ type txn interface {
 	renew(ctx context.Context, q queries, idleMS string) error
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
-	bind(ctx context.Context) context.Context
+	// view is the transaction as the handler gets it: a pgx.Tx (Tx) or a
+	// *sql.Tx (SQLTx).
+	view() any
 }
 
 // Pool is what New needs of a pgx pool: *pgxpool.Pool and *pgx.Conn have
@@ -69,23 +71,38 @@ func NewSQL(db *sql.DB, opts ...Option) *Store { return newStore(sqlBackend{db},
 
 type txKey struct{}
 
-// Tx returns the transaction of the claim the handler runs under, when
-// the Store was made by New; nil otherwise. Write the effect's rows in it:
-// they commit with the stored answer. Do not commit or roll it back. It is
-// safe for use by the handler's goroutines one call at a time, and shares
-// its connection with the claim's renewals; its Conn is not guarded, and
-// a Rows left open blocks the renewals until closed. Its Begin opens a
-// savepoint. On a *pgxpool.Pool its LargeObjects is not supported, and its
-// Commit and Rollback return an error.
+// Tx returns the transaction the handler runs in, when the Store was made
+// by New; nil otherwise. Write the effect's rows in it: they commit with
+// the stored answer (or, for a request without a record, when the
+// handler writes a status below 500). Do not commit or roll it back. It
+// is safe for use by the handler's goroutines one call at a time, and
+// shares its connection with the claim's renewals; its Conn is not
+// guarded, and a Rows left open blocks the renewals until closed. Its
+// Begin opens a savepoint. On a *pgxpool.Pool its LargeObjects is not
+// supported, and its Commit and Rollback return an error.
+//
+// For a request without a record (a safe method, or no key) the
+// transaction begins at the first call of one of its methods, which
+// returns the error of BEGIN if the database cannot be reached: a handler
+// that does not use it costs no round trip and does not need the
+// database.
 func Tx(ctx context.Context) pgx.Tx {
 	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
 	return tx
 }
 
-// SQLTx is Tx for a Store made by NewSQL.
+// SQLTx is Tx for a Store made by NewSQL. For a request without a record
+// the transaction begins at the first call of SQLTx, with ctx; SQLTx
+// returns nil if it cannot begin (the database cannot be reached), or if
+// it is first called after the handler wrote its status.
 func SQLTx(ctx context.Context) *sql.Tx {
-	tx, _ := ctx.Value(txKey{}).(*sql.Tx)
-	return tx
+	switch v := ctx.Value(txKey{}).(type) {
+	case *sql.Tx:
+		return v
+	case *lazySQL:
+		return v.tx(ctx)
+	}
+	return nil
 }
 
 type pgxBackend struct{ p Pool }
@@ -163,9 +180,7 @@ func (t pgxTxn) commitWith(ctx context.Context, sql string, args ...any) error {
 
 func (t pgxTxn) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t pgxTxn) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
-func (t pgxTxn) bind(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, &lockedTx{tx: t.tx, mu: t.mu})
-}
+func (t pgxTxn) view() any                          { return &lockedTx{tx: t.tx, mu: t.mu} }
 
 // row is a pgx.Row or a *sql.Row.
 type row interface{ Scan(dest ...any) error }
@@ -260,6 +275,4 @@ func (t sqlTxn) rollback(context.Context) error {
 	defer t.cancel()
 	return t.tx.Rollback()
 }
-func (t sqlTxn) bind(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, t.tx)
-}
+func (t sqlTxn) view() any { return t.tx }

@@ -63,7 +63,7 @@ func (c *claim) Failures(ctx context.Context, now time.Time) (int, bool, error) 
 	}
 	var n int
 	var dead bool
-	bctx := c.tx.bind(ctx)
+	bctx := context.WithValue(ctx, txKey{}, c.tx.view())
 	var err error
 	if tx := Tx(bctx); tx != nil {
 		err = tx.QueryRow(bctx, c.s.fq.read, c.scope[:], now).Scan(&n, &dead)
@@ -103,7 +103,7 @@ func (s *Store) DeadLetters(ctx context.Context, route string, now time.Time, li
 		return nil, fmt.Errorf("idempotency/postgres: dead letters: %w", err)
 	}
 	defer func() { _ = tx.rollback(context.WithoutCancel(ctx)) }()
-	bctx := tx.bind(ctx)
+	bctx := context.WithValue(ctx, txKey{}, tx.view())
 	var out []idempotency.DeadLetter
 	scan := func(r row) error {
 		var d idempotency.DeadLetter

@@ -21,6 +21,12 @@
 // cannot pipeline, they cost five (BEGIN, lock, read, INSERT, COMMIT),
 // four and four; over a single *pgx.Conn four, three and three.
 //
+// A request the middleware passes through without a record (a safe
+// method, or no key) gets a transaction too (BeginTx), begun at the
+// handler's first use of Tx (SQLTx): a handler that does not use it costs
+// no round trip and is answered with the database down; one statement in
+// it costs three (BEGIN, the statement, COMMIT).
+//
 // # What bounds a stuck transaction
 //
 // The handler runs with a context that ends at the request's deadline or

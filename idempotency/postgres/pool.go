@@ -125,9 +125,7 @@ func (t *poolTxn) rollback(ctx context.Context) error {
 	return err
 }
 
-func (t *poolTxn) bind(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, &lockedTx{tx: &connTx{conn: t.conn.Conn()}, mu: t.mu})
-}
+func (t *poolTxn) view() any { return &lockedTx{tx: &connTx{conn: t.conn.Conn()}, mu: t.mu} }
 
 // errClaimTx: the handler tried to end the claim's transaction itself.
 var errClaimTx = errors.New("idempotency/postgres: the claim's transaction ends with the answer: do not commit or roll it back")

@@ -168,7 +168,9 @@ type claim struct {
 	ended   bool
 }
 
-func (c *claim) Context(ctx context.Context) context.Context { return c.tx.bind(ctx) }
+func (c *claim) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, c.tx.view())
+}
 
 func (c *claim) Complete(ctx context.Context, resp *idempotency.Response, expires time.Time) error {
 	if c.ended {
@@ -224,23 +226,25 @@ var _ idempotency.TxStore = (*Store)(nil)
 
 // BeginTx implements idempotency.TxStore: the transaction of a request
 // the middleware passes through without a record (a safe method, or no
-// key), so that Tx (SQLTx) is never nil in a handler it wraps. It commits
-// when the handler writes a status below 500; a 5xx or a panic rolls it
-// back.
-func (s *Store) BeginTx(ctx context.Context) (idempotency.Tx, error) {
-	tx, err := s.db.begin(ctx, time.Time{})
-	if err == nil {
-		err = tx.start(ctx)
+// key), so that Tx (SQLTx) is never nil in a handler it wraps. It begins
+// at the handler's first use of Tx's methods (SQLTx), not before: a
+// handler that does not use it costs no round trip and never fails for
+// the database. It commits when the handler writes a status below 500; a
+// 5xx or a panic rolls it back. BeginTx itself sends nothing and returns
+// no error.
+func (s *Store) BeginTx(context.Context) (idempotency.Tx, error) {
+	if _, ok := s.db.(sqlBackend); ok {
+		return passTx{&lazySQL{lazy{b: s.db}}}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("idempotency/postgres: begin: %w", err)
-	}
-	return passTx{tx}, nil
+	return passTx{&lazyPgx{lazy{b: s.db}}}, nil
 }
 
-// passTx is a transaction without a record.
-type passTx struct{ tx txn }
+// passTx is a transaction without a record, begun lazily: a *lazyPgx or
+// a *lazySQL.
+type passTx struct{ l interface{ ends() *lazy } }
 
-func (p passTx) Context(ctx context.Context) context.Context { return p.tx.bind(ctx) }
-func (p passTx) Commit(ctx context.Context) error            { return p.tx.commit(ctx) }
-func (p passTx) Rollback(ctx context.Context) error          { return p.tx.rollback(ctx) }
+func (p passTx) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, p.l)
+}
+func (p passTx) Commit(ctx context.Context) error   { return p.l.ends().end(ctx, true) }
+func (p passTx) Rollback(ctx context.Context) error { return p.l.ends().end(ctx, false) }
