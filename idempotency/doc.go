@@ -11,8 +11,10 @@
 // duplicate is answered 409 with Retry-After, the same key with another
 // payload 422, a missing required key 400, all as RFC 9457 problems. A
 // stored answer carries Idempotency-Status: stored, its replays
-// Idempotency-Status: replayed; an answer that was not stored never
-// carries the header. The resilient client counts that header as evidence
+// Idempotency-Status: replayed; no other answer to a request it dedupes
+// carries the header (a handler's own is removed). A request passed
+// through (no key, or a safe method) is answered by its handler
+// untouched. The resilient client counts that header as evidence
 // that the server dedupes the route: for an hour after an answer on the
 // same host, method and route (first two path segments) carried it, it
 // retries a POST on that route whose answer was lost, with no declaration

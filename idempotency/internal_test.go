@@ -75,6 +75,9 @@ func TestParseKey(t *testing.T) {
 		{[]string{"caf\xc3\xa9"}, "", true, true},
 		{[]string{""}, "", true, true},
 		{[]string{"a", "b"}, "", true, true},
+		{[]string{"a, b"}, "", true, true},     // two lines merged by a proxy (RFC 9110 §5.3)
+		{[]string{`"a", "b"`}, "", true, true}, // the same, quoted
+		{[]string{`"a, b"`}, "a, b", true, false},
 	}
 	for _, tt := range tests {
 		h := http.Header{}

@@ -22,7 +22,8 @@ var (
 
 // parseKey reads the key header name of h: bare (abc, as Stripe's clients
 // send it) or a Structured Field string ("abc", as the IETF draft sends
-// it). present is false when there is no header.
+// it). present is false when there is no header. A bare key holding a
+// comma is two header lines merged: refused as repeated.
 func parseKey(h http.Header, name string) (key string, present bool, err error) {
 	vals := h[name]
 	switch len(vals) {
@@ -35,6 +36,10 @@ func parseKey(h http.Header, name string) (key string, present bool, err error) 
 	v := strings.Trim(vals[0], " \t")
 	if strings.HasPrefix(v, `"`) {
 		key, err = parseSFString(v)
+	} else if strings.IndexByte(v, ',') >= 0 {
+		// Two field lines merged into one (RFC 9110 §5.3), as a proxy may
+		// merge them: still a repeated key. An sf-string may hold a comma.
+		err = errRepeatedKey
 	} else {
 		key, err = v, checkPrintable(v)
 	}
@@ -85,7 +90,8 @@ func parseSFString(v string) (string, error) {
 }
 
 // ParseKey reads the key header name of h as the middleware does: bare or
-// a Structured Field string, printable ASCII, 1 to MaxKeyLength bytes.
+// a Structured Field string, printable ASCII, 1 to MaxKeyLength bytes; a
+// bare key holding a comma is refused as repeated (two lines merged).
 // present is false when there is no header; err says why a key is
 // refused. A server reads it to act on the key before the middleware, as
 // fakeserver draws its faults by key.

@@ -20,7 +20,7 @@ import (
 )
 
 // TestReadmePostgres is idempotency/README.md's PostgreSQL snippet, run on a
-// fresh database (nothing in it but the application's payments table), from
+// fresh, empty database, from
 // start to replay: a first POST stored, its retry replayed, a POST without
 // a key in a transaction too, and one payment per key.
 func TestReadmePostgres(t *testing.T) {
@@ -36,11 +36,6 @@ func TestReadmePostgres(t *testing.T) {
 	})
 	dsn := strings.Replace(dsn, "dbname=postgres", "dbname="+db, 1)
 	require.Contains(t, dsn, "dbname="+db)
-	app, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	_, err = app.Exec(ctx, `CREATE TABLE payments (id bigserial PRIMARY KEY, amount int NOT NULL)`) // the application's own
-	require.NoError(t, err)
-	require.NoError(t, app.Close(ctx))
 	mux := http.NewServeMux()
 
 	// README: begin
@@ -50,6 +45,11 @@ func TestReadmePostgres(t *testing.T) {
 	}
 	store := postgres.New(pool)
 	if err := store.CreateSchema(ctx); err != nil { // once, at startup
+		log.Fatal(err)
+	}
+	_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS payments (
+		id bigserial PRIMARY KEY, amount int NOT NULL)`) // the application's own
+	if err != nil {
 		log.Fatal(err)
 	}
 	mw, err := idempotency.New(store, idempotency.Config{})
