@@ -89,7 +89,9 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 // looks so. So does a cold host: one or two failed calls are no evidence
 // that it sheds. A cold host (fewer than 20 first attempts) has one such
 // wait at a time: a second 503 with a delay while one is waited out is
-// taken as the host shedding (firsts.coldWait).
+// taken as the host shedding (firsts.coldWait). The attempt of a declared
+// outer loop without marks pauses the host's retries: its loop's next try
+// is a call the Transport cannot tie to this operation.
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
@@ -109,10 +111,18 @@ func (c *call) observe(a *attempt, v verdict) {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		if c.h.firstsShedding(a.end) || !c.h.pauses.firsts.coldWait(a.end, d.Delay) {
+		if c.unlinkedOuter() || c.h.firstsShedding(a.end) || !c.h.pauses.firsts.coldWait(a.end, d.Delay) {
 			c.h.pauses.pause(a.end, d.Delay, false)
 		}
 	}
+}
+
+// unlinkedOuter reports whether c is an attempt of a declared outer loop
+// (WithOuterRetries(true)) without marks: the loop's next try cannot be
+// tied to c's operation (askedBefore), so a 503's delay holds the host's
+// retries, every outer loop's next try among them.
+func (c *call) unlinkedOuter() bool {
+	return c.outer != nil && c.outer.single && !c.outer.marked
 }
 
 // unobserved reports whether only a few learn from c's first attempt when

@@ -95,7 +95,7 @@ func TestResumeNginxThroughToxiproxy(t *testing.T) {
 	}
 	u := (&url.URL{Scheme: "http", Host: proxy.Listen, Path: "/big.bin"}).String()
 
-	get := func(wrap bool, change bool) (got []byte, err error, resumes int64) {
+	get := func(wrap bool, change bool) (got []byte, resumes int64, err error) {
 		writeFile(t, www, "big.bin", content)
 		tr := &http.Transport{}
 		defer tr.CloseIdleConnections()
@@ -117,22 +117,22 @@ func TestResumeNginxThroughToxiproxy(t *testing.T) {
 			writeFile(t, www, "big.bin", append(bytes.Clone(content), 'x'))
 		}
 		got, err = io.ReadAll(resp.Body)
-		return got, err, n.Load()
+		return got, n.Load(), err
 	}
 
 	t.Run("resumed", func(t *testing.T) {
-		bare, bareErr, _ := get(false, false)
+		bare, _, bareErr := get(false, false)
 		require.ErrorIs(t, bareErr, io.ErrUnexpectedEOF, "the bare client's read is cut")
 		assert.Less(t, len(bare), 2<<20)
-		got, err, resumes := get(true, false)
+		got, resumes, err := get(true, false)
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(content, got), "byte-identical")
 		assert.Equal(t, int64(4), resumes, "2 MiB per connection, its header included: 5 answers")
 	})
 	t.Run("changed file never spliced", func(t *testing.T) {
-		bare, bareErr, _ := get(false, true)
+		bare, _, bareErr := get(false, true)
 		require.ErrorIs(t, bareErr, io.ErrUnexpectedEOF)
-		got, err, resumes := get(true, true)
+		got, resumes, err := get(true, true)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, bareErr, "errors.Is finds the bare client's error")
 		assert.Equal(t, len(bare), len(got), "the bare client's bytes, no more")
