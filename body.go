@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync"
 )
 
@@ -69,10 +71,12 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 		rb.setFirst(req.Body)
 		rb.length, rb.limit = req.ContentLength, limit
 		return nil
-	case !whole:
+	case !whole && !inMemory(req.Body):
 		rb.stream = newStreamBody(req.Body, req.ContentLength, limit)
 		return nil
 	}
+	// Read whole: for a Store, or a body in memory, which a read never
+	// blocks on.
 	var b bytes.Buffer
 	if req.ContentLength > 0 && req.ContentLength <= limit {
 		b.Grow(int(req.ContentLength))
@@ -89,6 +93,13 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	if n <= limit {
 		req.Body.Close()
 		rb.buf = b.Bytes()
+		if req.ContentLength > 0 && n != req.ContentLength {
+			// Not ContentLength long: sent once, in memory as the
+			// caller's was, so that net/http refuses it as it would
+			// the caller's, sending no more of it than bare.
+			rb.over = true
+			rb.setFirst(io.NopCloser(bytes.NewReader(rb.buf)))
+		}
 		return nil
 	}
 	// Over the limit: stream what was read, then the rest, once.
@@ -96,6 +107,25 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	rb.buf = b.Bytes()
 	rb.readOn(rb.buf, req.Body)
 	return nil
+}
+
+// nopClosers are the types of io.NopCloser's results.
+var nopClosers = [2]reflect.Type{reflect.TypeOf(io.NopCloser(nil)), reflect.TypeOf(io.NopCloser(strings.NewReader("")))}
+
+// inMemory reports whether net/http takes r for a body in memory, which a
+// read never blocks on (its isKnownInMemoryReader). It then writes the
+// request's header and body in one go: nothing reaches the server of a
+// body that is not ContentLength long.
+func inMemory(r io.Reader) bool {
+	switch r.(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
+		return true
+	}
+	if t := reflect.TypeOf(r); t == nopClosers[0] || t == nopClosers[1] {
+		inner, _ := reflect.ValueOf(r).Field(0).Interface().(io.Reader)
+		return inMemory(inner)
+	}
+	return false
 }
 
 // readOn makes the first attempt's body read, what was read of src, then
@@ -281,31 +311,40 @@ func (rb *replayBody) holdBody() (bool, error) {
 	}
 	rb.tried = true
 	src, first := rb.take(), true
-	if src == nil {
-		r, err := rb.getBody()
-		if err != nil {
-			return false, err
+	for {
+		if src == nil {
+			r, err := rb.getBody()
+			if err != nil {
+				return false, err
+			}
+			src, first = r, false
 		}
-		src, first = r, false
+		var b bytes.Buffer
+		b.Grow(int(max(min(rb.length, rb.limit), 0)))
+		n, err := io.Copy(&b, io.LimitReader(src, rb.limit+1))
+		whole := err == nil && n <= rb.limit && (rb.length <= 0 || n == rb.length)
+		switch {
+		case whole:
+			src.Close()
+			rb.buf, rb.getBody = b.Bytes(), nil
+			return true, nil
+		case first && err == nil && n <= rb.limit:
+			// The caller's Body is not ContentLength long: most often
+			// spent by an earlier call, the same request sent again
+			// unrewound. net/http fails to write it, having written
+			// nothing, and on a kept-alive connection sends a body
+			// from GetBody instead. So does hold.
+			src.Close()
+			src = nil
+			continue
+		case first:
+			rb.readOn(b.Bytes(), src) // as read: what is left of it follows what hold read
+		default:
+			src.Close()
+			rb.over = err == nil && n <= rb.limit // GetBody's body is not ContentLength long
+		}
+		return false, nil
 	}
-	var b bytes.Buffer
-	b.Grow(int(max(min(rb.length, rb.limit), 0)))
-	n, err := io.Copy(&b, io.LimitReader(src, rb.limit+1))
-	whole := err == nil && n <= rb.limit && (rb.length <= 0 || n == rb.length)
-	switch {
-	case whole:
-		src.Close()
-		rb.buf, rb.getBody = b.Bytes(), nil
-		return true, nil
-	case first:
-		rb.readOn(b.Bytes(), src) // as read: what is left of it follows what hold read
-	default:
-		src.Close()
-	}
-	if err == nil && n <= rb.limit {
-		rb.over = !first // GetBody's body is not ContentLength long
-	}
-	return false, nil
 }
 
 // streamBody is a request body without GetBody, such as an io.Pipe or a

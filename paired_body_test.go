@@ -118,6 +118,21 @@ func pbKinds() []pbKind {
 			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("short")), nil }
 			return req
 		}},
+		{name: "longer than its ContentLength", build: func(t *testing.T, ctx context.Context, url, _ string, b []byte) *http.Request {
+			req := pbNew(t, ctx, url, io.NopCloser(bytes.NewReader(b)))
+			req.ContentLength = 10 // net/http refuses it, sending nothing of it
+			return req
+		}},
+		{name: "longer than its ContentLength, GetBody", build: func(t *testing.T, ctx context.Context, url, _ string, b []byte) *http.Request {
+			req := pbNew(t, ctx, url, bytes.NewReader(b))
+			req.ContentLength = 10
+			return req
+		}},
+		{name: "shorter than its ContentLength", build: func(t *testing.T, ctx context.Context, url, _ string, b []byte) *http.Request {
+			req := pbNew(t, ctx, url, io.NopCloser(bytes.NewReader(b)))
+			req.ContentLength = int64(len(b)) + 10
+			return req
+		}},
 		{name: "over the replay buffer, GetBody", size: 1<<20 + 1, build: func(t *testing.T, ctx context.Context, url, _ string, b []byte) *http.Request {
 			return pbNew(t, ctx, url, bytes.NewReader(b))
 		}},
@@ -322,4 +337,79 @@ func TestStoreClaimBodies(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPairedBodiesReused: a hand-written loop gives the same *http.Request
+// to Client.Do again without resetting its Body, which the earlier call
+// consumed. A bare client re-sends it: net/http fails to write the spent
+// body on the kept-alive connection, having written nothing, and sends a
+// body from GetBody instead. Wrapped, the re-send must reach the server
+// with the whole body too, whatever the method and the failure, and the
+// call must do no worse.
+func TestPairedBodiesReused(t *testing.T) {
+	type loop struct {
+		name  string
+		twice bool // two calls whatever the answers; else until a success, up to 3
+	}
+	kinds := pbKinds()[:2] // bytes.Reader, strings.Reader: net/http sets GetBody
+	for _, method := range []string{http.MethodPost, http.MethodPatch, http.MethodPut} {
+		for _, status := range []int{http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusTooManyRequests} {
+			for _, opts := range []struct {
+				name string
+				opts []resilient.Option
+			}{{"default", nil}, {"one attempt", []resilient.Option{resilient.WithMaxAttempts(1)}}} {
+				for _, l := range []loop{{"twice", true}, {"until success", false}} {
+					for _, k := range kinds {
+						t.Run(fmt.Sprintf("%s/%d/%s/%s/%s", method, status, opts.name, l.name, k.name), func(t *testing.T) {
+							run := func(wrap bool) pbObs {
+								return pbRunReused(t, method, status, k, l.twice, wrap, opts.opts)
+							}
+							pbCheck(t, k, run(false), run(true))
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// pbRunReused runs TestPairedBodiesReused's loop on one side: the server
+// answers its first request with status, and every other with 201.
+func pbRunReused(t *testing.T, method string, status int, k pbKind, twice, wrap bool, opts []resilient.Option) pbObs {
+	var obs pbObs
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		net := newPipeNet(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			mu.Lock()
+			obs.sent = append(obs.sent, pbSent{call: "0", body: b, length: r.ContentLength, err: err})
+			first := len(obs.sent) == 1
+			mu.Unlock()
+			if first {
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(status)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		})
+		defer net.close()
+		c := &http.Client{Transport: net.tr}
+		if wrap {
+			c = resilient.Wrap(c, opts...)
+		}
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), pbMethodKey{}, method), 10*time.Minute)
+		defer cancel()
+		req := k.build(t, ctx, "http://api.test/v1/charges", "", pbPayload(0, k.size))
+		for i := range 3 {
+			obs.outcomes = append(obs.outcomes, pnOutcome(c.Do(req))) // the same request, its Body as the last call left it
+			if (twice && i == 1) || (!twice && pbRank(obs.outcomes[i]) == 2) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if !twice {
+			obs.outcomes = obs.outcomes[len(obs.outcomes)-1:] // the loop's result
+		}
+	})
+	return obs
 }
