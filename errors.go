@@ -49,7 +49,9 @@ var (
 	// before the context's deadline. Or other answers from the host asked
 	// for the same pause within that delay: the host is shedding, and a
 	// retry would wait out a pause it keeps renewing. A pause is judged
-	// before any wait: a retry that waited out a pause is sent.
+	// before any wait: a retry that waited out a pause is sent. A retry
+	// that waited out a cold host's Retry-After is judged again: the
+	// first attempts sent meanwhile may show that the host sheds.
 	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
 	// ErrRateLimited: the host's RateLimit could not admit the attempt
 	// before the context's deadline, so it was not sent.

@@ -128,6 +128,13 @@ func (f *firsts) shedding(now int64) bool {
 	return showsShedding(pOK+cOK+pFail+cFail, pFail+cFail)
 }
 
+// warm reports whether the host's window holds at least firstsMin first
+// attempts at now: enough to tell whether it sheds.
+func (f *firsts) warm(now int64) bool {
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
+	return pOK+pFail+cOK+cFail >= firstsMin
+}
+
 // coldWait reports whether an operation may wait out, from now, a delay d
 // its first attempt's 503 asked for. On a host whose window holds fewer
 // than firstsMin first attempts (too few to show that it sheds), one
@@ -138,8 +145,7 @@ func (f *firsts) shedding(now int64) bool {
 // not one per failure until the window can tell. A warm host has no such
 // bound.
 func (f *firsts) coldWait(now int64, d time.Duration) bool {
-	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
-	if pOK+pFail+cOK+cFail >= firstsMin {
+	if f.warm(now) {
 		return true
 	}
 	for {

@@ -336,3 +336,71 @@ func TestColdHostWaitsOneRetryAfterAtATime(t *testing.T) {
 		})
 	}
 }
+
+// byPath is a server that answers a request to /a with the next of a's
+// statuses (as answers does) and any other with other.
+type byPath struct {
+	a     answers
+	other int
+}
+
+func (s *byPath) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/a" {
+		return s.a.RoundTrip(req)
+	}
+	return &http.Response{StatusCode: s.other, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// A cold host's retry that waited out a 503's Retry-After is judged again
+// when the wait ends: if the first attempts sent meanwhile show that the
+// host sheds (with the first one's failure, 4 of 4 failed), the retry is
+// not sent and the caller has the 503, as from a bare client. First
+// attempts that show nothing (one failed, or every one healthy) leave the
+// retry to go out, as the single call of a cold client does.
+func TestColdHostRetryJudgedAgainAfterItsWait(t *testing.T) {
+	tests := []struct {
+		name          string
+		others, other int
+		wantAttempts  int
+	}{
+		{"three others fail meanwhile: the host sheds", 3, 503, 1},
+		{"one other fails meanwhile: no evidence", 1, 503, 2},
+		{"three others succeed meanwhile", 3, 200, 2},
+		{"nothing else is sent", 0, 200, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &byPath{a: answers{list: []string{"503+", "200"}}, other: tt.other}
+				tr := NewTransport(s)
+				rep := new(Report)
+				var wg sync.WaitGroup
+				var got *http.Response
+				wg.Go(func() {
+					req, err := http.NewRequestWithContext(ContextWithReport(context.Background(), rep), http.MethodGet, "http://api.test/a", nil)
+					require.NoError(t, err)
+					got, err = tr.RoundTrip(req)
+					require.NoError(t, err)
+					got.Body.Close()
+				})
+				synctest.Wait() // /a answered 503 + Retry-After: 1 and waits
+				time.Sleep(100 * time.Millisecond)
+				for range tt.others { // their first attempts at once, before /a's wait ends
+					wg.Go(func() {
+						resp, err := tr.RoundTrip(stubtest.Get(context.Background(), "api.test"))
+						require.NoError(t, err)
+						resp.Body.Close()
+					})
+				}
+				wg.Wait()
+				assert.Len(t, rep.Attempts, tt.wantAttempts)
+				if tt.wantAttempts == 1 {
+					assert.Equal(t, http.StatusServiceUnavailable, got.StatusCode, "the 503 stands")
+					assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
+					return
+				}
+				assert.Equal(t, http.StatusOK, got.StatusCode)
+			})
+		})
+	}
+}

@@ -50,6 +50,10 @@ type applicant struct {
 	// marks): it may be a retry, and waits as one (outerWait).
 	asked    int64
 	unlinked bool
+	// cold: the retry waits out a 503's Retry-After on a host with too
+	// few first attempts to tell whether it sheds (firsts.coldWait). It
+	// is judged again when the wait ends (reservation.wait).
+	cold bool
 }
 
 // reservation is one attempt's admission.
@@ -280,6 +284,16 @@ func (r *reservation) wait(g *applicant) error {
 			r.at = now
 			r.cancel()
 			return ErrPushback
+		}
+	}
+	if g.cold && !r.first {
+		// The first attempts sent while a cold host's retry waited may
+		// show that the host sheds: the retry is not sent (see observe).
+		g.cold = false
+		if now := g.cfg.nanos(); h.firstsShedding(now) {
+			r.at = now
+			r.cancel()
+			return ErrDelayTooLong
 		}
 	}
 	if r.first && h.pauses.pauseUntil.Load() != 0 && !g.single {

@@ -89,9 +89,14 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 // looks so. So does a cold host: one or two failed calls are no evidence
 // that it sheds. A cold host (fewer than 20 first attempts) has one such
 // wait at a time: a second 503 with a delay while one is waited out is
-// taken as the host shedding (firsts.coldWait). The attempt of a declared
-// outer loop without marks pauses the host's retries: its loop's next try
-// is a call the Transport cannot tie to this operation.
+// taken as the host shedding (firsts.coldWait). When the wait ends, the
+// host is judged again (reservation.wait): if the first attempts sent
+// meanwhile show that it sheds, the retry is not sent and the 503
+// stands. A single call of a cold client sends nothing meanwhile, and
+// retries. A fleet of cold per-client Transports on a shedding server
+// sends few retries into the overload. The attempt of a declared outer
+// loop without marks pauses the host's retries: its loop's next try is a
+// call the Transport cannot tie to this operation.
 func (c *call) observe(a *attempt, v verdict) {
 	d := v.d
 	if a.err == nil {
@@ -111,8 +116,11 @@ func (c *call) observe(a *attempt, v verdict) {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		if c.unlinkedOuter() || c.h.firstsShedding(a.end) || !c.h.pauses.firsts.coldWait(a.end, d.Delay) {
+		switch f := &c.h.pauses.firsts; {
+		case c.unlinkedOuter() || c.h.firstsShedding(a.end) || !f.coldWait(a.end, d.Delay):
 			c.h.pauses.pause(a.end, d.Delay, false)
+		case !f.warm(a.end):
+			c.cold = true // judged again when the wait ends (reservation.wait)
 		}
 	}
 }
