@@ -113,19 +113,22 @@ func (s *eventBody) fill() error {
 
 // complete returns the length of buf's complete events (up to and with
 // the blank line ending the last one), and notes their ids and retry:
-// fields. A lone \r at the end waits for the next read: it may be \r\n.
+// fields. A \r ending a blank line ends the event, though a \n may
+// follow in the next read: that \n is an empty line, which ends no
+// event. A \r at the end of a field's line waits for the next read: it
+// may be \r\n.
 func (s *eventBody) complete() int {
 	end, start := 0, 0 // end of the complete events; start of the event being scanned
 	var id *string
 	data := false
 	for i := 0; i < len(s.buf); {
 		j := bytes.IndexAny(s.buf[i:], "\r\n")
-		if j < 0 || s.buf[i+j] == '\r' && i+j+1 == len(s.buf) {
-			break
+		if j < 0 || j > 0 && s.buf[i+j] == '\r' && i+j+1 == len(s.buf) {
+			break // a field's \r at the end waits: it may be \r\n
 		}
 		line := s.buf[i : i+j]
 		next := i + j + 1
-		if s.buf[i+j] == '\r' && s.buf[next] == '\n' {
+		if s.buf[i+j] == '\r' && next < len(s.buf) && s.buf[next] == '\n' {
 			next++
 		}
 		if len(line) == 0 {
