@@ -19,31 +19,34 @@ func TestEventComplete(t *testing.T) {
 		name   string
 		buf    string
 		end    int // the length of the complete events
+		events int // the events dispatched: blocks with data
 		last   string
 		unsafe bool
 		retry  time.Duration
 	}{
-		{name: "one event, \\n", buf: "id: 1\ndata: a\n\nid: 2\nda", end: 15, last: "1"},
-		{name: "\\r\\n", buf: "id: 7\r\ndata: a\r\n\r\n", end: 18, last: "7"},
-		{name: "\\r", buf: "id: 7\rdata: a\r\rdata", end: 15, last: "7"},
-		{name: "\\r, the blank line's \\r the last byte", buf: "id: 7\rdata: a\r\r", end: 15, last: "7"},
-		{name: "\\r\\n, the blank line's \\r the last byte", buf: "id: 7\r\ndata: a\r\n\r", end: 17, last: "7"},
-		{name: "\\n, then a blank line's \\r the last byte", buf: "id: 7\ndata: a\n\r", end: 15, last: "7"},
+		{name: "one event, \\n", buf: "id: 1\ndata: a\n\nid: 2\nda", end: 15, events: 1, last: "1"},
+		{name: "\\r\\n", buf: "id: 7\r\ndata: a\r\n\r\n", end: 18, events: 1, last: "7"},
+		{name: "\\r", buf: "id: 7\rdata: a\r\rdata", end: 15, events: 1, last: "7"},
+		{name: "\\r, the blank line's \\r the last byte", buf: "id: 7\rdata: a\r\r", end: 15, events: 1, last: "7"},
+		{name: "\\r\\n, the blank line's \\r the last byte", buf: "id: 7\r\ndata: a\r\n\r", end: 17, events: 1, last: "7"},
+		{name: "\\n, then a blank line's \\r the last byte", buf: "id: 7\ndata: a\n\r", end: 15, events: 1, last: "7"},
 		{name: "a field's \\r the last byte waits: it may be \\r\\n", buf: "id: 7\rdata: a\r", end: 0},
-		{name: "the \\n after a blank line's \\r starts no event", buf: "\nid: 8\r\ndata: b\r\n\r\n", end: 19, last: "8"},
-		{name: "mixed endings", buf: "id: 1\rdata: a\r\n\nid: 2\ndata: b\r\r\nid: 3\r\ndata: c\n\r", end: 48, last: "3"},
+		{name: "the \\n after a blank line's \\r starts no event", buf: "\nid: 8\r\ndata: b\r\n\r\n", end: 19, events: 1, last: "8"},
+		{name: "mixed endings", buf: "id: 1\rdata: a\r\n\nid: 2\ndata: b\r\r\nid: 3\r\ndata: c\n\r", end: 48, events: 3, last: "3"},
 		{name: "no blank line yet", buf: "id: 1\ndata: a\n", end: 0},
-		{name: "an event without an id after one with", buf: "id: 1\ndata: a\n\ndata: b\n\n", end: 24, last: "1", unsafe: true},
-		{name: "an id without a space, then retry", buf: "id:9\ndata: a\n\nretry: 1500\n\n", end: 27, last: "9", retry: 1500 * time.Millisecond},
-		{name: "an id with NUL is ignored", buf: "id: 1\ndata: a\n\nid: x\x00\ndata: b\n\n", end: 31, last: "1", unsafe: true},
-		{name: "a comment is no event", buf: "id: 1\ndata: a\n\n: ping\n\n", end: 23, last: "1"},
+		{name: "an event without an id after one with", buf: "id: 1\ndata: a\n\ndata: b\n\n", end: 24, events: 2, last: "1", unsafe: true},
+		{name: "an id without a space, then retry", buf: "id:9\ndata: a\n\nretry: 1500\n\n", end: 27, events: 1, last: "9", retry: 1500 * time.Millisecond},
+		{name: "an id with NUL is ignored", buf: "id: 1\ndata: a\n\nid: x\x00\ndata: b\n\n", end: 31, events: 2, last: "1", unsafe: true},
+		{name: "a comment is no event", buf: "id: 1\ndata: a\n\n: ping\n\n", end: 23, events: 1, last: "1"},
 		{name: "an id alone is no event", buf: "id: 1\n\n", end: 7, last: "1"},
 		{name: "blank lines alone", buf: "\n\n\n", end: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &eventBody{buf: []byte(tc.buf)}
-			assert.Equal(t, tc.end, s.complete())
+			end, events := s.complete()
+			assert.Equal(t, tc.end, end)
+			assert.Equal(t, tc.events, events)
 			assert.Equal(t, tc.last, s.ids.last)
 			assert.Equal(t, tc.unsafe, s.ids.unsafe)
 			assert.Equal(t, tc.retry, s.ids.retry)
