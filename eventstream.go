@@ -119,9 +119,9 @@ func (s *eventBody) fill() error {
 // the blank line ending the last one), and how many of them had data:
 // the events a client dispatches. It notes their ids and retry: fields.
 // A \r ending a blank line ends the event, though a \n may follow in
-// the next read: that \n is an empty line, which ends no event, handed
-// over at once as blank lines between events are. A \r at the end of a
-// field's line waits for the next read: it may be \r\n.
+// the next read. That \n is an empty line, which ends no event: it is
+// handed over at once, as blank lines between events are. A \r at the
+// end of a field's line waits for the next read: it may be \r\n.
 func (s *eventBody) complete() (end, events int) {
 	start := 0 // where the event being scanned starts
 	var id *string
