@@ -20,7 +20,10 @@ import (
 // once: an event is handed over once its blank line arrived, a partial
 // one is dropped at a cut, and no reconnect is made when an event without
 // an id was read after the last id (the server would send it again).
-// Reconnects are admitted as resumes are (resume.go).
+// Reconnects are admitted as resumes are (resume.go). Progress is in
+// events (a block with data, which a client dispatches), not bytes: a
+// connection that brings only comments, ids or retry: fields made none,
+// and its reconnect is a retry. The caller still reads those bytes.
 
 // eventStream reports whether resp, answering req, is an event stream
 // the caller asked to resume (a Last-Event-ID header on req).
@@ -101,45 +104,53 @@ func (s *eventBody) fill() error {
 		s.buf = s.buf[:0]
 		return err
 	}
-	if end := s.complete(); end > 0 {
+	if end, events := s.complete(); end > 0 {
 		s.ready = append(s.ready[:0], s.buf[:end]...)
 		s.buf = append(s.buf[:0], s.buf[end:]...)
-		if len(s.ready) > 0 {
-			s.n.progressed(1)
-		}
+		// Progress is events, not bytes: a stream that sends only
+		// comments, ids or retry: fields dispatches nothing, and its
+		// reconnects are retries.
+		s.n.progressed(int64(events))
 	}
 	return err
 }
 
 // complete returns the length of buf's complete events (up to and with
-// the blank line ending the last one), and notes their ids and retry:
-// fields. A lone \r at the end waits for the next read: it may be \r\n.
-func (s *eventBody) complete() int {
-	end, start := 0, 0 // end of the complete events; start of the event being scanned
+// the blank line ending the last one), and how many of them had data:
+// the events a client dispatches. It notes their ids and retry: fields.
+// A \r ending a blank line ends the event, though a \n may follow in
+// the next read. That \n is an empty line, which ends no event: it is
+// handed over at once, as blank lines between events are. A \r at the
+// end of a field's line waits for the next read: it may be \r\n.
+func (s *eventBody) complete() (end, events int) {
+	start := 0 // where the event being scanned starts
 	var id *string
 	data := false
 	for i := 0; i < len(s.buf); {
 		j := bytes.IndexAny(s.buf[i:], "\r\n")
-		if j < 0 || s.buf[i+j] == '\r' && i+j+1 == len(s.buf) {
-			break
+		if j < 0 || j > 0 && s.buf[i+j] == '\r' && i+j+1 == len(s.buf) {
+			break // a field's \r at the end waits: it may be \r\n
 		}
 		line := s.buf[i : i+j]
 		next := i + j + 1
-		if s.buf[i+j] == '\r' && s.buf[next] == '\n' {
+		if s.buf[i+j] == '\r' && next < len(s.buf) && s.buf[next] == '\n' {
 			next++
 		}
 		if len(line) == 0 {
 			if i > start { // a blank line ends an event
 				s.ids.note(id, data)
-				end = next
+				if data {
+					events++
+				}
 			}
+			end = next // a blank line between events is handed over too
 			id, data, start = nil, false, next
 		} else {
 			id, data = s.ids.field(line, id, data)
 		}
 		i = next
 	}
-	return end
+	return end, events
 }
 
 // field notes a line of an event: its id, whether it has data, and the

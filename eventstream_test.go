@@ -28,8 +28,11 @@ type esServer struct {
 	n, perConn, noID int
 	clean            bool
 	retry            string // a retry: field sent first, if not ""
-	mu               *sync.Mutex
-	lastIDs          *[]string
+	// nls are the line endings: event i's lines end with nls[i%len(nls)]
+	// ("\n" if none).
+	nls     []string
+	mu      *sync.Mutex
+	lastIDs *[]string
 }
 
 func esEvent(i, noID int) string {
@@ -61,13 +64,31 @@ func (s *esServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	i := from
 	for ; i <= s.n && i < from+s.perConn; i++ {
-		io.WriteString(w, esEvent(i, s.noID))
+		io.WriteString(w, s.event(i))
 	}
 	if i <= s.n && !s.clean {
-		e := esEvent(i, s.noID)
+		e := s.event(i)
 		io.WriteString(w, e[:len(e)/2])
 		rsCut(w)
 	}
+}
+
+// event is event i as s sends it.
+func (s *esServer) event(i int) string {
+	e := esEvent(i, s.noID)
+	if len(s.nls) == 0 {
+		return e
+	}
+	return strings.ReplaceAll(e, "\n", s.nls[i%len(s.nls)])
+}
+
+// events is events from..to as s sends them.
+func (s *esServer) events(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		b.WriteString(s.event(i))
+	}
+	return b.String()
 }
 
 // requests returns the Last-Event-ID of each request.
@@ -109,6 +130,7 @@ func esEvents(from, to, noID int) string {
 }
 
 func TestEventStreamResume(t *testing.T) {
+	cr, mixed := []string{"\r"}, []string{"\n", "\r\n", "\r"}
 	cases := []struct {
 		name   string
 		srv    esServer
@@ -122,6 +144,14 @@ func TestEventStreamResume(t *testing.T) {
 			want: esEvents(1, 10, 0), ids: []string{"", "3", "6", "9", "10"}},
 		{name: "clean end: reconnected", srv: esServer{n: 10, perConn: 4, clean: true}, resume: true,
 			want: esEvents(1, 10, 0), ids: []string{"", "4", "8", "10"}},
+		{name: "CR line endings, clean end: the last event read", srv: esServer{n: 3, perConn: 3, clean: true, nls: cr}, resume: true,
+			want: (&esServer{nls: cr}).events(1, 3), ids: []string{"", "3"}},
+		{name: "CR line endings, cut mid-event", srv: esServer{n: 10, perConn: 3, nls: cr}, resume: true,
+			want: (&esServer{nls: cr}).events(1, 10), ids: []string{"", "3", "6", "9", "10"}},
+		{name: "mixed line endings, clean end", srv: esServer{n: 10, perConn: 4, clean: true, nls: mixed}, resume: true,
+			want: (&esServer{nls: mixed}).events(1, 10), ids: []string{"", "4", "8", "10"}},
+		{name: "mixed line endings, cut mid-event", srv: esServer{n: 10, perConn: 3, nls: mixed}, resume: true,
+			want: (&esServer{nls: mixed}).events(1, 10), ids: []string{"", "3", "6", "9", "10"}},
 		{name: "not asked: not resumed", srv: esServer{n: 10, perConn: 3},
 			want: esEvents(1, 3, 0) + esEvent(4, 0)[:len(esEvent(4, 0))/2], wantErr: true, ids: []string{""}},
 		{name: "an event without an id read last: not resumed", srv: esServer{n: 10, perConn: 3, noID: 3}, resume: true,
@@ -145,7 +175,7 @@ func TestEventStreamResume(t *testing.T) {
 					bareErr = err
 					if tc.srv.clean {
 						require.NoError(t, err)
-						assert.Equal(t, esEvents(1, tc.srv.perConn, 0), got, "the bare client's stream ends")
+						assert.Equal(t, tc.srv.events(1, tc.srv.perConn), got, "the bare client's stream ends")
 					} else {
 						require.Error(t, err, "the bare client's stream is cut")
 					}
@@ -228,4 +258,59 @@ func TestEventStreamNoDelay(t *testing.T) {
 		assert.Equal(t, 10*time.Second, time.Since(start), "then 2 reconnects (the second answered 204), each after the server's retry:")
 		assert.Equal(t, "retry: 5000\n\n"+esEvents(1, 2, 0)+"retry: 5000\n\n"+esEvents(3, 4, 0), string(got)+string(rest))
 	})
+}
+
+// TestEventStreamNoEventNoProgress: a connection that brings no event (a
+// comment, a retry: or an id alone: nothing is dispatched) is no
+// progress. Its reconnects are retries, as resumes without progress
+// are: they wait the backoff and stop at MaxAttempts. The caller reads
+// what each connection sent, as a bare client reads the first; in a
+// synctest bubble.
+func TestEventStreamNoEventNoProgress(t *testing.T) {
+	cases := []struct {
+		name, body string
+		ids        []string // the Last-Event-ID of each request of the wrapped client
+	}{
+		{name: "a comment alone", body: ": keepalive\n\n", ids: []string{"", "", ""}},
+		{name: "a retry: alone", body: "retry: 0\n\n", ids: []string{"", "", ""}},
+		{name: "an id alone", body: "id: 7\n\n", ids: []string{"", "7", "7"}},
+	}
+	for _, tc := range cases {
+		for _, wrap := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/wrapped=%v", tc.name, wrap), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var mu sync.Mutex
+					var ids []string
+					n := newPipeNet(func(w http.ResponseWriter, r *http.Request) {
+						mu.Lock()
+						ids = append(ids, r.Header.Get("Last-Event-ID"))
+						mu.Unlock()
+						w.Header().Set("Content-Type", "text/event-stream")
+						w.WriteHeader(http.StatusOK)
+						w.(http.Flusher).Flush()
+						io.WriteString(w, tc.body) // then a clean end
+					})
+					defer n.close()
+					c := &http.Client{Transport: n.tr}
+					if wrap {
+						c = resilient.Wrap(c, resilient.WithMaxAttempts(3),
+							resilient.WithBackoff(resilient.Exponential(time.Second, time.Second)))
+					}
+					start := time.Now()
+					got, err := esRead(context.Background(), c, "http://pipe/events", true)
+					require.NoError(t, err, "a clean end")
+					mu.Lock()
+					defer mu.Unlock()
+					if !wrap {
+						assert.Equal(t, tc.body, got)
+						assert.Equal(t, []string{""}, ids)
+						return
+					}
+					assert.Equal(t, strings.Repeat(tc.body, 3), got)
+					assert.Equal(t, tc.ids, ids, "3 connections: MaxAttempts")
+					assert.Equal(t, time.Second, time.Since(start), "the first reconnect is free, the second waits the backoff")
+				})
+			})
+		}
+	}
 }

@@ -16,7 +16,8 @@ import (
 // where it stopped (docs/resume.md). RoundTrip wraps the body of an answer
 // that can be resumed (resumable); the wrapper (resumeBody) asks for the
 // rest with Range and If-Range when a read ends early, checks that the
-// 206 continues the same representation at the same offset, and reads on.
+// 206 continues the same representation at the same offset, and reads on
+// to the end of its Content-Range, never past it (rangeBody).
 // Anything else ends the read with the error a bare client would have
 // returned, wrapped (resumeError).
 //
@@ -375,10 +376,14 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	}
 	b.event(g, resp, err, v, time.Duration(end-start), r.delay)
 	if v.d.Action == Success {
+		// The body is read to its range's end, not past it: a 206 without
+		// a length (chunked) may bring more.
+		first, last, _, _ := contentRange(resp)
+		rc := &rangeBody{ReadCloser: resp.Body, left: last - first + 1}
 		b.mu.Lock()
 		closed := b.closed
 		if !closed {
-			b.rc = resp.Body
+			b.rc = rc
 		}
 		b.mu.Unlock()
 		if closed {
@@ -511,6 +516,30 @@ func (b *resumeBody) event(g *applicant, resp *http.Response, err error, v verdi
 	for _, o := range obs {
 		o(g.ctx, e)
 	}
+}
+
+// rangeBody is the body of a resume's 206: left is what is left of its
+// Content-Range. It reads no byte past the range, whatever the connection
+// brings, as net/http's body reads none past its Content-Length; a body
+// that ends before is cut (resumeBody.resume resumes it again).
+type rangeBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (r *rangeBody) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.ReadCloser.Read(p)
+	r.left -= int64(n)
+	if r.left <= 0 {
+		err = io.EOF // the whole range: what follows is not read
+	}
+	return n, err
 }
 
 // resumeError is the error a resumable body's read ends with when it was

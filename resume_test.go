@@ -128,6 +128,17 @@ func rsPartial(w http.ResponseWriter, etag, ctype string, content []byte, first,
 	w.Write(content[first : last+1])
 }
 
+// rsChunked answers a 206 declaring first-last of total with body, and no
+// Content-Length (chunked): net/http does not hold body to the range.
+func rsChunked(w http.ResponseWriter, etag string, body []byte, first, last, total int64) {
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, total))
+	w.WriteHeader(http.StatusPartialContent)
+	w.(http.Flusher).Flush()
+	w.Write(body)
+}
+
 // rsOffset is the first byte a request's Range asks for.
 func rsOffset(r *http.Request) int64 {
 	var first int64
@@ -226,6 +237,37 @@ func TestResumeNeverWorse(t *testing.T) {
 			first := rsOffset(r)
 			rsPartial(w, `"v1"`, "", content, first, min(first+99_999, total-1), total)
 		}), requests: 4},
+		{name: "a chunked 206 longer than its range: the extra never read", etag: `"v1"`, cuts: []int64{10_000}, resume: true, requests: 2,
+			hook: resumeWith(func(w http.ResponseWriter, r *http.Request) {
+				first := rsOffset(r)
+				rsChunked(w, `"v1"`, append(content[first:total:total], "EXTRA-GARBAGE"...), first, total-1, total)
+			})},
+		{name: "a chunked 206 of a shorter range, longer than it: resumed at its end", etag: `"v1"`, cuts: []int64{10_000}, resume: true, requests: 3,
+			hook: func(s *rsServer, i int, w http.ResponseWriter, r *http.Request) bool {
+				first := rsOffset(r)
+				switch i {
+				case 0:
+					return false
+				case 1:
+					rsChunked(w, `"v1"`, append(content[first:first+30_000:first+30_000], "JUNK"...), first, first+29_999, total)
+				default:
+					rsPartial(w, `"v1"`, "", content, first, total-1, total)
+				}
+				return true
+			}},
+		{name: "a chunked 206 shorter than its range: resumed again", etag: `"v1"`, cuts: []int64{10_000}, resume: true, requests: 3,
+			hook: func(s *rsServer, i int, w http.ResponseWriter, r *http.Request) bool {
+				first := rsOffset(r)
+				switch i {
+				case 0:
+					return false
+				case 1:
+					rsChunked(w, `"v1"`, content[first:first+50_000], first, total-1, total) // then a clean end
+				default:
+					rsPartial(w, `"v1"`, "", content, first, total-1, total)
+				}
+				return true
+			}},
 		{name: "progress does not spend attempts", etag: `"v1"`, cuts: []int64{1000, 1000, 1000, 1000, 1000, 1000}, resume: true, requests: 7,
 			opts: []resilient.Option{resilient.WithMaxAttempts(2)}},
 		{name: "weak etag", etag: `W/"v1"`, cuts: []int64{10_000}, requests: 1},
