@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -40,9 +39,9 @@ func eventStream(req *http.Request, resp *http.Response) bool {
 // Read is the caller's, from one goroutine; Close may come from another:
 // mu guards rc's replacement, closed and cancel against it.
 type eventBody struct {
+	reconnecting
 	t   *Transport
 	req *http.Request // the caller's: each reconnect is a copy of it
-	rc  io.ReadCloser
 	// buf holds what was read of the event not yet complete; ready the
 	// complete events the caller has not read yet.
 	buf, ready []byte
@@ -52,9 +51,6 @@ type eventBody struct {
 	// caller read the events before it; err the error the stream ended
 	// with, returned again.
 	cut, err error
-	mu       sync.Mutex
-	closed   bool
-	cancel   context.CancelFunc
 }
 
 // eventIDs is what a stream's events said of reconnecting.
@@ -185,17 +181,6 @@ func (ids *eventIDs) note(id *string, data bool) {
 	}
 }
 
-// Close closes the stream, and ends a reconnect in flight.
-func (s *eventBody) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	if s.cancel != nil {
-		s.cancel()
-	}
-	return s.rc.Close()
-}
-
 // reconnect reconnects the stream after cut, and returns nil once rc
 // reads the new connection. Otherwise it returns what the caller gets:
 // io.EOF for a stream the server ended (204) or whose end was clean, cut
@@ -226,12 +211,6 @@ func (s *eventBody) reconnect(cut error) error {
 	return &resumeError{cut: cut, why: why}
 }
 
-func (s *eventBody) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
 // attempt sends one reconnect of s, admitted by the gate for g, as a
 // resume is (resumeBody.attempt), after the server's retry: delay. done
 // says that rc reads the new connection; else why, if not nil, is why no
@@ -240,21 +219,8 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 	cfg := g.cfg
 	now := cfg.nanos()
 	h := s.t.host(s.req.URL.Host, now)
-	free := s.n.tries == 0
-	backoff := max(s.ids.retry, s.n.delay)
-	if !free {
-		if s.n.tries+1 >= cfg.maxAttempts || looped(cfg, s.req) {
-			return false, ErrRetriesExhausted
-		}
-		if cfg.backoff != nil {
-			backoff = max(backoff, cfg.backoff.Delay(s.n.tries, 0))
-		}
-	}
 	var r reservation
-	if err := h.reserve(&r, g, 1, 1, backoff, free, now); err != nil {
-		return false, err
-	}
-	if err := r.wait(g); err != nil {
+	if err := admitResume(&r, g, h, &s.n, max(s.ids.retry, s.n.delay), now); err != nil {
 		return false, err
 	}
 	s.n.sent()
@@ -269,15 +235,8 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 		s.n.failed(v.d.Delay)
 		return false, v.stop
 	}
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.rc = resp.Body
-	}
-	s.mu.Unlock()
-	if closed {
-		resp.Body.Close()
-		return false, errResumeClosed
+	if err := s.take(resp.Body); err != nil {
+		return false, err
 	}
 	return true, nil
 }
@@ -300,27 +259,9 @@ func (s *eventBody) check(g *applicant, resp *http.Response, err error) verdict 
 // send sends a reconnect of s: the caller's request, with Last-Event-ID
 // the last id read. Close ends it.
 func (s *eventBody) send(parent context.Context) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(parent)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		cancel()
-		return nil, errResumeClosed
-	}
-	s.cancel = cancel
-	s.mu.Unlock()
-	req := s.req.Clone(ctx)
+	req := s.req.Clone(parent)
 	if s.ids.last != "" {
 		req.Header.Set("Last-Event-ID", s.ids.last)
 	}
-	resp, err := s.t.base.RoundTrip(req)
-	s.mu.Lock()
-	s.cancel = nil
-	s.mu.Unlock()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	return s.reconnecting.send(s.t.base, req)
 }

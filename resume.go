@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -57,7 +56,7 @@ const minResumable = 64 << 10
 func (t *Transport) resumable(req *http.Request, resp *http.Response) {
 	if resp.ContentLength < 0 {
 		if eventStream(req, resp) { // eventstream.go
-			resp.Body = &eventBody{t: t, req: req, rc: resp.Body}
+			resp.Body = &eventBody{reconnecting: reconnecting{rc: resp.Body}, t: t, req: req}
 		}
 		return
 	}
@@ -67,7 +66,7 @@ func (t *Transport) resumable(req *http.Request, resp *http.Response) {
 	}
 	// The header is read at the first cut (resumeBody.validate): an
 	// answer that is never cut costs its wrapper only.
-	b := &resumeBody{t: t, req: req, rc: resp.Body, header: resp.Header, end: resp.ContentLength, total: resp.ContentLength}
+	b := &resumeBody{reconnecting: reconnecting{rc: resp.Body}, t: t, req: req, header: resp.Header, end: resp.ContentLength, total: resp.ContentLength}
 	if resp.StatusCode == http.StatusPartialContent {
 		first, last, total, ok := contentRange(resp)
 		if !ok || last-first+1 != resp.ContentLength || headerValue(req.Header, "Range") == "" {
@@ -147,18 +146,15 @@ func contentRange(resp *http.Response) (first, last, total int64, ok bool) {
 // Read is the caller's, from one goroutine. Close may come from another:
 // mu guards rc's replacement, closed and cancel against it.
 type resumeBody struct {
+	reconnecting
 	t      *Transport
 	req    *http.Request // the caller's: each resume is a copy of it
-	rc     io.ReadCloser // the body read now
 	header http.Header   // the first answer's
 	// off is the offset of the next byte in the representation; from
 	// where the body read now started; end where the caller's answer
 	// ends (exclusive), total the representation's length.
 	off, from, end, total int64
 	st                    *resumeState // nil until the first cut
-	mu                    sync.Mutex
-	closed                bool
-	cancel                context.CancelFunc // the resume in flight's, nil if none
 }
 
 // resumeState is what a resumable body holds once it was cut.
@@ -273,25 +269,6 @@ func (b *resumeBody) readFailed() bool {
 	return err != nil
 }
 
-// Close closes the body, and ends a resume in flight.
-func (b *resumeBody) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	if b.cancel != nil {
-		b.cancel()
-	}
-	err := b.rc.Close()
-	b.mu.Unlock()
-	return err
-}
-
-// isClosed reports whether the caller closed b.
-func (b *resumeBody) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
-}
-
 // resume continues the body after cut, the error that ended it early, and
 // returns nil once rc reads on at off. Otherwise it returns the error the
 // caller gets: cut as is when the caller gave up or closed the body, or
@@ -346,23 +323,8 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 	cfg := g.cfg
 	now := cfg.nanos()
 	h := b.t.host(b.req.URL.Host, now)
-	free := b.st.n.tries == 0 // the first resume since the last byte
-	backoff := b.st.n.delay
-	if !free {
-		if b.st.n.tries+1 >= cfg.maxAttempts || looped(cfg, b.req) {
-			return false, ErrRetriesExhausted
-		}
-		if cfg.backoff != nil {
-			backoff = max(backoff, cfg.backoff.Delay(b.st.n.tries, 0))
-		}
-	}
-	// A free resume takes no retry token, as a poll does (a Budget, set by
-	// the application, still pays for it).
 	var r reservation
-	if err := h.reserve(&r, g, 1, 1, backoff, free, now); err != nil {
-		return false, err
-	}
-	if err := r.wait(g); err != nil {
+	if err := admitResume(&r, g, h, &b.st.n, b.st.n.delay, now); err != nil {
 		return false, err
 	}
 	b.st.n.sent()
@@ -379,16 +341,8 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 		// The body is read to its range's end, not past it: a 206 without
 		// a length (chunked) may bring more.
 		first, last, _, _ := contentRange(resp)
-		rc := &rangeBody{ReadCloser: resp.Body, left: last - first + 1}
-		b.mu.Lock()
-		closed := b.closed
-		if !closed {
-			b.rc = rc
-		}
-		b.mu.Unlock()
-		if closed {
-			resp.Body.Close()
-			return false, errResumeClosed
+		if err := b.take(&rangeBody{ReadCloser: resp.Body, left: last - first + 1}); err != nil {
+			return false, err
 		}
 		return true, nil
 	}
@@ -420,16 +374,7 @@ var errResumeClosed = errors.New("resilient: the body was closed")
 // off to end, if the representation is still the one b reads (If-Range).
 // Its context is the caller's; Close ends it.
 func (b *resumeBody) send(parent context.Context) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(parent)
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		cancel()
-		return nil, errResumeClosed
-	}
-	b.cancel = cancel
-	b.mu.Unlock()
-	req := b.req.Clone(ctx)
+	req := b.req.Clone(parent)
 	for _, k := range [...]string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
 		delete(req.Header, k) // If-Range decides
 	}
@@ -439,16 +384,7 @@ func (b *resumeBody) send(parent context.Context) (*http.Response, error) {
 	}
 	req.Header.Set("Range", rng)
 	req.Header.Set("If-Range", b.st.ifr.value)
-	resp, err := b.t.base.RoundTrip(req)
-	b.mu.Lock()
-	b.cancel = nil
-	b.mu.Unlock()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	return b.reconnecting.send(b.t.base, req)
 }
 
 // check judges the answer to a resume of b, sent for g: resp or err. Its
