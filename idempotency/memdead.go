@@ -41,11 +41,9 @@ func (c *memClaim) Failures(_ context.Context, now time.Time) (int, bool, error)
 func (c *memClaim) Fail(_ context.Context, run FailedRun) error {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
-	r, ok := c.m.recs[c.h]
-	if !ok || r.resp != nil || r.gen != c.gen {
-		return ErrClaimEnded
+	if err := c.release(); err != nil {
+		return err
 	}
-	delete(c.m.recs, c.h)
 	if c.m.failed == nil {
 		c.m.failed = make(map[Scope]*memFailure)
 	}

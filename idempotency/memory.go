@@ -178,6 +178,12 @@ func (c *memClaim) Renew(_ context.Context, lease time.Time) error {
 func (c *memClaim) Release(context.Context) error {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
+	return c.release()
+}
+
+// release deletes c's record if c still holds it (else ErrClaimEnded). It
+// requires c.m.mu held.
+func (c *memClaim) release() error {
 	r, ok := c.m.recs[c.h]
 	if !ok || r.resp != nil || r.gen != c.gen {
 		return ErrClaimEnded

@@ -154,7 +154,12 @@ func (t pgxTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idleM
 	batch := &pgx.Batch{}
 	batch.Queue(q.lock, lockKey, idleMS)
 	batch.Queue(q.read, scope)
-	br := t.tx.SendBatch(ctx, batch)
+	return readLocked(t.tx.SendBatch(ctx, batch))
+}
+
+// readLocked reads the rest of a batch queued as lockAndRead queues it:
+// the lock's answer, then the record. It closes br.
+func readLocked(br pgx.BatchResults) (bool, *record, error) {
 	var locked bool
 	var idle string
 	if err := br.QueryRow().Scan(&locked, &idle); err != nil {

@@ -65,21 +65,11 @@ func (t *poolTxn) lockAndRead(ctx context.Context, q queries, lockKey int64, idl
 	batch.Queue(q.read, scope)
 	br := t.conn.SendBatch(ctx, batch)
 	t.begun = true
-	if _, err := br.Exec(); err != nil {
+	if _, err := br.Exec(); err != nil { // BEGIN
 		_ = br.Close()
 		return false, nil, err
 	}
-	var locked bool
-	var idle string
-	if err := br.QueryRow().Scan(&locked, &idle); err != nil {
-		_ = br.Close()
-		return false, nil, err
-	}
-	rec, err := scanRecord(br.QueryRow())
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return locked, rec, err
+	return readLocked(br)
 }
 
 func (t *poolTxn) commitWith(ctx context.Context, sql string, args ...any) error {
