@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/retryafter"
 )
 
@@ -609,7 +610,7 @@ func classify(cfg *config, a *attempt, ctx context.Context, key string) (verdict
 		v.err = withCause(ctx.Err(), a.err)
 		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
-		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: wall(a.end)})
+		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: clock.Wall(a.end)})
 	}
 	if a.err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/reason"
 )
 
 // Sentinel errors. RoundTrip never returns them bare. It returns an *Error
@@ -16,33 +18,33 @@ import (
 var (
 	// ErrRetriesExhausted: every allowed attempt was made and the last one
 	// failed with a retryable outcome.
-	ErrRetriesExhausted = errors.New("resilient: retries exhausted")
+	ErrRetriesExhausted = reason.ErrRetriesExhausted
 	// ErrTokensExhausted: the retry tokens of the destination host
 	// (RetryTokens, the default retry control) had none left for a retry.
 	// It is a client-side decision, not a server answer.
-	ErrTokensExhausted = errors.New("resilient: retry tokens exhausted")
+	ErrTokensExhausted = reason.ErrTokensExhausted
 	// ErrBudgetExhausted: the retry budget of the destination host
 	// (RetryBudget or SharedBudget) refused a retry. It is a client-side
 	// decision, not a server answer.
-	ErrBudgetExhausted = errors.New("resilient: retry budget exhausted")
+	ErrBudgetExhausted = reason.ErrBudgetExhausted
 	// ErrCircuitOpen: the destination host's circuit breaker is open (or its
 	// half-open probes are all in flight) and the attempt was not sent.
 	// Error.RetryAt says when the breaker will let a probe through.
-	ErrCircuitOpen = errors.New("resilient: circuit open")
+	ErrCircuitOpen = reason.ErrCircuitOpen
 	// ErrBodyNotReplayable: the request body could not be read, or could not
 	// be read again, so no further attempt could be sent.
-	ErrBodyNotReplayable = errors.New("resilient: request body not replayable")
+	ErrBodyNotReplayable = reason.ErrBodyNotReplayable
 	// ErrKeyExpired: the operation's pending key is older than the key
 	// retention window (WithKeyRetention); the server may have forgotten it,
 	// so reusing it could create a duplicate. Reconcile, then Delete the
 	// operation from the Store.
-	ErrKeyExpired = errors.New("resilient: idempotency key expired")
+	ErrKeyExpired = reason.ErrKeyExpired
 	// ErrOperationMismatch: the operation named with ContextWithOperation was
 	// first claimed with a different request (method, URL or body).
-	ErrOperationMismatch = errors.New("resilient: operation claimed with a different request")
+	ErrOperationMismatch = reason.ErrOperationMismatch
 	// ErrInvalidKey: a caller-supplied idempotency key is empty, longer than
 	// 255 bytes or not printable ASCII. Nothing was sent.
-	ErrInvalidKey = errors.New("resilient: invalid idempotency key")
+	ErrInvalidKey = reason.ErrInvalidKey
 	// ErrDelayTooLong: the Transport returned instead of sleeping, with the
 	// last answer when it had one. The server asked to wait (Retry-After)
 	// longer than the configured maximum, or longer than the time left
@@ -52,22 +54,22 @@ var (
 	// before any wait: a retry that waited out a pause is sent. A retry
 	// that waited out a cold host's Retry-After is judged again: the
 	// first attempts sent meanwhile may show that the host sheds.
-	ErrDelayTooLong = errors.New("resilient: retry delay exceeds limit")
+	ErrDelayTooLong = reason.ErrDelayTooLong
 	// ErrRateLimited: the host's RateLimit could not admit the attempt
 	// before the context's deadline, so it was not sent.
-	ErrRateLimited = errors.New("resilient: rate limit wait exceeds deadline")
+	ErrRateLimited = reason.ErrRateLimited
 	// ErrPushback: the destination host's server pushed back (see
 	// Decision.Pushback) and the time it asked for has not passed, so the
 	// retry was not sent. Error.RetryAt says when retries may resume. First
 	// attempts are not held back by pushback.
-	ErrPushback = errors.New("resilient: server pushed back on retries")
+	ErrPushback = reason.ErrPushback
 	// ErrStore: the Store failed (it is down or returned an error). The request
 	// was not sent without its durable key.
-	ErrStore = errors.New("resilient: store failed")
+	ErrStore = reason.ErrStore
 	// ErrInvalidRequest: the request cannot be sent at all (nil URL, an
 	// http or https URL without a host, a nil Header, an invalid method or
 	// header field).
-	ErrInvalidRequest = errors.New("resilient: invalid request")
+	ErrInvalidRequest = reason.ErrInvalidRequest
 )
 
 // Error describes a request that did not end with a response. RoundTrip

@@ -1,12 +1,14 @@
 package resilient
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/clock"
+	"github.com/resilienthttp/resilient/internal/reason"
 )
 
 // The policy this file carries out (when an unsafe request may be re-sent,
@@ -25,7 +27,7 @@ const maxEvidenceRoutes = 256
 // have been applied. Nothing shows that the server dedupes it by its key. A
 // bare client would not have re-sent it either. Use WithDedupingServer for
 // a server known to honour keys.
-var ErrUnsafeRetry = errors.New("resilient: not retried: unsafe request may have been applied and the server is not known to dedupe by key")
+var ErrUnsafeRetry = reason.ErrUnsafeRetry
 
 // evidence remembers the routes of a host whose server showed it dedupes
 // by key. Touched only when a response shows it and when an unsafe retry is
@@ -71,7 +73,7 @@ func (ev *evidence) note(r route, now int64) {
 			return // keep what is known; an unknown route is simply not trusted
 		}
 	}
-	exp := later(now, dedupeEvidenceTTL)
+	exp := clock.Later(now, dedupeEvidenceTTL)
 	ev.routes[r] = exp
 	ev.fresh.Store(&notedRoute{r, exp})
 }

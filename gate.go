@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/sony/gobreaker/v2"
 )
@@ -253,7 +254,7 @@ func (r *reservation) withdraw(now int64) bool {
 	if r.h.budget == nil {
 		return true
 	}
-	if !r.h.budget.WithdrawAt(wall(now)) {
+	if !r.h.budget.WithdrawAt(clock.Wall(now)) {
 		return false
 	}
 	r.budgetAt, r.budgeted = now, true
@@ -375,7 +376,7 @@ func (r *reservation) sizes() {
 		r.h.tokens.FirstAtNanos(r.at)
 	}
 	if r.h.budget != nil {
-		r.h.budget.DepositAt(wall(r.at))
+		r.h.budget.DepositAt(clock.Wall(r.at))
 	}
 }
 
@@ -402,7 +403,7 @@ func (r *reservation) cancel() {
 		}
 	}
 	if r.budgeted {
-		r.h.budget.RefundAt(wall(r.budgetAt))
+		r.h.budget.RefundAt(clock.Wall(r.budgetAt))
 	}
 	if r.done != nil {
 		r.done(errBreakerExcluded)
@@ -453,7 +454,7 @@ func (g *applicant) expectedLatency(h *hostState) time.Duration {
 // deadline.
 func (g *applicant) fits(now int64, d time.Duration) bool {
 	dl, ok := g.ctx.Deadline()
-	return !ok || later(now, d) < retrycontrol.UnixNanos(dl)
+	return !ok || clock.Later(now, d) < retrycontrol.UnixNanos(dl)
 }
 
 // sleep waits d or until ctx is done or cancel closed (a nil cancel never
@@ -525,7 +526,7 @@ func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 	if err := r.spend(g, now); err != nil {
 		return r, err
 	}
-	if h.limiter != nil && !h.limiter.AllowN(wall(now), 1) {
+	if h.limiter != nil && !h.limiter.AllowN(clock.Wall(now), 1) {
 		r.cancel()
 		return r, ErrDelayTooLong
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
 )
@@ -281,7 +282,7 @@ func (ps *pauses) pause(now int64, d time.Duration, all bool) {
 	if all {
 		p = &ps.pauseUntil
 	}
-	until := later(now, d)
+	until := clock.Later(now, d)
 	cur := p.Load()
 	ps.renewed.Store(!all || cur > now)
 	for cur < until && !p.CompareAndSwap(cur, until) {
@@ -312,7 +313,7 @@ func (ps *pauses) clearPauses(ns int64) {
 // pushBack records the server's pushback: no retry to the host until now+d.
 // It never shortens an existing pushback.
 func (ps *pauses) pushBack(now int64, d time.Duration) {
-	until := later(now, d)
+	until := clock.Later(now, d)
 	for {
 		cur := ps.pushbackUntil.Load()
 		if cur >= until || ps.pushbackUntil.CompareAndSwap(cur, until) {

@@ -3,13 +3,13 @@ package resilient
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,51 +80,6 @@ func TestHostCacheUnderSweeps(t *testing.T) {
 	assert.True(t, cacheHolds(tr))
 }
 
-// TestClock: the clock's time is time.Now's, read once per call from the
-// monotonic clock; it reads the wall clock again after clockRebase, and a
-// clock made outside a synctest bubble gives the bubble's time inside it.
-func TestClock(t *testing.T) {
-	outside := newClock()
-	synctest.Test(t, func(t *testing.T) {
-		assert.True(t, outside.now().Equal(time.Now()), "a clock from outside the bubble rebases")
-		c := newClock()
-		base := c.base.Load()
-		for _, step := range []time.Duration{0, time.Millisecond, 300 * time.Millisecond, clockRebase / 2} {
-			time.Sleep(step)
-			assert.True(t, c.now().Equal(time.Now()))
-			assert.Equal(t, time.Now().UnixNano(), c.nanos(), "nanos is now's Unix nanoseconds")
-		}
-		assert.Same(t, base, c.base.Load(), "no wall-clock read within clockRebase")
-		time.Sleep(clockRebase)
-		now := c.now()
-		assert.True(t, now.Equal(time.Now()))
-		assert.NotSame(t, base, c.base.Load(), "the wall clock read again")
-		later := c.now()
-		assert.False(t, later.Before(now))
-		assert.Equal(t, outside.nanos(), time.Now().UnixNano(), "nanos rebases as now does")
-	})
-}
-
-// TestLater: a time plus a server's delay saturates instead of wrapping.
-func TestLater(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		ns   int64
-		d    time.Duration
-		want int64
-	}{
-		{"plain", 1_000, 500, 1_500},
-		{"zero delay", math.MaxInt64, 0, math.MaxInt64},
-		{"negative delay", 1_000, -500, 500},
-		{"past the end", time.Now().UnixNano(), math.MaxInt64, math.MaxInt64},
-		{"before the start", -1_000, math.MinInt64, math.MinInt64},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, later(tt.ns, tt.d))
-		})
-	}
-}
-
 // BenchmarkHost measures finding a host's state: the cached host, a second
 // host (the table), and both from parallel goroutines.
 func BenchmarkHost(b *testing.B) {
@@ -150,21 +105,6 @@ func BenchmarkHost(b *testing.B) {
 	}
 }
 
-// BenchmarkClock compares the Transport's clock with time.Now.
-func BenchmarkClock(b *testing.B) {
-	c := newClock()
-	b.Run("clock", func(b *testing.B) {
-		for b.Loop() {
-			c.now()
-		}
-	})
-	b.Run("time.Now", func(b *testing.B) {
-		for b.Loop() {
-			time.Now()
-		}
-	})
-}
-
 // TestHostAndClockDoNotAllocate: finding a host's state (cached or in the
 // table) and reading the clock allocate nothing.
 func TestHostAndClockDoNotAllocate(t *testing.T) {
@@ -172,12 +112,12 @@ func TestHostAndClockDoNotAllocate(t *testing.T) {
 	now := time.Now()
 	tr.host("api.test", now.UnixNano())
 	tr.host("other.test", now.UnixNano())
-	c := newClock()
+	c := clock.New()
 	for name, f := range map[string]func(){
 		"cached host": func() { tr.host("api.test", now.UnixNano()) },
 		"table host":  func() { tr.host("other.test", now.UnixNano()) },
-		"clock":       func() { c.now() },
-		"clock nanos": func() { c.nanos() },
+		"clock":       func() { c.Now() },
+		"clock nanos": func() { c.Nanos() },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, f), name)
 	}

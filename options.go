@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/persist"
 	"golang.org/x/time/rate"
@@ -81,7 +82,7 @@ type config struct {
 	maxBodyBuffer    int64
 	logger           *slog.Logger
 	observers        []Observer
-	clock            *clock // the Transport's (NewTransport)
+	clock            *clock.Clock // the Transport's (NewTransport)
 }
 
 // plainCalls reports whether cfg lets a request be a plain call: nothing
@@ -94,11 +95,11 @@ func (c *config) plainCalls() bool {
 }
 
 // now returns the current time by c's clock.
-func (c *config) now() time.Time { return c.clock.now() }
+func (c *config) now() time.Time { return c.clock.Now() }
 
 // nanos returns the current time by c's clock in Unix nanoseconds: the
 // Transport's own times are kept so (clock).
-func (c *config) nanos() int64 { return c.clock.nanos() }
+func (c *config) nanos() int64 { return c.clock.Nanos() }
 
 // idleAfter is how long a host's state is kept without requests: the
 // longest window among its policies.

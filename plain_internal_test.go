@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,7 +78,7 @@ func runPlain(t *testing.T, plain bool, method string, calls int, deadline time.
 		now := tr.cfg.nanos()
 		h := tr.host("api.test", now)
 		if h.tokens != nil {
-			out.Deficit, out.Firsts = h.tokens.Deficit(), h.tokens.Firsts(wall(now))
+			out.Deficit, out.Firsts = h.tokens.Deficit(), h.tokens.Firsts(clock.Wall(now))
 		}
 		out.FirstsWindow = h.pauses.firsts.w.Load()
 		out.Latency = h.latency.avg.Load()

@@ -3,6 +3,8 @@ package resilient
 import (
 	"net/http"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/clock"
 )
 
 // role is what else is in flight when an attempt is settled: a hedged
@@ -111,7 +113,7 @@ func (c *call) observe(a *attempt, v verdict) {
 	if a.resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
-	c.asked = max(c.asked, later(a.end, d.Delay)) // for a loop's next try (serverasked.go)
+	c.asked = max(c.asked, clock.Later(a.end, d.Delay)) // for a loop's next try (serverasked.go)
 	switch a.resp.StatusCode {
 	case http.StatusTooManyRequests:
 		c.h.pauses.pause(a.end, d.Delay, true)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/clock"
 )
 
 // Transport is an http.RoundTripper that makes requests safe to retry.
@@ -58,7 +60,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		o(&t.cfg)
 	}
 	t.cfg.keyWire = wireKey(t.cfg.keyHeader)
-	t.cfg.clock = newClock()
+	t.cfg.clock = clock.New()
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
