@@ -69,7 +69,6 @@ func BenchmarkClock(b *testing.B) {
 	})
 }
 
-
 // TestClockDoesNotAllocate: reading the clock allocates nothing.
 func TestClockDoesNotAllocate(t *testing.T) {
 	c := New()
