@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/resilienthttp/resilient/internal/reason"
 )
 
 // replayBody produces the request body of each attempt.
@@ -48,7 +50,7 @@ type replayBody struct {
 // streamed (see streamBody), unless whole says the body is needed before
 // the first attempt. Then init reads at most limit+1 bytes of it, and gives
 // up with ctx. Giving up closes the body, which ends a read blocked on a
-// pipe. A read error is returned wrapped in ErrBodyNotReplayable, and the
+// pipe. A read error is returned wrapped in reason.ErrBodyNotReplayable, and the
 // body is closed: nothing is sent.
 func (rb *replayBody) init(ctx context.Context, req *http.Request, limit int64, whole bool) error {
 	if req.Body == nil {
@@ -88,7 +90,7 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	}
 	if err != nil {
 		req.Body.Close()
-		return fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+		return fmt.Errorf("%w: reading body: %w", reason.ErrBodyNotReplayable, err)
 	}
 	if n <= limit {
 		req.Body.Close()
@@ -170,20 +172,20 @@ func (rb *replayBody) body(n int) (io.ReadCloser, error) {
 	case n == 0 && rb.first != nil:
 		return rb.take(), nil // the base transport owns it now
 	case rb.over:
-		return nil, ErrBodyNotReplayable
+		return nil, reason.ErrBodyNotReplayable
 	case rb.getBody != nil:
 		held, err := rb.holdBody()
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+			return nil, fmt.Errorf("%w: GetBody: %w", reason.ErrBodyNotReplayable, err)
 		case held:
 			return io.NopCloser(bytes.NewReader(rb.buf)), nil // a retry is sent from the Transport's copy
 		case rb.over:
-			return nil, fmt.Errorf("%w: GetBody's body is not ContentLength's %d bytes", ErrBodyNotReplayable, rb.length)
+			return nil, fmt.Errorf("%w: GetBody's body is not ContentLength's %d bytes", reason.ErrBodyNotReplayable, rb.length)
 		}
 		r, err := rb.getBody()
 		if err != nil {
-			return nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+			return nil, fmt.Errorf("%w: GetBody: %w", reason.ErrBodyNotReplayable, err)
 		}
 		return r, nil
 	}
@@ -270,12 +272,12 @@ func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
 func (rb *replayBody) fingerprintLarge(h io.Writer) error {
 	r, err := rb.getBody()
 	if err != nil {
-		return fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+		return fmt.Errorf("%w: GetBody: %w", reason.ErrBodyNotReplayable, err)
 	}
 	_, err = io.Copy(h, r)
 	r.Close()
 	if err != nil {
-		return fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+		return fmt.Errorf("%w: reading body: %w", reason.ErrBodyNotReplayable, err)
 	}
 	if f := rb.take(); f != nil {
 		rb.spent = f
@@ -398,15 +400,15 @@ func (s *streamBody) replayable() bool {
 }
 
 // reader returns a new reader of the body from its start, or
-// ErrBodyNotReplayable once bytes past the limit were sent and not kept.
+// reason.ErrBodyNotReplayable once bytes past the limit were sent and not kept.
 func (s *streamBody) reader() (io.ReadCloser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if int64(len(s.kept)) != s.read {
-		return nil, fmt.Errorf("%w: body over %d bytes already sent", ErrBodyNotReplayable, s.limit)
+		return nil, fmt.Errorf("%w: body over %d bytes already sent", reason.ErrBodyNotReplayable, s.limit)
 	}
 	if s.closed {
-		return nil, fmt.Errorf("%w: body closed", ErrBodyNotReplayable)
+		return nil, fmt.Errorf("%w: body closed", reason.ErrBodyNotReplayable)
 	}
 	s.open++
 	s.latest++
@@ -468,7 +470,7 @@ func (r *streamReader) Read(p []byte) (int, error) {
 			// not kept (reader refuses such a reader; a hedge may
 			// still be here).
 			s.mu.Unlock()
-			return 0, fmt.Errorf("%w: body over %d bytes already sent", ErrBodyNotReplayable, s.limit)
+			return 0, fmt.Errorf("%w: body over %d bytes already sent", reason.ErrBodyNotReplayable, s.limit)
 		case s.err != nil:
 			s.mu.Unlock()
 			return 0, s.err
@@ -509,7 +511,7 @@ func (r *streamReader) fill(p []byte) (int, error) {
 		if err != io.EOF {
 			// The caller's body failed: every attempt would fail the
 			// same way.
-			err = fmt.Errorf("%w: reading body: %w", ErrBodyNotReplayable, err)
+			err = fmt.Errorf("%w: reading body: %w", reason.ErrBodyNotReplayable, err)
 		}
 		s.err = err
 	}

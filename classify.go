@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -418,36 +417,6 @@ func permanent(err error) bool {
 		return true
 	}
 	return clientLimit(err)
-}
-
-// clientLimitErrors are the texts of the errors net/http raises for the
-// client's own limits and configuration. net/http does not type them. The
-// same request fails the same way every time, so they are terminal. This is
-// the one place where an error is recognised by its text.
-var clientLimitErrors = [...]string{
-	"server response headers exceeded",                        // Transport.MaxResponseHeaderBytes (HTTP/1)
-	"response header list larger than advertised limit",       // the same, HTTP/2
-	"request header list larger than peer's advertised limit", // the server's SETTINGS_MAX_HEADER_LIST_SIZE
-	"unsupported protocol scheme",                             // no RoundTripper for the URL's scheme
-	"http: ContentLength=",                                    // a body shorter than Request.ContentLength
-	"http: Request.ContentLength=",                            // ContentLength set with a nil Body
-	"can't write control character in Request.URL",
-	"http: no Host in request URL",
-	"http: Request.RequestURI can't be set in client requests",
-}
-
-// clientLimit reports whether err is one of clientLimitErrors.
-func clientLimit(err error) bool {
-	if is[net.Error](err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return false // a network error (and no text to build)
-	}
-	msg := err.Error()
-	for _, s := range clientLimitErrors {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // shouldRetryHint reads X-Should-Retry / Stripe-Should-Retry: -1 for

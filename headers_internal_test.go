@@ -108,7 +108,7 @@ func TestKeyFieldFromTheScan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Map order varies from one range to the next: scan often.
 			for range 50 {
-				hs, err := checkHeader(tc.header, canonical, DefaultAttemptHeader)
+				hs, err := checkHeader(tc.header, canonical, defaultAttemptHeader)
 				require.NoError(t, err)
 				name, vs := keyField(tc.header, canonical, hs.alt)
 				refName, refVs := keyFieldLookup(tc.header, canonical, hs.alt)
@@ -160,19 +160,19 @@ func TestCheckHeaderSmallHeaderByLookups(t *testing.T) {
 		keyHeader, attempt string
 		wantErr            string // "" for none
 	}{
-		{"content type", http.Header{"Content-Type": {"application/json"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"both", http.Header{"Content-Type": {"a"}, "Authorization": {"Bearer x"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"spare capacity", http.Header{"Content-Type": spare}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"no values", http.Header{"Content-Type": nil}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"bad value", http.Header{"Content-Type": {"a\nb"}}, "Idempotency-Key", DefaultAttemptHeader, `invalid value for header field "Content-Type"`},
-		{"bad second value", http.Header{"Content-Type": {"a"}, "Authorization": {"ok", "x\x7f"}}, "Idempotency-Key", DefaultAttemptHeader, `invalid value for header field "Authorization"`},
-		{"key header named so", http.Header{"Content-Type": {"k"}}, "Content-Type", DefaultAttemptHeader, ""},
+		{"content type", http.Header{"Content-Type": {"application/json"}}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"both", http.Header{"Content-Type": {"a"}, "Authorization": {"Bearer x"}}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"spare capacity", http.Header{"Content-Type": spare}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"no values", http.Header{"Content-Type": nil}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"bad value", http.Header{"Content-Type": {"a\nb"}}, "Idempotency-Key", defaultAttemptHeader, `invalid value for header field "Content-Type"`},
+		{"bad second value", http.Header{"Content-Type": {"a"}, "Authorization": {"ok", "x\x7f"}}, "Idempotency-Key", defaultAttemptHeader, `invalid value for header field "Authorization"`},
+		{"key header named so", http.Header{"Content-Type": {"k"}}, "Content-Type", defaultAttemptHeader, ""},
 		{"attempt header named so", http.Header{"Authorization": {"2"}, "Content-Type": {"a"}}, "Idempotency-Key", "Authorization", ""},
-		{"other field", http.Header{"Content-Type": {"a"}, "X-Trace": {"b"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"other first", http.Header{"Authorization": {"a"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"other spelling", http.Header{"content-type": {"a"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"mark", http.Header{"Content-Type": {"a"}, "X-Stainless-Retry-Count": {"1"}}, "Idempotency-Key", DefaultAttemptHeader, ""},
-		{"bad name", http.Header{"Content-Type": {"a"}, "Bad Name": {"b"}}, "Idempotency-Key", DefaultAttemptHeader, `invalid header field name "Bad Name"`},
+		{"other field", http.Header{"Content-Type": {"a"}, "X-Trace": {"b"}}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"other first", http.Header{"Authorization": {"a"}}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"other spelling", http.Header{"content-type": {"a"}}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"mark", http.Header{"Content-Type": {"a"}, "X-Stainless-Retry-Count": {"1"}}, "Idempotency-Key", defaultAttemptHeader, ""},
+		{"bad name", http.Header{"Content-Type": {"a"}, "Bad Name": {"b"}}, "Idempotency-Key", defaultAttemptHeader, `invalid header field name "Bad Name"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hs, err := checkHeader(tc.header, tc.keyHeader, tc.attempt)
@@ -201,3 +201,6 @@ func TestCheckHeaderSmallHeaderByLookups(t *testing.T) {
 		})
 	}
 }
+
+// defaultAttemptHeader is the root's DefaultAttemptHeader.
+const defaultAttemptHeader = "Retry-Attempt"

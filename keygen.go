@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/resilienthttp/resilient/internal/reason"
 )
 
 // maxKeyLength is the longest idempotency key the Transport accepts from a
@@ -178,19 +179,19 @@ var hexPairs = func() (t [256]uint16) {
 
 // ValidateKey reports whether key can be sent as an idempotency key: non-empty,
 // at most maxKeyLength bytes, printable ASCII (0x20–0x7E, no leading or
-// trailing space). The error wraps ErrInvalidKey and never echoes the key.
+// trailing space). The error wraps reason.ErrInvalidKey and never echoes the key.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
+		return fmt.Errorf("%w: empty", reason.ErrInvalidKey)
 	case len(key) > maxKeyLength:
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), maxKeyLength)
+		return fmt.Errorf("%w: %d bytes, limit %d", reason.ErrInvalidKey, len(key), maxKeyLength)
 	case key[0] == ' ' || key[len(key)-1] == ' ':
-		return fmt.Errorf("%w: leading or trailing space", ErrInvalidKey)
+		return fmt.Errorf("%w: leading or trailing space", reason.ErrInvalidKey)
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c > 0x7e {
-			return fmt.Errorf("%w: byte %d is not printable ASCII", ErrInvalidKey, i)
+			return fmt.Errorf("%w: byte %d is not printable ASCII", reason.ErrInvalidKey, i)
 		}
 	}
 	return nil
@@ -289,4 +290,15 @@ func sentKey(h http.Header, canonical, wire string) string {
 		}
 	}
 	return ""
+}
+
+// keyTime returns the creation time embedded in a UUIDv7 key, and false for
+// a key that is not a UUIDv7.
+func keyTime(key string) (time.Time, bool) {
+	u, err := uuid.Parse(key)
+	if err != nil || u.Version() != 7 {
+		return time.Time{}, false
+	}
+	sec, nsec := u.Time().UnixTime()
+	return time.Unix(sec, nsec), true
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/resilienthttp/resilient/persist"
 )
 
@@ -275,19 +274,25 @@ func bounded(ctx context.Context, f func(context.Context) error) error {
 	}
 }
 
-// keyTime returns the creation time embedded in a UUIDv7 key, and false for
-// a key that is not a UUIDv7.
-func keyTime(key string) (time.Time, bool) {
-	u, err := uuid.Parse(key)
-	if err != nil || u.Version() != 7 {
-		return time.Time{}, false
-	}
-	sec, nsec := u.Time().UnixTime()
-	return time.Unix(sec, nsec), true
-}
-
 func closeReqBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+}
+
+// plan fills p, a new plan, with what attempt n, the i-th of op's call,
+// admitted at start, is sent with: op hands over its body for it. p is
+// filled in place: a returned plan would be copied.
+func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, held *http.Response) {
+	// Field by field: p is zero (a new plan), and a composite literal
+	// would be built aside and copied.
+	p.body, p.bodyErr = op.body.body(i)
+	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
+	p.rewind = op.body.rewind()
+}
+
+// sender returns the sender of op, resolved, for the caller's request
+// req to t.
+func (op *operation) sender(t *Transport, req *http.Request) sender {
+	return sender{cfg: &t.wire, req: req, key: op.key, field: op.field, clipped: op.clipped, attemptSet: op.attemptSet}
 }

@@ -71,7 +71,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *headerScan) (resp *http.Res
 	r.sizes()
 	if op.asIs {
 		op.body.take() // the base transport owns it now
-		sendAsIs(t, req, &a, 0, now)
+		sendAsIs(&t.wire, req, &a, 0, now)
 	} else {
 		var p plan
 		op.plan(&p, ctx, 0, 0, now, nil)

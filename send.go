@@ -8,7 +8,10 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/clock"
 )
 
 // attempt is one attempt's result, owned by the iteration of the loop that
@@ -57,15 +60,16 @@ type plan struct {
 	rewind func() (io.ReadCloser, error)
 }
 
-// plan fills p, a new plan, with what attempt n, the i-th of op's call,
-// admitted at start, is sent with: op hands over its body for it. p is
-// filled in place: a returned plan would be copied.
-func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, held *http.Response) {
-	// Field by field: p is zero (a new plan), and a composite literal
-	// would be built aside and copied.
-	p.body, p.bodyErr = op.body.body(i)
-	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
-	p.rewind = op.body.rewind()
+// settings is what sending needs of the Transport: its base transport,
+// its clock and the options that shape an attempt's copy of the request.
+// A Transport has one, made once (NewTransport).
+type settings struct {
+	base           http.RoundTripper
+	clock          *clock.Clock
+	attemptTimeout time.Duration
+	attemptHeader  string // "" for none
+	keyWire        string // the key header's spelling on the wire (wireKey)
+	timeBudget     bool   // WithTimeBudgetHeader
 }
 
 // sender sends the attempts of one operation. It holds what send needs of
@@ -73,19 +77,12 @@ func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, h
 // its own, so that hedged copies send at once: a pointer to the operation
 // would have the call escape to the heap with the copies' goroutines.
 type sender struct {
-	base  http.RoundTripper // the Transport's
-	cfg   *config           // the Transport's
+	cfg   *settings // the Transport's
 	req   *http.Request
 	key   string // the operation's key, "" if none
 	field string // the caller's spelling of the key header, "" if the Transport adds it
 	// clipped, attemptSet: see operation.
 	clipped, attemptSet bool
-}
-
-// sender returns the sender of op, resolved, for the caller's request
-// req to t.
-func (op *operation) sender(t *Transport, req *http.Request) sender {
-	return sender{base: t.base, cfg: &t.cfg, req: req, key: op.key, field: op.field, clipped: op.clipped, attemptSet: op.attemptSet}
 }
 
 // sendAsIs sends the first attempt of an operation, numbered n and
@@ -96,10 +93,10 @@ func (op *operation) sender(t *Transport, req *http.Request) sender {
 // a server reads a first attempt. The base transport owns req's body from
 // then on: the operation hands it over first (replayBody.take). The result
 // is written to a, as send's.
-func sendAsIs(t *Transport, req *http.Request, a *attempt, n int, start int64) {
+func sendAsIs(cfg *settings, req *http.Request, a *attempt, n int, start int64) {
 	*a = attempt{n: n, req: req}
-	resp, err := t.base.RoundTrip(req)
-	a.answer(resp, err, start, t.cfg.nanos(), nil)
+	resp, err := cfg.base.RoundTrip(req)
+	a.answer(resp, err, start, cfg.clock.Nanos(), nil)
 }
 
 // answer records the base transport's answer to a, sent at start and
@@ -136,8 +133,8 @@ func (s *sender) send(a *attempt, p *plan) {
 		// that its connection is free for it.
 		drop(p.held)
 	}
-	resp, err := s.base.RoundTrip(a.req)
-	a.answer(resp, err, p.start, s.cfg.nanos(), w)
+	resp, err := s.cfg.base.RoundTrip(a.req)
+	a.answer(resp, err, p.start, s.cfg.clock.Nanos(), w)
 	if w != nil {
 		a.writes = w.seen()
 	}
@@ -326,4 +323,51 @@ func attemptValue(n int) []string {
 		return attemptHeaderValues[n]
 	}
 	return []string{strconv.Itoa(n)}
+}
+
+// timeBudgetHeader is the header that carries the caller's remaining time
+// (WithTimeBudgetHeader), in milliseconds.
+const timeBudgetHeader = "X-Request-Timeout"
+
+// budgetField adds the time budget header to areq, attempt p's copy of
+// the caller's request, if timeBudget has a value for it. own says that
+// areq's header is its own already (attemptHeader); otherwise it is given
+// one first.
+func (s *sender) budgetField(areq *http.Request, p *plan, own bool) {
+	v := timeBudget(areq, s.req.Header)
+	if v == nil {
+		return
+	}
+	if !own {
+		areq.Header = attemptHeader(s.req.Header, 1, p.i == 0 && s.clipped)
+	}
+	areq.Header[timeBudgetHeader] = v
+}
+
+// timeBudget returns the value of the time budget header for areq, an
+// attempt about to be sent: the milliseconds left before its context's
+// deadline, rounded down, at least 0. It returns nil when the attempt has
+// no deadline, or when the caller's header, h, has the field under any
+// spelling.
+func timeBudget(areq *http.Request, h http.Header) []string {
+	dl, ok := areq.Context().Deadline()
+	if !ok || callerSet(h, timeBudgetHeader) {
+		return nil
+	}
+	ms := max(time.Until(dl).Milliseconds(), 0)
+	return []string{strconv.FormatInt(ms, 10)}
+}
+
+// callerSet reports whether header h has the field name, canonical, under
+// its own spelling or another.
+func callerSet(h http.Header, name string) bool {
+	if _, ok := h[name]; ok {
+		return true
+	}
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }

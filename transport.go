@@ -47,6 +47,8 @@ type Transport struct {
 	asked askedDelays
 	// plain: the configuration lets requests be plain calls (plain.go).
 	plain bool
+	// wire: what sending an attempt needs (send.go), from cfg.
+	wire settings
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -66,6 +68,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
 	t.plain = t.cfg.plainCalls()
+	t.wire = settings{base: base, clock: t.cfg.clock, attemptTimeout: t.cfg.attemptTimeout, attemptHeader: t.cfg.attemptHeader, keyWire: t.cfg.keyWire, timeBudget: t.cfg.timeBudget}
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
 	return t
@@ -272,7 +275,7 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			case i == 0 && resumed: // sent by the plain call
 			case i == 0 && c.op.asIs:
 				c.op.body.take() // the base transport owns it now
-				sendAsIs(c.t, c.req, &l.cur, n, l.res.at)
+				sendAsIs(&c.t.wire, c.req, &l.cur, n, l.res.at)
 			default:
 				var p plan
 				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
