@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/retryafter"
 )
@@ -371,7 +373,7 @@ func classifyError(o Outcome) Decision {
 // idempotent, it is keyed (the Transport asks for evidence that the
 // server dedupes by the key), or a strong precondition guards it.
 func safeToResend(o Outcome) bool {
-	return o.Keyed || idempotentMethod(o.Request.Method) || guarded(o.Request.Header)
+	return o.Keyed || idempotentMethod(o.Request.Method) || wire.Guarded(o.Request.Header)
 }
 
 // retryIf is Retry if safe, else Terminal.
@@ -416,7 +418,7 @@ func permanent(err error) bool {
 	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrBodyNotReplayable), errors.Is(err, http.ErrSchemeMismatch):
 		return true
 	}
-	return clientLimit(err)
+	return wire.ClientLimit(err)
 }
 
 // shouldRetryHint reads X-Should-Retry / Stripe-Should-Retry: -1 for
@@ -560,28 +562,28 @@ func jsonMediaType(ct string) (problem, ok bool) {
 //
 // It is the decision's first step (decide.go); the unsafe-retry guard
 // follows it (call.verdict). It changes nothing: the verdict says it all.
-func classify(cfg *config, a *attempt, ctx context.Context, key string) (verdict, replayHeaders) {
+func classify(cfg *config, a *wire.Attempt, ctx context.Context, key string) (verdict, replayHeaders) {
 	var rh replayHeaders
-	if !a.sent {
-		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.err}, rh
+	if !a.Sent {
+		return verdict{d: Decision{Action: Terminal, Category: CategoryClient}, err: a.Err}, rh
 	}
-	v := verdict{err: a.err}
-	if key != "" && a.resp != nil {
-		rh = replayHeadersOf(a.resp.Header)
+	v := verdict{err: a.Err}
+	if key != "" && a.Resp != nil {
+		rh = replayHeadersOf(a.Resp.Header)
 	}
 	switch {
-	case !cfg.customClassifier && plainSuccess(a.resp, a.err):
+	case !cfg.customClassifier && plainSuccess(a.Resp, a.Err):
 		// DefaultClassifier's first case (success), without building
 		// its Outcome.
 		v.d = Decision{Action: Success, Replayed: rh.replay()}
-	case a.err != nil && ctx.Err() != nil:
+	case a.Err != nil && ctx.Err() != nil:
 		// The caller gave up; nothing else matters.
-		v.err = withCause(ctx.Err(), a.err)
+		v.err = withCause(ctx.Err(), a.Err)
 		v.d = Decision{Action: Terminal, Category: CategoryCanceled, Unknown: true}
 	default:
-		v.d = cfg.classifier(Outcome{Request: a.req, Response: a.resp, Err: a.err, Keyed: key != "", Now: clock.Wall(a.end)})
+		v.d = cfg.classifier(Outcome{Request: a.Req, Response: a.Resp, Err: a.Err, Keyed: key != "", Now: clock.Wall(a.End)})
 	}
-	if a.err != nil && v.d.Action == Success {
+	if a.Err != nil && v.d.Action == Success {
 		// No response is no success, whatever a classifier says, and it
 		// proves nothing about the effect.
 		v.d = terminal(v.d, true)
@@ -591,7 +593,7 @@ func classify(cfg *config, a *attempt, ctx context.Context, key string) (verdict
 	// died) may have been applied, whatever the last error says.
 	// A request cut short by its own body (the caller's reader failed)
 	// never reached the server whole.
-	if (a.err != nil && a.writes.any && !errors.Is(a.err, ErrBodyNotReplayable)) || (a.resp != nil && v.d.Action != Success && a.writes.again) {
+	if (a.Err != nil && a.Writes.Any && !errors.Is(a.Err, ErrBodyNotReplayable)) || (a.Resp != nil && v.d.Action != Success && a.Writes.Again) {
 		v.d.Unknown = true
 	}
 	return v, rh
@@ -611,5 +613,5 @@ func withCause(ctxErr, err error) error {
 	if errors.Is(err, ctxErr) {
 		return err
 	}
-	return wrapped{err, ctxErr}
+	return wire.Wrap(err, ctxErr)
 }

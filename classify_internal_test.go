@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,13 +46,13 @@ func TestClassifyWritesNothing(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			c := &call{t: tr, applicant: applicant{cfg: &tr.cfg, req: req, ctx: tt.ctx}, h: tr.host(req.URL.Host, now.UnixNano())}
 			c.op.key, c.op.unsafe = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70", true
-			a := attempt{n: 0, req: req, sent: true, end: now.UnixNano(), writes: writes{traced: true, any: true}}
+			a := wire.Attempt{N: 0, Req: req, Sent: true, End: now.UnixNano(), Writes: wire.Writes{Traced: true, Any: true}}
 			if tt.status == 0 {
-				a.err = resetErr
+				a.Err = resetErr
 			} else {
-				a.resp = &http.Response{StatusCode: tt.status, Header: http.Header{}, Body: &watchedBody{r: strings.NewReader("upstream down")}}
+				a.Resp = &http.Response{StatusCode: tt.status, Header: http.Header{}, Body: &watchedBody{r: strings.NewReader("upstream down")}}
 				if tt.echo {
-					a.resp.Header.Set(tr.cfg.keyHeader, c.op.key)
+					a.Resp.Header.Set(tr.cfg.keyHeader, c.op.key)
 				}
 			}
 			before := deepState(&a, &c.op)
@@ -76,7 +78,7 @@ func TestClassifyWritesNothing(t *testing.T) {
 // request and response it points to (headers cloned), what is left of the
 // response body, and what the verdict reads of the operation.
 type classifyState struct {
-	a          attempt
+	a          wire.Attempt
 	req        http.Request
 	resp       *http.Response
 	bodyLeft   int
@@ -86,14 +88,14 @@ type classifyState struct {
 	unsafe     bool
 }
 
-func deepState(a *attempt, op *operation) classifyState {
-	st := classifyState{a: *a, req: *a.req, key: op.key, own: op.own, unsafe: op.unsafe}
-	st.req.Header = a.req.Header.Clone()
-	if a.resp != nil {
-		resp := *a.resp
-		resp.Header = a.resp.Header.Clone()
+func deepState(a *wire.Attempt, op *operation) classifyState {
+	st := classifyState{a: *a, req: *a.Req, key: op.key, own: op.own, unsafe: op.unsafe}
+	st.req.Header = a.Req.Header.Clone()
+	if a.Resp != nil {
+		resp := *a.Resp
+		resp.Header = a.Resp.Header.Clone()
 		st.resp = &resp
-		if b, ok := a.resp.Body.(*watchedBody); ok {
+		if b, ok := a.Resp.Body.(*watchedBody); ok {
 			st.bodyLeft, st.bodyClosed = b.r.Len(), b.closed
 		}
 	}

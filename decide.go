@@ -2,6 +2,8 @@ package resilient
 
 import (
 	"net/http"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // The retry decision. What follows an attempt's answer is decided here, in
@@ -49,10 +51,10 @@ type verdict struct {
 
 // verdict returns the verdict on attempt a of c: decision steps 1 and 2.
 // It changes nothing: the verdict says it all.
-func (c *call) verdict(a *attempt) verdict {
+func (c *call) verdict(a *wire.Attempt) verdict {
 	op := &c.op
 	v, rh := classify(c.cfg, a, c.ctx, op.key) // 1. classify
-	if !a.sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {
+	if !a.Sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {
 		return v
 	}
 	// 2. the unsafe-retry guard. Three things show that the server
@@ -63,11 +65,11 @@ func (c *call) verdict(a *attempt) verdict {
 	// evidence of another kind, with a key or without: a request applied
 	// once fails it when sent again.
 	if op.unsafe {
-		v.shown = a.resp != nil && showsDedupe(a.resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
+		v.shown = a.Resp != nil && showsDedupe(a.Resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
 	}
 	if !v.shown && v.d.Action == Retry && !notApplied(a) &&
-		(!op.unsafe || !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.end)) && !guarded(c.req.Header) {
-		v.d = terminal(v.d, a.resp != nil && a.resp.StatusCode >= 500 || a.err != nil)
+		(!op.unsafe || !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.End)) && !wire.Guarded(c.req.Header) {
+		v.d = terminal(v.d, a.Resp != nil && a.Resp.StatusCode >= 500 || a.Err != nil)
 		v.stop = ErrUnsafeRetry
 	}
 	return v
@@ -88,7 +90,7 @@ func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
 	switch {
 	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne(), c.deferToSite():
 		return ErrRetriesExhausted, false // a single attempt's: the outer loop retries
-	case !c.op.body.replayable():
+	case !c.op.body.Replayable():
 		return ErrBodyNotReplayable, false
 	case d.Delay > cfg.retryAfterMax:
 		return ErrDelayTooLong, false
@@ -115,11 +117,11 @@ func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
 
 // notApplied reports whether attempt a's failure proves the server did not
 // apply it: the dial failed, nothing was written, or the server said 429.
-func notApplied(a *attempt) bool {
-	if a.err != nil {
-		return notSent(a.err) || (a.writes.traced && !a.writes.any)
+func notApplied(a *wire.Attempt) bool {
+	if a.Err != nil {
+		return notSent(a.Err) || (a.Writes.Traced && !a.Writes.Any)
 	}
-	return a.resp != nil && a.resp.StatusCode == http.StatusTooManyRequests
+	return a.Resp != nil && a.Resp.StatusCode == http.StatusTooManyRequests
 }
 
 // vouched reports whether the application vouches that c's server

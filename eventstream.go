@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // Event streams (text/event-stream), resumed on request: a GET that sends
@@ -231,7 +233,7 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 	rb := resumeBody{req: s.req, st: &resumeState{n: s.n}}
 	rb.event(g, resp, err, v, took, r.delay)
 	if v.d.Action != Success {
-		drop(resp)
+		wire.Drop(resp)
 		s.n.failed(v.d.Delay)
 		return false, v.stop
 	}

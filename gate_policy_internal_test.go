@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -265,7 +267,7 @@ func (b *endlessBody) Close() error { return nil }
 // caller whole, as a bare client's would: a body over the drain limit, and
 // one that stalls before its end, were cut (the caller got an *Error).
 func TestKeptAnswerIsWholeWhenTheRetryIsNotSent(t *testing.T) {
-	big := strings.Repeat("x", 3*drainLimit+17)
+	big := strings.Repeat("x", 3*wire.DrainLimit+17)
 	tests := []struct {
 		name string
 		body func() io.ReadCloser
@@ -343,7 +345,7 @@ func TestDiscardIsBounded(t *testing.T) {
 	})
 	t.Run("endless", func(t *testing.T) {
 		body := &endlessBody{}
-		discard(&http.Response{Body: body})
-		assert.LessOrEqual(t, body.read.Load(), int64(drainLimit))
+		wire.Discard(&http.Response{Body: body})
+		assert.LessOrEqual(t, body.read.Load(), int64(wire.DrainLimit))
 	})
 }

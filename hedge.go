@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // HedgingConfig configures hedged requests (WithHedging). The zero value
@@ -107,7 +109,7 @@ type hedgeCopy struct {
 // hedgeResult is what a copy's goroutine hands back.
 type hedgeResult struct {
 	k int // index in the round's copies
-	a attempt
+	a wire.Attempt
 }
 
 // hedgeRound is a hedged round: its copies, their goroutines, and the
@@ -130,19 +132,19 @@ func newHedgeRound(copies int, delay time.Duration) *hedgeRound {
 
 // launch sends copy cp in a goroutine of its own: s sends p, a plan
 // with a context of the copy's own.
-func (hr *hedgeRound) launch(cp hedgeCopy, s sender, p *plan) {
+func (hr *hedgeRound) launch(cp hedgeCopy, s wire.Sender, p *wire.Plan) {
 	k := len(hr.copies)
 	hr.copies = append(hr.copies, cp)
 	job := struct {
-		s sender
-		p plan
+		s wire.Sender
+		p wire.Plan
 	}{s, *p} // the goroutine's one allocation
 	hr.inflight++
 	hr.wg.Add(1)
 	go func() {
 		defer hr.wg.Done()
-		var a attempt
-		job.s.send(&a, &job.p)
+		var a wire.Attempt
+		job.s.Send(&a, &job.p)
 		hr.results <- hedgeResult{k, a}
 	}()
 }
@@ -210,7 +212,7 @@ func (hg *hedging) after(l *latency) time.Duration {
 // be hedged.
 func (c *call) hedgeDelay(hedges int) time.Duration {
 	hg := c.cfg.hedge
-	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.replayable() || !hedgeMethod(c.req.Method) {
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.Replayable() || !hedgeMethod(c.req.Method) {
 		return 0
 	}
 	return hg.after(&c.h.latency)
@@ -236,7 +238,7 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 //
 // Every goroutine of the round has ended when hedged returns. The winner's
 // context is cancelled when its body is closed.
-func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (attempt, verdict, int) {
+func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (wire.Attempt, verdict, int) {
 	hg := c.cfg.hedge
 	budget := hg.max - hedges
 	round := newHedgeRound(1+budget, delay)
@@ -245,7 +247,7 @@ func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (
 	defer round.end()
 	sent := 0
 	var (
-		last  attempt
+		last  wire.Attempt
 		lastV verdict
 	)
 	for round.inflight > 0 {
@@ -260,7 +262,7 @@ func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (
 			continue
 		}
 		cp, a := &round.copies[got.k], got.a
-		if !a.sent && round.inflight > 0 {
+		if !a.Sent && round.inflight > 0 {
 			c.withdraw(cp)
 			last, lastV = a, verdict{}
 			continue
@@ -282,8 +284,8 @@ func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (
 			return a, v, sent
 		}
 		if round.inflight > 0 {
-			if a.resp != nil {
-				discard(a.resp)
+			if a.Resp != nil {
+				wire.Discard(a.Resp)
 			}
 			cp.cancel()
 		} else {
@@ -300,7 +302,7 @@ func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (
 // have us retry, pushback above all) to one copy says nothing of the copy
 // it is still serving. A hedge is a retry to the server, the first to be
 // shed.
-func wins(ro role, a *attempt, v verdict) bool {
+func wins(ro role, a *wire.Attempt, v verdict) bool {
 	return v.d.Action != Retry && !(ro == racing && shed(a, v.d))
 }
 
@@ -308,7 +310,7 @@ func wins(ro role, a *attempt, v verdict) bool {
 // res. The copy runs in a goroutine and a context of its own.
 func (c *call) launch(round *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	var p plan
+	var p wire.Plan
 	c.op.plan(&p, ctx, i, n, res.at, nil)
 	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.op.sender(c.t, c.req), &p)
 }
@@ -339,12 +341,12 @@ func (c *call) withdraw(cp *hedgeCopy) {
 
 // keepCopy ties the copy's context to what the caller gets: cancelled when
 // the response body is closed, at once when there is no response.
-func (c *call) keepCopy(a *attempt, cancel context.CancelFunc) {
-	if a.resp == nil {
+func (c *call) keepCopy(a *wire.Attempt, cancel context.CancelFunc) {
+	if a.Resp == nil {
 		cancel()
 		return
 	}
-	a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+	a.Resp.Body = wire.CancelOnClose(a.Resp.Body, cancel)
 }
 
 // settleLosers cancels the copies of round still in flight once another
@@ -357,14 +359,14 @@ func (c *call) settleLosers(round *hedgeRound) {
 	for round.inflight > 0 {
 		got := round.result()
 		cp, a := &round.copies[got.k], got.a
-		if !a.sent {
+		if !a.Sent {
 			c.withdraw(cp)
 			continue
 		}
 		var v verdict
 		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil, &v)
-		if a.resp != nil {
-			discard(a.resp)
+		if a.Resp != nil {
+			wire.Discard(a.Resp)
 		}
 		cp.cancel()
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // ledger folds a call's attempts into what the caller and observers see:
@@ -71,14 +73,14 @@ func (l *ledger) resolved(key string, single bool) {
 
 // note folds a sent attempt and its decision into the ledger; hedge says
 // it was a hedge (WithHedging).
-func (l *ledger) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
-	if a.sent {
+func (l *ledger) note(a *wire.Attempt, d Decision, wait time.Duration, hedge bool) {
+	if a.Sent {
 		l.attempts++
-		l.resends += a.writes.resends
+		l.resends += a.Writes.Resends
 	}
-	l.lastErr = a.err
-	if a.resp != nil {
-		l.status = a.resp.StatusCode
+	l.lastErr = a.Err
+	if a.Resp != nil {
+		l.status = a.Resp.StatusCode
 	}
 	// Once an attempt may have been applied, the outcome stays unknown until
 	// a success answers for it: a later 429 or 4xx (from a rate limiter or a
@@ -90,43 +92,43 @@ func (l *ledger) note(a *attempt, d Decision, wait time.Duration, hedge bool) {
 	// success may be a duplicate.
 	if l.ambiguous || d.Unknown { // else it stays false either way
 		switch {
-		case d.Action == Success && (l.id.key != "" || idempotentMethod(l.req.Method) || guarded(l.req.Header)):
+		case d.Action == Success && (l.id.key != "" || idempotentMethod(l.req.Method) || wire.Guarded(l.req.Header)):
 			l.ambiguous = false
 		case d.Unknown:
 			l.ambiguous = true
 		}
 	}
-	if !a.sent {
+	if !a.Sent {
 		return
 	}
 	if l.rep != nil {
-		ar := AttemptReport{Attempt: a.n, Wait: wait, Err: a.err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.took, Resends: a.writes.resends, Hedge: hedge}
+		ar := AttemptReport{Attempt: a.N, Wait: wait, Err: a.Err, Action: d.Action, Category: d.Category, Replayed: d.Replayed, Pushback: d.Pushback, Duration: a.Took, Resends: a.Writes.Resends, Hedge: hedge}
 		l.rep.Resends = l.resends
-		if a.resp != nil {
-			ar.StatusCode = a.resp.StatusCode
+		if a.Resp != nil {
+			ar.StatusCode = a.Resp.StatusCode
 		}
 		l.rep.Attempts = append(l.rep.Attempts, ar)
 	}
 	if len(l.cfg.observers) > 0 {
-		e := Event{Kind: EventAttempt, Attempt: AttemptReport{Attempt: a.n, Wait: wait, Resends: a.writes.resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.took, Err: a.err, Hedge: hedge}}
+		e := Event{Kind: EventAttempt, Attempt: AttemptReport{Attempt: a.N, Wait: wait, Resends: a.Writes.Resends, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Duration: a.Took, Err: a.Err, Hedge: hedge}}
 		if d.Pushback {
 			e.Attempt.Pushback, e.Delay = true, min(d.Delay, l.cfg.retryAfterMax)
 		}
-		if a.resp != nil {
-			e.Attempt.StatusCode = a.resp.StatusCode
+		if a.Resp != nil {
+			e.Attempt.StatusCode = a.Resp.StatusCode
 		}
 		l.emit(e)
 	}
 }
 
 // retrying emits the decision to retry attempt a as attempt n after delay.
-func (l *ledger) retrying(n int, a *attempt, d Decision, delay time.Duration) {
+func (l *ledger) retrying(n int, a *wire.Attempt, d Decision, delay time.Duration) {
 	if len(l.cfg.observers) == 0 {
 		return
 	}
-	e := Event{Kind: EventRetry, Attempt: AttemptReport{Attempt: n, Category: d.Category, Action: Retry, Err: a.err}, Delay: delay, Outcome: OutcomeRetry}
-	if a.resp != nil {
-		e.Attempt.StatusCode = a.resp.StatusCode
+	e := Event{Kind: EventRetry, Attempt: AttemptReport{Attempt: n, Category: d.Category, Action: Retry, Err: a.Err}, Delay: delay, Outcome: OutcomeRetry}
+	if a.Resp != nil {
+		e.Attempt.StatusCode = a.Resp.StatusCode
 	}
 	l.emit(e)
 }
@@ -136,8 +138,8 @@ func (l *ledger) retrying(n int, a *attempt, d Decision, delay time.Duration) {
 // with no attempt that may have been applied. Everything else (retries
 // stopped, a cancelled caller, an unknown outcome, a redirect the client
 // may follow) leaves it pending.
-func (l *ledger) definitive(a *attempt, d Decision) bool {
-	return (d.Action == Success && !isRedirect(a.resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous)
+func (l *ledger) definitive(a *wire.Attempt, d Decision) bool {
+	return (d.Action == Success && !isRedirect(a.Resp)) || (d.Action == Terminal && d.Category != CategoryCanceled && !l.ambiguous)
 }
 
 // finish folds the end of the call after attempt a, decided d, on host h
@@ -148,36 +150,36 @@ func (l *ledger) definitive(a *attempt, d Decision) bool {
 //
 // single says that the body can be sent only once (a streamed body may
 // have gone over the limit).
-func (l *ledger) finish(a *attempt, d Decision, stop error, h *hostState, single bool) (*http.Response, error) {
+func (l *ledger) finish(a *wire.Attempt, d Decision, stop error, h *hostState, single bool) (*http.Response, error) {
 	if l.rep != nil {
 		l.rep.SingleAttempt = single
 		l.rep.Stopped = stop
-		l.rep.Replayed = a.resp != nil && d.Replayed
+		l.rep.Replayed = a.Resp != nil && d.Replayed
 		l.rep.Unknown = l.ambiguous
-		l.rep.Winner, l.rep.Hedges, l.rep.HedgeWon = a.n, len(l.hedgeNums), l.isHedge(a.n)
+		l.rep.Winner, l.rep.Hedges, l.rep.HedgeWon = a.N, len(l.hedgeNums), l.isHedge(a.N)
 	}
 	observed := len(l.cfg.observers) > 0 // events are built only for observers
-	if a.resp != nil && !preconditionUnknown(l.req.Method, a.resp, l.ambiguous) {
+	if a.Resp != nil && !wire.PreconditionUnknown(l.req.Method, a.Resp, l.ambiguous) {
 		if observed {
-			l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: a.resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.n)},
+			l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.N, StatusCode: a.Resp.StatusCode, Category: d.Category, Action: d.Action, Replayed: d.Replayed, Hedge: l.isHedge(a.N)},
 				Outcome: outcomeOf(d, stop), Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Deferred: l.id.deferred}})
 		}
-		return a.resp, nil
+		return a.Resp, nil
 	}
 	outcome := outcomeOf(d, stop)
 	if stop == nil {
-		stop = a.err
+		stop = a.Err
 		if d.Category == CategoryCanceled {
 			stop = l.ctx.Err()
 		}
 	}
-	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.err}
-	if a.resp != nil { // a 412 that may answer for an applied attempt
-		holdAnswer(a.resp, drainTimeout) // readable after http.Client cancels the request
-		e.Response, e.Err = a.resp, errPreconditionUnknown
+	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: d.Category, StatusCode: l.status, Unknown: l.ambiguous, Reason: stop, Err: a.Err}
+	if a.Resp != nil { // a 412 that may answer for an applied attempt
+		wire.HoldAnswer(a.Resp, wire.DrainTimeout) // readable after http.Client cancels the request
+		e.Response, e.Err = a.Resp, wire.ErrPreconditionUnknown
 	}
 	retryAt(e, h)
-	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.n, StatusCode: l.status, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.n)},
+	l.emit(Event{Kind: EventOutcome, Attempt: AttemptReport{Attempt: a.N, StatusCode: l.status, Category: d.Category, Action: d.Action, Hedge: l.isHedge(a.N)},
 		Outcome: outcome, Summary: Summary{Attempts: l.attempts, Resends: l.resends, Hedges: len(l.hedgeNums), Duration: l.elapsed(), Unknown: e.Unknown, Deferred: l.id.deferred}, Err: e})
 	return nil, e
 }

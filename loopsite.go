@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // The rules this file carries out (request, header, identical, site) and
@@ -129,7 +131,7 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	}
 	lc := c.loopState()
 	at := lc.origin()
-	bp := op.body.print(c.req.ContentLength)
+	bp := bodyPrintOf(&op.body, c.req.ContentLength)
 	ns := c.cfg.nanos()
 	lp.mu.Lock()
 	f, rule, strong := lp.match(c.req, at, bp, ns)
@@ -218,7 +220,7 @@ func (c *call) failedRetryably(rewound bool) {
 	f := &failure{req: c.req, header: headerPtr(c.req.Header), body: c.req.Body, sig: sigOf(c.req), host: c.req.URL.Host,
 		print: bodyPrint{length: c.req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.cfg.nanos()}
 	if rewound {
-		f.print = c.op.body.print(c.req.ContentLength)
+		f.print = bodyPrintOf(&c.op.body, c.req.ContentLength)
 	}
 	if !c.op.own {
 		f.key = c.op.key
@@ -411,15 +413,15 @@ func goid() uint64 {
 	return id
 }
 
-// print returns the fingerprint of the body rb sends, of length length
+// bodyPrintOf returns the fingerprint of the body rb sends, of length length
 // (the request's ContentLength). It is only the length for a body rb
 // cannot hold (replayBody.hold): over the replay buffer, or streamed,
 // which is read only as it is sent.
-func (rb *replayBody) print(length int64) bodyPrint {
-	if !rb.hold() {
+func bodyPrintOf(rb *wire.ReplayBody, length int64) bodyPrint {
+	if !rb.Hold() {
 		return bodyPrint{length: length}
 	}
-	return bodyPrint{sum: sha256.Sum256(rb.buf), length: int64(len(rb.buf)), known: true}
+	return bodyPrint{sum: sha256.Sum256(rb.Buf), length: int64(len(rb.Buf)), known: true}
 }
 
 // headerPtr identifies a Header map; nil for none.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/persist"
 )
 
@@ -16,7 +18,7 @@ import (
 type operation struct {
 	key  string
 	name string // ContextWithOperation's, "" if none
-	body replayBody
+	body wire.ReplayBody
 	// field is the header field name the key is sent under: the caller's
 	// spelling when the caller set it, else the configured name.
 	field string
@@ -60,10 +62,10 @@ type operation struct {
 //
 // hs is what checkRequest found of req, if hs.checked; prepare checks req
 // itself otherwise.
-func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, hs headerScan, keys *keySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
-	if !hs.checked {
+func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, hs wire.HeaderScan, keys *wire.KeySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
+	if !hs.Checked {
 		var err error
-		if hs, err = checkRequest(req, cfg.keyHeader, cfg.attemptHeader); err != nil {
+		if hs, err = wire.CheckRequest(req, cfg.keyHeader, cfg.attemptHeader); err != nil {
 			closeReqBody(req)
 			return nil, &refusal{ErrInvalidRequest, CategoryTerminal, err}
 		}
@@ -76,19 +78,19 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 	op.key = key
 	// A claim fingerprints the body before anything is sent: a body
 	// without GetBody is then read first; otherwise it is streamed.
-	if err := op.body.init(ctx, req, cfg.maxBodyBuffer, claims); err != nil {
+	if err := op.body.Init(ctx, req, cfg.maxBodyBuffer, claims); err != nil {
 		op.key = op.unsentKey(ctx)
 		return nil, &refusal{ErrBodyNotReplayable, CategoryClient, err}
 	}
 	var o *outerCall
 	switch {
-	case hs.marked:
+	case hs.Marked:
 		o, op.key = op.outerKey(cfg, req, pending) // an SDK's marks: outerloop.go
 	case scan != nil:
 		o, op.key = scan.recognise(op) // a loop without marks: loopsite.go
 	}
-	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !cfg.timeBudget && cfg.hedge == nil && !hs.attemptSet && op.body.callers()
-	op.clipped, op.attemptSet = hs.clipped, hs.attemptSet
+	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !cfg.timeBudget && cfg.hedge == nil && !hs.AttemptSet && op.body.Callers()
+	op.clipped, op.attemptSet = hs.Clipped, hs.AttemptSet
 	return o, nil
 }
 
@@ -99,33 +101,33 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 // checkRequest found: the key header field under another spelling than the
 // canonical one (alt, "" if none), the method's bit. On error the key is
 // not to be used.
-func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *keySource, hs headerScan) (string, error) {
-	if name, vs := keyField(req.Header, cfg.keyHeader, hs.alt); len(vs) > 0 {
+func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *wire.KeySource, hs wire.HeaderScan) (string, error) {
+	if name, vs := wire.KeyField(req.Header, cfg.keyHeader, hs.Alt); len(vs) > 0 {
 		op.own, op.field = true, name
-		return vs[0], ValidateKey(vs[0])
+		return vs[0], wire.ValidateKey(vs[0])
 	}
 	if k, ok := keyFromContext(ctx); ok {
 		op.own = true
-		return k, ValidateKey(k)
+		return k, wire.ValidateKey(k)
 	}
 	op.own = op.name != "" && cfg.store != nil
 	// http.Client follows a 307/308 by calling RoundTrip again with a new
 	// request whose Response is the redirect; that response's Request is the
 	// attempt we sent, with the key. Same method, same operation, same key.
 	if prev := req.Response; prev != nil && prev.Request != nil && prev.Request.Method == req.Method {
-		if k := sentKey(prev.Request.Header, cfg.keyHeader, cfg.keyWire); k != "" {
+		if k := wire.SentKey(prev.Request.Header, cfg.keyHeader, cfg.keyWire); k != "" {
 			return k, nil
 		}
 	}
-	if cfg.keyMethods.hasBit(hs.method, req.Method) || (op.name != "" && cfg.store != nil) {
+	if cfg.keyMethods.HasBit(hs.Method, req.Method) || (op.name != "" && cfg.store != nil) {
 		if cfg.keyFunc == nil {
-			return keys.mint() // a UUIDv7: valid by construction
+			return keys.Mint() // a UUIDv7: valid by construction
 		}
 		k, err := cfg.keyFunc()
 		if err != nil {
 			return "", err
 		}
-		return k, ValidateKey(k)
+		return k, wire.ValidateKey(k)
 	}
 	return "", nil
 }
@@ -150,7 +152,7 @@ func (op *operation) unsentKey(ctx context.Context) string {
 // durable. claim runs within ctx, the caller's; req is the caller's
 // request.
 func (op *operation) claim(cfg *config, ctx context.Context, req *http.Request) *refusal {
-	fp, err := op.body.fingerprint(req)
+	fp, err := op.body.Fingerprint(req)
 	if err != nil {
 		op.key = op.unsentKey(ctx)
 		return &refusal{ErrBodyNotReplayable, CategoryClient, err}
@@ -178,7 +180,7 @@ func (op *operation) claim(cfg *config, ctx context.Context, req *http.Request) 
 		op.born = candidate.Created
 		return nil
 	}
-	if err := ValidateKey(rec.Key); err != nil {
+	if err := wire.ValidateKey(rec.Key); err != nil {
 		return &refusal{ErrInvalidKey, CategoryClient, fmt.Errorf("operation %q: stored key: %w", op.name, err)}
 	}
 	if rec.Fingerprint != fp {
@@ -223,7 +225,7 @@ func (op *operation) keyAge(cfg *config, at time.Time) error {
 		return nil
 	}
 	born := op.born
-	if t, ok := keyTime(op.key); ok && (born.IsZero() || t.Before(born)) {
+	if t, ok := wire.KeyTime(op.key); ok && (born.IsZero() || t.Before(born)) {
 		born = t
 	}
 	if born.IsZero() {
@@ -283,16 +285,16 @@ func closeReqBody(req *http.Request) {
 // plan fills p, a new plan, with what attempt n, the i-th of op's call,
 // admitted at start, is sent with: op hands over its body for it. p is
 // filled in place: a returned plan would be copied.
-func (op *operation) plan(p *plan, ctx context.Context, i, n int, start int64, held *http.Response) {
+func (op *operation) plan(p *wire.Plan, ctx context.Context, i, n int, start int64, held *http.Response) {
 	// Field by field: p is zero (a new plan), and a composite literal
 	// would be built aside and copied.
-	p.body, p.bodyErr = op.body.body(i)
-	p.ctx, p.i, p.n, p.start, p.held = ctx, i, n, start, held
-	p.rewind = op.body.rewind()
+	p.Body, p.BodyErr = op.body.Body(i)
+	p.Ctx, p.I, p.N, p.Start, p.Held = ctx, i, n, start, held
+	p.Rewind = op.body.Rewind()
 }
 
 // sender returns the sender of op, resolved, for the caller's request
 // req to t.
-func (op *operation) sender(t *Transport, req *http.Request) sender {
-	return sender{cfg: &t.wire, req: req, key: op.key, field: op.field, clipped: op.clipped, attemptSet: op.attemptSet}
+func (op *operation) sender(t *Transport, req *http.Request) wire.Sender {
+	return wire.Sender{Cfg: &t.wire, Req: req, Key: op.key, Field: op.field, Clipped: op.clipped, AttemptSet: op.attemptSet}
 }

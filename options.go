@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/persist"
@@ -68,7 +70,7 @@ type config struct {
 	keyWire          string
 	attemptHeader    string
 	keyFunc          func() (string, error) // nil: the Transport's keySource (NewKey's UUIDv7s)
-	keyMethods       methodSet
+	keyMethods       wire.MethodSet
 	dedupers         []dedupingServer
 	refusalResponses bool
 	outer            outerMode            // WithOuterRetries
@@ -122,7 +124,7 @@ func defaultConfig() config {
 		rateLimit:     rate.Inf,
 		keyHeader:     DefaultKeyHeader,
 		attemptHeader: DefaultAttemptHeader,
-		keyMethods:    newMethodSet(http.MethodPost, http.MethodPatch),
+		keyMethods:    wire.NewMethodSet(http.MethodPost, http.MethodPatch),
 		keyRetention:  defaultKeyRetention,
 		retryAfterMax: defaultRetryAfterMax,
 		maxBodyBuffer: defaultMaxBodyBuffer,
@@ -200,7 +202,7 @@ func WithKeyFunc(f func() (string, error)) Option {
 // the caller set none (default POST and PATCH). With no methods, keys are sent
 // only when the caller sets one (ContextWithKey, or the header).
 func WithKeyMethods(methods ...string) Option {
-	return func(c *config) { c.keyMethods = newMethodSet(methods...) }
+	return func(c *config) { c.keyMethods = wire.NewMethodSet(methods...) }
 }
 
 // WithStore makes the Transport claim keys from s. A request whose context

@@ -89,7 +89,7 @@ func TestOptionZeroValues(t *testing.T) {
 		}},
 		{"WithKeyMethods(): no key of the Transport's own", WithKeyMethods(), func(t *testing.T, c *config) {
 			for _, m := range []string{http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodGet} {
-				assert.False(t, c.keyMethods.has(m), m)
+				assert.False(t, c.keyMethods.Has(m), m)
 			}
 		}},
 		{"WithStore(nil): no Store", WithStore(nil), func(t *testing.T, c *config) {

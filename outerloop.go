@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // The policy this file carries out is in doc.go, under "Outer retry
@@ -109,7 +111,7 @@ func (c *call) deferredBy() string {
 
 // outerCall is the part of a call that an outer retry loop concerns.
 type outerCall struct {
-	mark   mark
+	mark   wire.Mark
 	marked bool // mark was read from the request
 	// single: this call sends one attempt; the loop retries. Its retries
 	// are admitted by the gate as retries, which it may refuse.
@@ -128,7 +130,7 @@ type outerCall struct {
 // key of the pending call this one continues. outerKey is called once the
 // body is ready, before anything is sent.
 func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCalls) (*outerCall, string) {
-	m, ok := readMark(req.Header)
+	m, ok := wire.ReadMark(req.Header)
 	if !ok || op.hop {
 		return nil, op.key
 	}
@@ -136,21 +138,21 @@ func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCa
 	if op.own || op.key == "" {
 		return o, op.key // the application's key, or a request that takes none
 	}
-	if m.count < 0 {
+	if m.Count < 0 {
 		return o, op.key // no count: nothing to match a retry by
 	}
-	if m.id != "" && ValidateKey(m.id) == nil {
-		return o, m.id
+	if m.Id != "" && wire.ValidateKey(m.Id) == nil {
+		return o, m.Id
 	}
-	if op.body.stream != nil {
+	if op.body.Stream != nil {
 		return o, op.key // a streamed body has no fingerprint before it is sent: the minted key stands
 	}
-	fp, err := op.body.fingerprint(req)
+	fp, err := op.body.Fingerprint(req)
 	if err != nil {
 		return o, op.key // no match possible: the minted key stands
 	}
 	o.print = fp
-	return o, pending.key(fp, m.count, op.key, cfg.nanos())
+	return o, pending.key(fp, m.Count, op.key, cfg.nanos())
 }
 
 // outerStart decides whether a call sends one attempt for an outer loop. It
@@ -167,8 +169,8 @@ func outerStart(o *outerCall, mode outerMode, base int) (*outerCall, int) {
 		}
 		o = &outerCall{}
 	}
-	if o.marked && o.mark.count >= 0 {
-		base = o.mark.count
+	if o.marked && o.mark.Count >= 0 {
+		base = o.mark.Count
 	}
 	switch mode {
 	case outerAlways:
@@ -180,14 +182,14 @@ func outerStart(o *outerCall, mode outerMode, base int) (*outerCall, int) {
 			// as it was (recent.go): it may be a loop's retry, or the
 			// application resolving an unknown outcome, which the
 			// Transport retries.
-		case o.mark.count < 0:
+		case o.mark.Count < 0:
 			// stripe-go: a retry loop once its key repeats. Its first
 			// attempt is retried by the Transport: with stripe-go's
 			// retries off, that is how the Transport retries its calls
 			// (under stripe-go's key, which makes a re-sent POST safe).
 			o.single = base > 0
 		default:
-			o.single = o.mark.willRetry()
+			o.single = o.mark.WillRetry()
 		}
 	}
 	return o, base
@@ -201,7 +203,7 @@ func (o *outerCall) sendsOne() bool { return o != nil && o.single }
 // refusal response (see WithRefusalResponses). It is when the call is an
 // outer loop's attempt whose SDK honours a do-not-retry answer (the marks'
 // table).
-func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.respond }
+func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.Respond }
 
 // pendingWindow is how long a pending call is remembered after its last
 // attempt. It is longer than the longest wait of the SDKs that send no call

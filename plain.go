@@ -2,6 +2,8 @@ package resilient
 
 import (
 	"net/http"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // A plain call is the common request: one the Transport sends as is, or
@@ -32,7 +34,7 @@ func plainBody(req *http.Request) bool {
 // of req's header if sendPlain made one (hs.checked). Else sendPlain
 // returns the call's outcome, the loop's if the first answer was not a
 // plain success. (RoundTrip tries it when t.plain, for a plainBody.)
-func (t *Transport) sendPlain(req *http.Request, hs *headerScan) (resp *http.Response, err error, ok bool) {
+func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *http.Response, err error, ok bool) {
 	ctx := req.Context()
 	if name, _ := operationFromContext(ctx); name != "" || req.Response != nil || outerContexts.Load() || t.loopsKnown() {
 		return nil, nil, false // a named operation, a redirect hop, a loop in sight
@@ -40,7 +42,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *headerScan) (resp *http.Res
 	if _, keyed := keyFromContext(ctx); keyed || reportFromContext(ctx) != nil {
 		return nil, nil, false
 	}
-	if *hs, err = checkRequest(req, t.cfg.keyHeader, t.cfg.attemptHeader); err != nil || hs.alt != "" || hs.marked || hs.attemptSet {
+	if *hs, err = wire.CheckRequest(req, t.cfg.keyHeader, t.cfg.attemptHeader); err != nil || hs.Alt != "" || hs.Marked || hs.AttemptSet {
 		return nil, nil, false // the loop's to refuse, or to send with what it carries
 	}
 	now := t.cfg.nanos() // the first attempt's admission
@@ -51,40 +53,40 @@ func (t *Transport) sendPlain(req *http.Request, hs *headerScan) (resp *http.Res
 	// The operation, as call.resolve resolves it (operation.prepare): a
 	// key minted for the key methods, the body as it is.
 	var op operation
-	if t.cfg.keyMethods.hasBit(hs.method, req.Method) {
-		k, err := t.keys.mint()
+	if t.cfg.keyMethods.HasBit(hs.Method, req.Method) {
+		k, err := t.keys.Mint()
 		if err != nil {
 			return nil, nil, false // the loop mints again, and refuses the call if that fails too
 		}
 		op = operation{key: k, unsafe: !idempotentMethod(req.Method)}
 	}
 	if req.Body != nil {
-		op.body.init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error
+		op.body.Init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error
 	}
-	op.asIs, op.clipped = op.key == "", hs.clipped // a plainBody is the caller's own (replayBody.callers)
+	op.asIs, op.clipped = op.key == "", hs.Clipped // a plainBody is the caller's own (replayBody.callers)
 	g := applicant{cfg: &t.cfg, ctx: ctx, req: req}
 	var (
-		a attempt
+		a wire.Attempt
 		r reservation
 	)
 	r.reset(h, now, false, true, false)
 	r.sizes()
 	if op.asIs {
-		op.body.take() // the base transport owns it now
-		sendAsIs(&t.wire, req, &a, 0, now)
+		op.body.Take() // the base transport owns it now
+		wire.SendAsIs(&t.wire, req, &a, 0, now)
 	} else {
-		var p plan
+		var p wire.Plan
 		op.plan(&p, ctx, 0, 0, now, nil)
 		s := op.sender(t, req)
-		s.send(&a, &p)
+		s.Send(&a, &p)
 	}
-	if plainSuccess(a.resp, a.err) {
+	if plainSuccess(a.Resp, a.Err) {
 		if op.asIs {
 			h.succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent
 		} else {
 			op.succeeded(h, &g, &a, &r)
 		}
-		return a.resp, nil, true
+		return a.Resp, nil, true
 	}
 	resp, err = t.resume(&g, h, &op, &a, &r)
 	return resp, err, true
@@ -95,10 +97,10 @@ func (t *Transport) sendPlain(req *http.Request, hs *headerScan) (resp *http.Res
 // call.resolve and Transport.roundTrip build it for the request: unnamed,
 // unobserved, keyed by the Transport if at all, its own first attempt
 // (numbered 0), with no outer loop.
-func (t *Transport) resume(g *applicant, h *hostState, op *operation, a *attempt, r *reservation) (*http.Response, error) {
+func (t *Transport) resume(g *applicant, h *hostState, op *operation, a *wire.Attempt, r *reservation) (*http.Response, error) {
 	c := &call{t: t, applicant: *g, h: h, op: *op}
 	c.led.start(&t.cfg, g.ctx, g.req, "", nil)
-	c.led.resolved(op.key, !op.body.replayable())
+	c.led.resolved(op.key, !op.body.Replayable())
 	var l loop
 	l.cur, l.res = *a, *r
 	return c.run(&l, r.at, true)

@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
@@ -247,7 +249,7 @@ func TestPlainCallOnlyWhenNothingIsToBeAdded(t *testing.T) {
 			)
 			req := tt.req(context.Background())
 			if tr.plain && plainBody(req) { // roundTrip tries a plain call only then
-				resp, err, ok = tr.sendPlain(req, &headerScan{})
+				resp, err, ok = tr.sendPlain(req, &wire.HeaderScan{})
 			}
 			require.Equal(t, tt.plain, ok)
 			if !ok {
@@ -269,13 +271,13 @@ func TestPlainCallNotToAPausedHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := stubtest.New(stubtest.Reply(429, "Retry-After: 1"), stubtest.Reply(200))
 		tr := NewTransport(s)
-		resp, err, ok := tr.sendPlain(stubtest.Get(context.Background(), "api.test"), &headerScan{})
+		resp, err, ok := tr.sendPlain(stubtest.Get(context.Background(), "api.test"), &wire.HeaderScan{})
 		require.True(t, ok)
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode, "the loop retried the 429")
 		require.NotZero(t, tr.host("api.test", tr.cfg.nanos()).pauses.pauseUntil.Load(), "the host is paused")
-		_, _, ok = tr.sendPlain(stubtest.Get(context.Background(), "api.test"), &headerScan{})
+		_, _, ok = tr.sendPlain(stubtest.Get(context.Background(), "api.test"), &wire.HeaderScan{})
 		assert.False(t, ok)
 		assert.Len(t, s.Attempts(), 2, "nothing sent by the refused plain call")
 	})

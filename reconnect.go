@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // reconnecting is what a resumed body (resume.go) and a reconnected event
@@ -58,7 +60,7 @@ func (c *reconnecting) send(base http.RoundTripper, req *http.Request) (*http.Re
 		cancel()
 		return nil, err
 	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &wire.CancelBody{ReadCloser: resp.Body, Cancel: cancel}
 	return resp, nil
 }
 

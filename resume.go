@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // Range resume: the body of a GET's answer that breaks mid-read continues
@@ -346,7 +348,7 @@ func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
 		}
 		return true, nil
 	}
-	drop(resp)
+	wire.Drop(resp)
 	b.st.n.failed(v.d.Delay)
 	return false, v.stop
 }
@@ -362,8 +364,8 @@ func looped(cfg *config, req *http.Request) bool {
 	case outerNever:
 		return false
 	}
-	hs, err := checkRequest(req, cfg.keyHeader, cfg.attemptHeader)
-	return err == nil && (hs.marked || hs.attemptSet)
+	hs, err := wire.CheckRequest(req, cfg.keyHeader, cfg.attemptHeader)
+	return err == nil && (hs.Marked || hs.AttemptSet)
 }
 
 // errResumeClosed is why a resume is dropped when the caller closed the body

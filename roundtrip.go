@@ -1,6 +1,10 @@
 package resilient
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/resilienthttp/resilient/internal/wire"
+)
 
 // RoundTrip sends req, retrying as configured. See Transport for the
 // guarantees. Errors are *Error values. errors.Is matches them against these
@@ -16,7 +20,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp *http.Response
 		err  error
 		ok   bool
-		hs   headerScan // the header's scan, made once
+		hs   wire.HeaderScan // the header's scan, made once
 	)
 	if t.plain && plainBody(req) {
 		resp, err, ok = t.sendPlain(req, &hs)

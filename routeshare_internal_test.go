@@ -35,16 +35,16 @@ func (s *routesServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case req.URL.Path == "/v1/a":
 		code = http.StatusServiceUnavailable
-	case op%4 == 0 && wire(req.Header).Get("Retry-Attempt") == "":
+	case op%4 == 0 && canonical(req.Header).Get("Retry-Attempt") == "":
 		code = http.StatusServiceUnavailable
 	}
-	return &http.Response{StatusCode: code, Header: http.Header{"Idempotency-Key": {wire(req.Header).Get("Idempotency-Key")}},
+	return &http.Response{StatusCode: code, Header: http.Header{"Idempotency-Key": {canonical(req.Header).Get("Idempotency-Key")}},
 		Body: http.NoBody, Request: req}, nil
 }
 
-// wire reads a header field whatever its spelling (the Transport sends its
+// canonical reads a header field whatever its spelling (the Transport sends its
 // key as "idempotency-key").
-func wire(h http.Header) http.Header {
+func canonical(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for k, v := range h {
 		out[http.CanonicalHeaderKey(k)] = v

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/internal/clock"
 )
 
@@ -39,29 +41,29 @@ const (
 // counts its time until then for the host's quantile, as a lower bound of
 // what it would have taken. So the slow answers hedging cuts short are
 // not forgotten.
-func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
-	if c.endsOnSuccess && res.first && plainSuccess(a.resp, a.err) {
+func (c *call) settle(a *wire.Attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
+	if c.endsOnSuccess && res.first && plainSuccess(a.Resp, a.Err) {
 		c.succeeded(a, res)
 		return true
 	}
-	if ro == loser && a.resp == nil {
+	if ro == loser && a.Resp == nil {
 		res.release(&c.applicant, healthNeutral)
 		c.h.latency.cut(a)
-		*v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.err}
+		*v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.Err}
 		c.led.note(a, v.d, wait, hedge)
 		return false
 	}
 	*v = c.verdict(a)
-	a.err = v.err
-	if a.sent {
-		hl := healthOf(a.resp, a.err, v.d)
+	a.Err = v.err
+	if a.Sent {
+		hl := healthOf(a.Resp, a.Err, v.d)
 		switch {
 		case ro == loser && hl == healthOK, ro == racing && v.d.Pushback && shed(a, v.d):
 			hl = healthNeutral
 		}
 		res.release(&c.applicant, hl)
 		if !res.retry && hl != healthNeutral {
-			c.h.noteFirst(a.end, hl == healthOK)
+			c.h.noteFirst(a.End, hl == healthOK)
 		}
 		c.observe(a, *v)
 	} else {
@@ -99,29 +101,29 @@ func (c *call) settle(a *attempt, res *reservation, ro role, wait time.Duration,
 // sends few retries into the overload. The attempt of a declared outer
 // loop without marks pauses the host's retries: its loop's next try is a
 // call the Transport cannot tie to this operation.
-func (c *call) observe(a *attempt, v verdict) {
+func (c *call) observe(a *wire.Attempt, v verdict) {
 	d := v.d
-	if a.err == nil {
-		c.h.latency.observe(a.took)
+	if a.Err == nil {
+		c.h.latency.observe(a.Took)
 	}
 	if v.shown {
-		c.noteShown(a.end)
+		c.noteShown(a.End)
 	}
-	if d.Pushback && a.resp != nil {
-		c.h.pauses.pushBack(a.end, min(d.Delay, c.cfg.retryAfterMax))
+	if d.Pushback && a.Resp != nil {
+		c.h.pauses.pushBack(a.End, min(d.Delay, c.cfg.retryAfterMax))
 	}
-	if a.resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
+	if a.Resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
-	c.asked = max(c.asked, clock.Later(a.end, d.Delay)) // for a loop's next try (serverasked.go)
-	switch a.resp.StatusCode {
+	c.asked = max(c.asked, clock.Later(a.End, d.Delay)) // for a loop's next try (serverasked.go)
+	switch a.Resp.StatusCode {
 	case http.StatusTooManyRequests:
-		c.h.pauses.pause(a.end, d.Delay, true)
+		c.h.pauses.pause(a.End, d.Delay, true)
 	case http.StatusServiceUnavailable:
 		switch f := &c.h.pauses.firsts; {
-		case c.unlinkedOuter() || c.h.firstsShedding(a.end) || !f.coldWait(a.end, d.Delay):
-			c.h.pauses.pause(a.end, d.Delay, false)
-		case !f.warm(a.end):
+		case c.unlinkedOuter() || c.h.firstsShedding(a.End) || !f.coldWait(a.End, d.Delay):
+			c.h.pauses.pause(a.End, d.Delay, false)
+		case !f.warm(a.End):
 			c.cold = true // judged again when the wait ends (reservation.wait)
 		}
 	}
@@ -156,7 +158,7 @@ func (c *call) unobserved() bool {
 // attempt is counted, for the recent attempts of an own key. The resends
 // count, which only a Report or an Event would show, is not kept. a's
 // response is the caller's.
-func (c *call) succeeded(a *attempt, res *reservation) {
+func (c *call) succeeded(a *wire.Attempt, res *reservation) {
 	c.op.succeeded(c.h, &c.applicant, a, res)
 	c.led.attempts++
 }
@@ -164,38 +166,38 @@ func (c *call) succeeded(a *attempt, res *reservation) {
 // succeeded is what a plain success of op, attempt a of g admitted by res
 // to h, does to the operation and its host (call.succeeded). A plain call
 // (plain.go) ends so too.
-func (op *operation) succeeded(h *hostState, g *applicant, a *attempt, res *reservation) {
+func (op *operation) succeeded(h *hostState, g *applicant, a *wire.Attempt, res *reservation) {
 	h.succeeded(g, a, res)
-	if op.unsafe && !op.own && h.evidence.renews(g.req, a.end) &&
-		showsDedupe(a.resp.Header, replayHeadersOf(a.resp.Header), g.cfg.keyHeader, op.key, Decision{Action: Success}) {
-		op.noteShown(g.cfg, h, g.req, a.end) // all the guard does on a success
+	if op.unsafe && !op.own && h.evidence.renews(g.req, a.End) &&
+		showsDedupe(a.Resp.Header, replayHeadersOf(a.Resp.Header), g.cfg.keyHeader, op.key, Decision{Action: Success}) {
+		op.noteShown(g.cfg, h, g.req, a.End) // all the guard does on a success
 	}
-	op.body.close()
+	op.body.Close()
 }
 
 // succeeded is what a plain success, attempt a of g admitted by res, does
 // to its host h: it releases the reservation with a healthy answer, and
 // the host hears its latency and, for a first attempt, its health. A
 // plain call (plain.go) ends so too.
-func (h *hostState) succeeded(g *applicant, a *attempt, res *reservation) {
+func (h *hostState) succeeded(g *applicant, a *wire.Attempt, res *reservation) {
 	res.release(g, healthOK)
-	h.latency.observe(a.took)
+	h.latency.observe(a.Took)
 	if !res.retry {
-		h.noteFirst(a.end, true)
+		h.noteFirst(a.End, true)
 	}
 }
 
 // shed reports whether attempt a, decided d, is a server's refusal: a 5xx
 // or 429 it says not to retry.
-func shed(a *attempt, d Decision) bool {
-	return a.resp != nil && d.Action == Terminal && (a.resp.StatusCode >= 500 || a.resp.StatusCode == http.StatusTooManyRequests)
+func shed(a *wire.Attempt, d Decision) bool {
+	return a.Resp != nil && d.Action == Terminal && (a.Resp.StatusCode >= 500 || a.Resp.StatusCode == http.StatusTooManyRequests)
 }
 
 // cut records, for the hedge delay's quantile, how long a loser cut short
 // without an answer had taken: a lower bound of its latency.
-func (l *latency) cut(a *attempt) {
-	if l.hist != nil && a.sent {
-		l.hist.record(a.took)
+func (l *latency) cut(a *wire.Attempt) {
+	if l.hist != nil && a.Sent {
+		l.hist.record(a.Took)
 	}
 }
 

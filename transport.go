@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/wire"
+
 	"github.com/resilienthttp/resilient/internal/clock"
 )
 
@@ -35,7 +37,7 @@ type Transport struct {
 	// flights: the calls of the application's keys in flight, so that
 	// callers of one operation take turns (flight.go).
 	flights flights
-	keys    keySource
+	keys    wire.KeySource
 	// pending: the recent calls of outer retry loops that send no call id
 	// (outerloop.go); touched by marked requests only.
 	pending pendingCalls
@@ -48,7 +50,7 @@ type Transport struct {
 	// plain: the configuration lets requests be plain calls (plain.go).
 	plain bool
 	// wire: what sending an attempt needs (send.go), from cfg.
-	wire settings
+	wire wire.Settings
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -61,14 +63,14 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	for _, o := range opts {
 		o(&t.cfg)
 	}
-	t.cfg.keyWire = wireKey(t.cfg.keyHeader)
+	t.cfg.keyWire = wire.WireKey(t.cfg.keyHeader)
 	t.cfg.clock = clock.New()
 	if t.cfg.logger != nil {
 		t.cfg.observers = append(t.cfg.observers, logObserver(t.cfg.logger))
 	}
 	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
 	t.plain = t.cfg.plainCalls()
-	t.wire = settings{base: base, clock: t.cfg.clock, attemptTimeout: t.cfg.attemptTimeout, attemptHeader: t.cfg.attemptHeader, keyWire: t.cfg.keyWire, timeBudget: t.cfg.timeBudget}
+	t.wire = wire.Settings{Base: base, Clock: t.cfg.clock, AttemptTimeout: t.cfg.attemptTimeout, AttemptHeader: t.cfg.attemptHeader, KeyWire: t.cfg.keyWire, TimeBudget: t.cfg.timeBudget}
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
 	return t
@@ -116,7 +118,7 @@ type call struct {
 //
 // hs is checkRequest's scan of req, if hs.checked (a plain call that was not
 // one).
-func (t *Transport) roundTrip(req *http.Request, hs headerScan) (*http.Response, error) {
+func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Response, error) {
 	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
 	if err := c.resolve(hs); err != nil {
 		return nil, err
@@ -152,7 +154,7 @@ func (t *Transport) roundTrip(req *http.Request, hs headerScan) (*http.Response,
 // key, its body (operation.prepare), and its claim in the Store. On error
 // nothing was sent and the caller's body is closed; the error is the
 // ledger's.
-func (c *call) resolve(hs headerScan) error {
+func (c *call) resolve(hs wire.HeaderScan) error {
 	cfg := c.cfg
 	op := &c.op
 	op.name, _ = operationFromContext(c.ctx)
@@ -172,7 +174,7 @@ func (c *call) resolve(hs headerScan) error {
 	c.outer = o
 	if claims {
 		if f := op.claim(cfg, c.ctx, c.req); f != nil {
-			op.body.close()
+			op.body.Close()
 			return c.fail(f.reason, f.cat, f.err)
 		}
 	}
@@ -180,7 +182,7 @@ func (c *call) resolve(hs headerScan) error {
 	// may show that the server dedupes; its retry after an answer that may
 	// have been applied needs evidence that it does (decide.go).
 	op.unsafe = op.key != "" && !idempotentMethod(c.req.Method)
-	c.led.resolved(op.key, !op.body.replayable())
+	c.led.resolved(op.key, !op.body.Replayable())
 	return nil
 }
 
@@ -196,7 +198,7 @@ func (c *call) takeTurn() (joined bool, err error) {
 	waited, err := c.t.flights.acquire(c.ctx, c.cancelled(), c.op.key)
 	if err != nil {
 		c.led.ambiguous = true
-		c.op.body.close()
+		c.op.body.Close()
 		return false, c.fail(err, CategoryCanceled, errInFlight)
 	}
 	// A call that waited follows one of its operation whose answer it
@@ -231,8 +233,8 @@ func (c *call) firstNumber(own bool, now int64) int {
 
 // loop is the state of the retry loop between its steps.
 type loop struct {
-	cur, prev   attempt // this iteration's attempt, and the one before
-	curV, prevV verdict // their verdicts
+	cur, prev   wire.Attempt // this iteration's attempt, and the one before
+	curV, prevV verdict      // their verdicts
 	res         reservation
 	delay       time.Duration // the backoff before the next attempt
 	base        int           // attempts sent under the key by earlier calls
@@ -274,25 +276,25 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			switch {
 			case i == 0 && resumed: // sent by the plain call
 			case i == 0 && c.op.asIs:
-				c.op.body.take() // the base transport owns it now
-				sendAsIs(&c.t.wire, c.req, &l.cur, n, l.res.at)
+				c.op.body.Take() // the base transport owns it now
+				wire.SendAsIs(&c.t.wire, c.req, &l.cur, n, l.res.at)
 			default:
-				var p plan
-				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.resp)
+				var p wire.Plan
+				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.Resp)
 				s := c.op.sender(c.t, c.req)
-				s.send(&l.cur, &p)
+				s.Send(&l.cur, &p)
 			}
 			if c.settle(&l.cur, &l.res, alone, l.res.delay, false, nil, &l.curV) {
-				return l.cur.resp, nil
+				return l.cur.Resp, nil
 			}
 		}
-		if l.prev.resp != nil {
-			if !l.cur.sent {
+		if l.prev.Resp != nil {
+			if !l.cur.Sent {
 				// The retry never left (its body could not be rewound):
 				// the last answer stands, as the caller would have had it.
 				return c.finish(&l.prev, l.prevV.d, ErrBodyNotReplayable)
 			}
-			drop(l.prev.resp) // the retry replaced it
+			wire.Drop(l.prev.Resp) // the retry replaced it
 		}
 		i += sent // hedges took the attempt numbers after n
 		if stop, refused := c.decide(l, i+1, l.base+i+1); refused {
@@ -310,16 +312,16 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 func (c *call) admit(l *loop, i, n int) (end bool, resp *http.Response, err error) {
 	if i > 0 {
 		c.led.retrying(n, &l.cur, l.curV.d, l.res.delay)
-		if l.cur.resp != nil {
-			keep(l.cur.resp)
+		if l.cur.Resp != nil {
+			wire.Keep(l.cur.Resp)
 		}
 	}
 	if err := l.res.wait(&c.applicant); err != nil {
-		if l.cur.resp != nil && !errors.Is(err, c.ctx.Err()) {
+		if l.cur.Resp != nil && !errors.Is(err, c.ctx.Err()) {
 			resp, err = c.finish(&l.cur, l.curV.d, err) // the retry was not sent: the last answer stands
 			return true, resp, err
 		}
-		drop(l.cur.resp)
+		wire.Drop(l.cur.Resp)
 		resp, err = c.refuse(&l.cur, l.curV.d, err, true)
 		return true, resp, err
 	}
@@ -329,15 +331,15 @@ func (c *call) admit(l *loop, i, n int) (end bool, resp *http.Response, err erro
 // finish ends the call after attempt a, decided d. The caller's body is
 // released and the Store records the outcome. The ledger returns a's
 // response or an *Error. stop is why retries stopped, nil if d was final.
-func (c *call) finish(a *attempt, d Decision, stop error) (*http.Response, error) {
-	c.op.body.close()
+func (c *call) finish(a *wire.Attempt, d Decision, stop error) (*http.Response, error) {
+	c.op.body.Close()
 	if d.Action == Retry || stop == ErrUnsafeRetry {
 		c.failedRetryably(stop != ErrBodyNotReplayable) // loopsite.go: a loop may send it again
 	}
 	if c.cfg.store != nil {
 		c.record(c.led.definitive(a, d))
 	}
-	return c.led.finish(a, d, stop, c.h, !c.op.body.replayable())
+	return c.led.finish(a, d, stop, c.h, !c.op.body.Replayable())
 }
 
 // fail returns the *Error for a call that stops before or between
@@ -357,7 +359,7 @@ func (c *call) fail(reason error, cat Category, err error) error {
 // waiting for it. The previous response, if any, is gone. So the caller
 // gets an *Error with the gate's reason and the last cause.
 func (c *call) stopped(reason error) error {
-	c.op.body.close()
+	c.op.body.Close()
 	c.failedRetryably(true) // the last attempt failed retryably: a loop may send it again
 	cat, last := stopCategory(reason)
 	if last {
@@ -386,7 +388,7 @@ func (c *call) record(definitive bool) {
 // do-not-retry answer (outerCall.refuses). Its retry's *Error then becomes
 // a refusal response that the SDK does not retry (see
 // WithRefusalResponses).
-func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.Response, error) {
+func (c *call) refuse(a *wire.Attempt, d Decision, reason error, waited bool) (*http.Response, error) {
 	var (
 		resp *http.Response
 		err  error
@@ -409,11 +411,11 @@ func (c *call) refuse(a *attempt, d Decision, reason error, waited bool) (*http.
 // recentKeys, after base earlier ones. It ends c's part in pendingCalls. A
 // call answered with a success is not retried, so its key is no longer one
 // a retry may continue. Then it ends c's turn for its key (flight.go).
-func (c *call) ended(a *attempt, base int, own bool) {
+func (c *call) ended(a *wire.Attempt, base int, own bool) {
 	if own {
 		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.nanos())
 	}
-	if o := c.outer; o != nil && o.print != "" && a.resp != nil && a.resp.StatusCode >= 200 && a.resp.StatusCode < 300 {
+	if o := c.outer; o != nil && o.print != "" && a.Resp != nil && a.Resp.StatusCode >= 200 && a.Resp.StatusCode < 300 {
 		c.t.pending.forget(o.print, c.op.key)
 	}
 	c.loop.ended(&c.t.loops)

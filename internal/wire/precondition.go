@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 // errPreconditionUnknown is the cause of the *Error that stands for a 412
 // answering a re-send after an attempt that may have been applied.
-var errPreconditionUnknown = errors.New("resilient: precondition failed on a re-send: an earlier attempt may have applied the request")
+var ErrPreconditionUnknown = errors.New("resilient: precondition failed on a re-send: an earlier attempt may have applied the request")
 
 // guarded reports whether header h carries a precondition that a request,
 // once applied, fails when it is sent again (RFC 9110, section 13.1):
@@ -27,7 +27,7 @@ var errPreconditionUnknown = errors.New("resilient: precondition failed on a re-
 // enough: a server may ignore it (section 13.1.4), and a date has one
 // second's resolution, so an apply within the same second passes it
 // again. A malformed field is nothing: a server may ignore it.
-func guarded(h http.Header) bool {
+func Guarded(h http.Header) bool {
 	if len(h) == 0 {
 		return false
 	}
@@ -70,7 +70,7 @@ func strongTags(vs []string) bool {
 // 412. The precondition may have failed because that attempt applied the
 // request: the caller gets an *Error with Unknown set in its place. A safe
 // method (GET, HEAD, OPTIONS, TRACE) applies nothing: its 412 is returned.
-func preconditionUnknown(method string, resp *http.Response, ambiguous bool) bool {
+func PreconditionUnknown(method string, resp *http.Response, ambiguous bool) bool {
 	if !ambiguous || resp == nil || resp.StatusCode != http.StatusPreconditionFailed {
 		return false
 	}
@@ -88,8 +88,8 @@ func preconditionUnknown(method string, resp *http.Response, ambiguous bool) boo
 // waits until the drain stops: at the body's end, after drainLimit bytes,
 // or when the attempt's context ends. It waits at most wait. The caller
 // reads what was drained, then the rest, if any.
-func holdAnswer(resp *http.Response, wait time.Duration) {
-	keep(resp)
+func HoldAnswer(resp *http.Response, wait time.Duration) {
+	Keep(resp)
 	hb, ok := resp.Body.(*heldBody)
 	if !ok {
 		return // no body

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"net/http"
@@ -39,20 +39,20 @@ import (
 // retry then gets a response only with WithRefusalResponses).
 
 // mark is what a request's marks say of its SDK's retry loop.
-type mark struct {
+type Mark struct {
 	// count is the number of attempts the SDK sent before this one for the
 	// same call: 0 for its first attempt. It is -1 when the SDK does not
 	// say; for stripe-go the attempts sent under its key count (recent.go).
-	count int
+	Count int
 	// max is the most attempts the SDK sends for the call (AWS's max=M);
 	// 0 when it does not say.
 	max int
 	// id is the SDK's own id of the call, the same on each of its
 	// attempts; "" when it sends none.
-	id string
+	Id string
 	// respond: a refused retry is answered with a refusal response
 	// carrying the do-not-retry hints, which this SDK honours.
-	respond bool
+	Respond bool
 }
 
 // markFields are the canonical names of the header fields that carry
@@ -74,20 +74,20 @@ func markField(name string) bool {
 // readMark reads the marks of h, whose fields checkHeader found to include
 // one (a field spelt otherwise than canonically is looked up by its
 // spelling). ok is false when none of them is a valid mark.
-func readMark(h http.Header) (m mark, ok bool) {
+func ReadMark(h http.Header) (m Mark, ok bool) {
 	if v, found := fieldValue(h, "X-Stainless-Retry-Count"); found {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err == nil && n >= 0 {
-			return mark{count: n, respond: true}, true
+			return Mark{Count: n, Respond: true}, true
 		}
 	}
 	if v, found := fieldValue(h, "Amz-Sdk-Request"); found {
 		if n, max, valid := parseAmzRequest(v); valid {
-			m, ok = mark{count: n - 1, max: max}, true
+			m, ok = Mark{Count: n - 1, max: max}, true
 		}
 	}
 	if v, found := fieldValue(h, "Amz-Sdk-Invocation-Id"); found && ok {
-		m.id = strings.TrimSpace(v)
+		m.Id = strings.TrimSpace(v)
 	}
 	if ok {
 		return m, true
@@ -98,9 +98,9 @@ func readMark(h http.Header) (m mark, ok bool) {
 		}
 	}
 	if _, found := fieldValue(h, "X-Stripe-Client-User-Agent"); found {
-		return mark{count: -1}, true
+		return Mark{Count: -1}, true
 	}
-	return mark{}, false
+	return Mark{}, false
 }
 
 // fieldValue returns the first value of the field name (canonical), or of
@@ -141,24 +141,24 @@ func parseAmzRequest(v string) (attempt, max int, ok bool) {
 // parseGoogClient reads Google's invocation id and attempt count out of an
 // X-Goog-Api-Client value ("gl-go/1.22 gccl/1.40 gccl-invocation-id/ID
 // gccl-attempt-count/N"). A value without an invocation id is no mark.
-func parseGoogClient(v string) (mark, bool) {
-	var m mark
+func parseGoogClient(v string) (Mark, bool) {
+	var m Mark
 	count := 1
 	for _, tok := range strings.Fields(v) {
 		name, val, _ := strings.Cut(tok, "/")
 		switch name {
 		case "gccl-invocation-id":
-			m.id = val
+			m.Id = val
 		case "gccl-attempt-count":
 			if n, err := strconv.Atoi(val); err == nil && n >= 1 {
 				count = n
 			}
 		}
 	}
-	if m.id == "" {
-		return mark{}, false
+	if m.Id == "" {
+		return Mark{}, false
 	}
-	m.count = count - 1
+	m.Count = count - 1
 	return m, true
 }
 
@@ -170,6 +170,6 @@ func parseGoogClient(v string) (mark, bool) {
 // Transport then sends: one attempt per call, the SDK alone's. AWS says
 // when it will not (max=1). A mark without a count (stripe-go's) does not
 // say; its key's repetition does (outerStart).
-func (m mark) willRetry() bool {
-	return m.count > 0 || (m.count == 0 && m.max != 1)
+func (m Mark) WillRetry() bool {
+	return m.Count > 0 || (m.Count == 0 && m.max != 1)
 }

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"context"
@@ -29,13 +29,13 @@ type writeWatch struct {
 }
 
 // seen returns what w saw of its attempt's writes.
-func (w *writeWatch) seen() writes {
+func (w *writeWatch) seen() Writes {
 	wrote := w.wrote.Load()
-	return writes{traced: true, any: wrote >= 1, again: wrote >= 2, resends: max(int(w.resent.Load()), int(wrote)-1)}
+	return Writes{Traced: true, Any: wrote >= 1, Again: wrote >= 2, Resends: max(int(w.resent.Load()), int(wrote)-1)}
 }
 
 func (w *writeWatch) wroteRequest(info httptrace.WroteRequestInfo) {
-	if info.Err != nil && clientLimit(info.Err) {
+	if info.Err != nil && ClientLimit(info.Err) {
 		w.limit.CompareAndSwap(nil, &info.Err)
 	}
 	w.wrote.Add(1)
@@ -142,7 +142,7 @@ var clientLimitErrors = [...]string{
 }
 
 // clientLimit reports whether err is one of clientLimitErrors.
-func clientLimit(err error) bool {
+func ClientLimit(err error) bool {
 	if isNetError(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return false // a network error (and no text to build)
 	}

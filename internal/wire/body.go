@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"bytes"
@@ -28,11 +28,11 @@ import (
 //     the caller's context. That is when the operation is claimed in a
 //     Store, which needs the body's fingerprint before anything is sent.
 //     first streams the rest of a body over the limit, once.
-type replayBody struct {
-	buf     []byte                        // a body read before the first attempt
+type ReplayBody struct {
+	Buf     []byte                        // a body read before the first attempt
 	getBody func() (io.ReadCloser, error) // the caller's GetBody
 	first   io.ReadCloser                 // body of attempt 0 when it comes from the caller
-	stream  *streamBody                   // a body without GetBody, read as it is sent
+	Stream  *streamBody                   // a body without GetBody, read as it is sent
 	// over: a body read before the first attempt went over the limit; it
 	// is sent once.
 	over bool
@@ -52,17 +52,17 @@ type replayBody struct {
 // up with ctx. Giving up closes the body, which ends a read blocked on a
 // pipe. A read error is returned wrapped in reason.ErrBodyNotReplayable, and the
 // body is closed: nothing is sent.
-func (rb *replayBody) init(ctx context.Context, req *http.Request, limit int64, whole bool) error {
+func (rb *ReplayBody) Init(ctx context.Context, req *http.Request, limit int64, whole bool) error {
 	if req.Body == nil {
-		*rb = replayBody{}
+		*rb = ReplayBody{}
 		return nil
 	}
 	return rb.initBody(ctx, req, limit, whole)
 }
 
 // initBody is init for a request with a body, http.NoBody included.
-func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int64, whole bool) error {
-	*rb = replayBody{}
+func (rb *ReplayBody) initBody(ctx context.Context, req *http.Request, limit int64, whole bool) error {
+	*rb = ReplayBody{}
 	switch {
 	case req.Body == http.NoBody:
 		return nil
@@ -74,7 +74,7 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 		rb.length, rb.limit = req.ContentLength, limit
 		return nil
 	case !whole && !inMemory(req.Body):
-		rb.stream = newStreamBody(req.Body, req.ContentLength, limit)
+		rb.Stream = newStreamBody(req.Body, req.ContentLength, limit)
 		return nil
 	}
 	// Read whole: for a Store, or a body in memory, which a read never
@@ -94,20 +94,20 @@ func (rb *replayBody) initBody(ctx context.Context, req *http.Request, limit int
 	}
 	if n <= limit {
 		req.Body.Close()
-		rb.buf = b.Bytes()
+		rb.Buf = b.Bytes()
 		if req.ContentLength > 0 && n != req.ContentLength {
 			// Not ContentLength long: sent once, in memory as the
 			// caller's was, so that net/http refuses it as it would
 			// the caller's, sending no more of it than bare.
 			rb.over = true
-			rb.setFirst(io.NopCloser(bytes.NewReader(rb.buf)))
+			rb.setFirst(io.NopCloser(bytes.NewReader(rb.Buf)))
 		}
 		return nil
 	}
 	// Over the limit: stream what was read, then the rest, once.
 	rb.over = true
-	rb.buf = b.Bytes()
-	rb.readOn(rb.buf, req.Body)
+	rb.Buf = b.Bytes()
+	rb.readOn(rb.Buf, req.Body)
 	return nil
 }
 
@@ -132,7 +132,7 @@ func inMemory(r io.Reader) bool {
 
 // readOn makes the first attempt's body read, what was read of src, then
 // the rest of src.
-func (rb *replayBody) readOn(read []byte, src io.ReadCloser) {
+func (rb *ReplayBody) readOn(read []byte, src io.ReadCloser) {
 	rb.setFirst(struct {
 		io.Reader
 		io.Closer
@@ -140,18 +140,18 @@ func (rb *replayBody) readOn(read []byte, src io.ReadCloser) {
 }
 
 // setFirst sets the body of the first attempt.
-func (rb *replayBody) setFirst(r io.ReadCloser) { rb.first = r }
+func (rb *ReplayBody) setFirst(r io.ReadCloser) { rb.first = r }
 
 // none reports whether the request has no body.
-func (rb *replayBody) none() bool {
-	return rb.first == nil && rb.getBody == nil && rb.buf == nil && rb.stream == nil
+func (rb *ReplayBody) none() bool {
+	return rb.first == nil && rb.getBody == nil && rb.Buf == nil && rb.Stream == nil
 }
 
 // replayable reports whether an attempt after the first can still be sent
 // with the whole body: false once a body over the limit has been sent.
-func (rb *replayBody) replayable() bool {
-	if rb.stream != nil {
-		return rb.stream.replayable()
+func (rb *ReplayBody) Replayable() bool {
+	if rb.Stream != nil {
+		return rb.Stream.replayable()
 	}
 	return !rb.over
 }
@@ -159,18 +159,18 @@ func (rb *replayBody) replayable() bool {
 // callers reports whether the first attempt carries the request's body as
 // the caller made it: none, or the caller's own with its GetBody (init
 // keeps both as they are). A buffered or streamed body is not.
-func (rb *replayBody) callers() bool { return rb.none() || rb.getBody != nil }
+func (rb *ReplayBody) Callers() bool { return rb.none() || rb.getBody != nil }
 
 // body returns the body for attempt n (0 for the first). It fails only for a
 // retry whose GetBody fails, or for a retry of a body that is not replayable.
-func (rb *replayBody) body(n int) (io.ReadCloser, error) {
+func (rb *ReplayBody) Body(n int) (io.ReadCloser, error) {
 	switch {
 	case rb.none():
 		return http.NoBody, nil
-	case rb.stream != nil:
-		return rb.stream.reader()
+	case rb.Stream != nil:
+		return rb.Stream.reader()
 	case n == 0 && rb.first != nil:
-		return rb.take(), nil // the base transport owns it now
+		return rb.Take(), nil // the base transport owns it now
 	case rb.over:
 		return nil, reason.ErrBodyNotReplayable
 	case rb.getBody != nil:
@@ -179,7 +179,7 @@ func (rb *replayBody) body(n int) (io.ReadCloser, error) {
 		case err != nil:
 			return nil, fmt.Errorf("%w: GetBody: %w", reason.ErrBodyNotReplayable, err)
 		case held:
-			return io.NopCloser(bytes.NewReader(rb.buf)), nil // a retry is sent from the Transport's copy
+			return io.NopCloser(bytes.NewReader(rb.Buf)), nil // a retry is sent from the Transport's copy
 		case rb.over:
 			return nil, fmt.Errorf("%w: GetBody's body is not ContentLength's %d bytes", reason.ErrBodyNotReplayable, rb.length)
 		}
@@ -189,43 +189,43 @@ func (rb *replayBody) body(n int) (io.ReadCloser, error) {
 		}
 		return r, nil
 	}
-	return io.NopCloser(bytes.NewReader(rb.buf)), nil
+	return io.NopCloser(bytes.NewReader(rb.Buf)), nil
 }
 
 // rewind is the GetBody set on each attempt's request, so that
 // http.Transport can rewind the body itself when it re-sends on a dead
 // keep-alive connection. nil when the body cannot be replayed.
-func (rb *replayBody) rewind() func() (io.ReadCloser, error) {
+func (rb *ReplayBody) Rewind() func() (io.ReadCloser, error) {
 	switch {
 	case rb.none():
 		return func() (io.ReadCloser, error) { return http.NoBody, nil }
-	case rb.stream != nil:
-		return rb.stream.reader
+	case rb.Stream != nil:
+		return rb.Stream.reader
 	case rb.over:
 		return nil
 	case rb.getBody != nil:
 		return rb.getBody
 	}
-	buf := rb.buf // captured by value: the func outlives the call, rb does not
+	buf := rb.Buf // captured by value: the func outlives the call, rb does not
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 }
 
 // close releases the caller's body once the call has ended. It does so at
 // once if no attempt holds it. Else the attempt that holds it closes it: a
 // response can come before its request's body is sent (full duplex).
-func (rb *replayBody) close() {
-	if rb.stream != nil || rb.first != nil || rb.spent != nil {
+func (rb *ReplayBody) Close() {
+	if rb.Stream != nil || rb.first != nil || rb.spent != nil {
 		rb.release()
 	}
 }
 
 // release is close when rb holds something to release.
-func (rb *replayBody) release() {
-	if rb.stream != nil {
-		rb.stream.end()
+func (rb *ReplayBody) release() {
+	if rb.Stream != nil {
+		rb.Stream.end()
 		return
 	}
-	if f := rb.take(); f != nil {
+	if f := rb.Take(); f != nil {
 		f.Close()
 	}
 	if rb.spent != nil {
@@ -236,7 +236,7 @@ func (rb *replayBody) release() {
 
 // take hands over the caller's body of the first attempt, nil if rb holds
 // none: the taker closes it.
-func (rb *replayBody) take() io.ReadCloser {
+func (rb *ReplayBody) Take() io.ReadCloser {
 	f := rb.first
 	rb.first = nil
 	return f
@@ -245,21 +245,21 @@ func (rb *replayBody) take() io.ReadCloser {
 // fingerprint is a hex SHA-256 over method, URL and body, identifying the
 // request an operation was claimed with. For a body over the limit it
 // covers the buffered prefix only.
-func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
+func (rb *ReplayBody) Fingerprint(req *http.Request) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, req.Method)
 	h.Write([]byte{0})
 	io.WriteString(h, req.URL.String())
 	h.Write([]byte{0})
 	switch {
-	case rb.hold():
-		h.Write(rb.buf)
+	case rb.Hold():
+		h.Write(rb.Buf)
 	case rb.getBody != nil:
 		if err := rb.fingerprintLarge(h); err != nil {
 			return "", err
 		}
 	default:
-		h.Write(rb.buf)
+		h.Write(rb.Buf)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -269,7 +269,7 @@ func (rb *replayBody) fingerprint(req *http.Request) (string, error) {
 // caller's body of the first attempt, if not yet sent, is then not sent:
 // GetBody's result may share its state (azcore's seeks one ReadSeeker
 // back), so every attempt gets a reader obtained after this read.
-func (rb *replayBody) fingerprintLarge(h io.Writer) error {
+func (rb *ReplayBody) fingerprintLarge(h io.Writer) error {
 	r, err := rb.getBody()
 	if err != nil {
 		return fmt.Errorf("%w: GetBody: %w", reason.ErrBodyNotReplayable, err)
@@ -279,7 +279,7 @@ func (rb *replayBody) fingerprintLarge(h io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: reading body: %w", reason.ErrBodyNotReplayable, err)
 	}
-	if f := rb.take(); f != nil {
+	if f := rb.Take(); f != nil {
 		rb.spent = f
 	}
 	return nil
@@ -298,21 +298,21 @@ func (rb *replayBody) fingerprintLarge(h io.Writer) error {
 // (never read to inspect it), one whose read fails (the attempt gets the
 // same error), one whose GetBody fails. A GetBody whose body is not
 // ContentLength long is not re-sent (over): it would fail in net/http.
-func (rb *replayBody) hold() bool {
+func (rb *ReplayBody) Hold() bool {
 	held, _ := rb.holdBody()
 	return held
 }
 
 // holdBody is hold; err is GetBody's error, when GetBody failed.
-func (rb *replayBody) holdBody() (bool, error) {
+func (rb *ReplayBody) holdBody() (bool, error) {
 	switch {
 	case rb.getBody == nil:
-		return rb.stream == nil && !rb.over, nil
+		return rb.Stream == nil && !rb.over, nil
 	case rb.tried || rb.length > rb.limit:
 		return false, nil
 	}
 	rb.tried = true
-	src, first := rb.take(), true
+	src, first := rb.Take(), true
 	for {
 		if src == nil {
 			r, err := rb.getBody()
@@ -328,7 +328,7 @@ func (rb *replayBody) holdBody() (bool, error) {
 		switch {
 		case whole:
 			src.Close()
-			rb.buf, rb.getBody = b.Bytes(), nil
+			rb.Buf, rb.getBody = b.Bytes(), nil
 			return true, nil
 		case first && err == nil && n <= rb.limit:
 			// The caller's Body is not ContentLength long: most often

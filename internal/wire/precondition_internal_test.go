@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"net/http"
@@ -38,7 +38,7 @@ func TestGuarded(t *testing.T) {
 		{"If-Match star, If-None-Match star", http.Header{"If-Match": {"*"}, "If-None-Match": {"*"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, guarded(tc.h))
+			assert.Equal(t, tc.want, Guarded(tc.h))
 		})
 	}
 }
@@ -48,12 +48,12 @@ func TestGuarded(t *testing.T) {
 func TestPreconditionUnknown(t *testing.T) {
 	r412 := &http.Response{StatusCode: http.StatusPreconditionFailed}
 	for _, m := range []string{"PATCH", "POST", "PUT", "DELETE", "PROPPATCH"} {
-		assert.True(t, preconditionUnknown(m, r412, true), m)
+		assert.True(t, PreconditionUnknown(m, r412, true), m)
 	}
 	for _, m := range []string{"GET", "HEAD", "OPTIONS", "TRACE", ""} {
-		assert.False(t, preconditionUnknown(m, r412, true), "%q applies nothing", m)
+		assert.False(t, PreconditionUnknown(m, r412, true), "%q applies nothing", m)
 	}
-	assert.False(t, preconditionUnknown("PATCH", r412, false), "a first attempt's 412 is the server's plain answer")
-	assert.False(t, preconditionUnknown("PATCH", &http.Response{StatusCode: http.StatusConflict}, true))
-	assert.False(t, preconditionUnknown("PATCH", nil, true))
+	assert.False(t, PreconditionUnknown("PATCH", r412, false), "a first attempt's 412 is the server's plain answer")
+	assert.False(t, PreconditionUnknown("PATCH", &http.Response{StatusCode: http.StatusConflict}, true))
+	assert.False(t, PreconditionUnknown("PATCH", nil, true))
 }

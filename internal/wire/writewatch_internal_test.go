@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func TestWatchHookLookedUpAtOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := w.seen(); !got.any || !got.again || got.resends != 3 {
+	if got := w.seen(); !got.Any || !got.Again || got.Resends != 3 {
 		t.Fatalf("seen %+v after 4 writes", got)
 	}
 }

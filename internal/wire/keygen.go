@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"crypto/rand"
@@ -17,26 +17,13 @@ import (
 // caller (and the longest most servers store).
 const maxKeyLength = 255
 
-// NewKey returns a new UUIDv7 (RFC 9562) as a 36-character string. It holds
-// 48 bits of Unix milliseconds, then random bits from crypto/rand. So keys
-// minted in sequence sort in time order, and their age can be read back
-// (keyTime). A Transport mints such keys by default, from a buffer of
-// crypto/rand bytes of its own (see WithKeyFunc).
-func NewKey() (string, error) {
-	u, err := uuid.NewV7()
-	if err != nil {
-		return "", fmt.Errorf("resilient: minting key: %w", err)
-	}
-	return u.String(), nil
-}
-
 // keySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
 // of NewKey. Their random bits come from crypto/rand through a buffer. So a
 // request does not pay a crypto/rand read of its own; uuid.NewV7 reads 16
 // bytes per key. The buffer is the Transport's, not the process's:
 // uuid.EnableRandPool is global state that belongs to the application. The
 // zero keySource is ready to use; it is safe for concurrent use.
-type keySource struct {
+type KeySource struct {
 	mu   sync.Mutex
 	left int                 // unread bytes at the end of rand; 0: fill it
 	rand [keyRandBuffer]byte // from crypto/rand
@@ -50,7 +37,7 @@ const keyRandBuffer = 512
 // Read fills p from the buffer, at most what is left in it: uuid reads
 // with io.ReadFull. It refills the buffer from crypto/rand when it is used
 // up.
-func (s *keySource) Read(p []byte) (int, error) {
+func (s *KeySource) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return (*heldKeySource)(s).Read(p)
@@ -58,11 +45,11 @@ func (s *keySource) Read(p []byte) (int, error) {
 
 // heldKeySource is a keySource whose mutex the caller holds: mint holds it
 // across the UUID and the slab, one lock per key instead of two.
-type heldKeySource keySource
+type heldKeySource KeySource
 
 // Read is keySource.Read with s.mu held.
 func (h *heldKeySource) Read(p []byte) (int, error) {
-	s := (*keySource)(h)
+	s := (*KeySource)(h)
 	if s.left == 0 {
 		if _, err := rand.Read(s.rand[:]); err != nil {
 			return 0, err
@@ -97,7 +84,7 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 // so each key is a substring of its String. That saves the allocation of
 // each key's string but that of every keySlabKeys-th. A key kept alive
 // keeps its slab alive: at most keySlabKeys*36 bytes.
-func (s *keySource) mint() (string, error) {
+func (s *KeySource) Mint() (string, error) {
 	s.mu.Lock()
 	var u uuid.UUID
 	if _, err := (*heldKeySource)(s).Read(u[:]); err != nil {
@@ -126,7 +113,7 @@ func (s *keySource) mint() (string, error) {
 // sub-millisecond time in units of 256 ns. Their pair (milli<<12 + seq) is
 // greater than that of any key s minted before, so s's keys sort in the
 // order they were minted. It requires that s.mu is held.
-func (s *keySource) v7Time(nano int64) (milli, seq int64) {
+func (s *KeySource) v7Time(nano int64) (milli, seq int64) {
 	const nanoPerMilli = int64(time.Millisecond)
 	milli = nano / nanoPerMilli
 	seq = (nano - milli*nanoPerMilli) >> 8
@@ -177,9 +164,8 @@ var hexPairs = func() (t [256]uint16) {
 	return t
 }()
 
-// ValidateKey reports whether key can be sent as an idempotency key: non-empty,
-// at most maxKeyLength bytes, printable ASCII (0x20–0x7E, no leading or
-// trailing space). The error wraps reason.ErrInvalidKey and never echoes the key.
+// ValidateKey is the root's ValidateKey: whether key can be sent as an
+// idempotency key. The error wraps reason.ErrInvalidKey and never echoes the key.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
@@ -199,7 +185,7 @@ func ValidateKey(key string) error {
 
 // methodSet is a small set of HTTP methods; a bitmask of the common ones with
 // a slice for the rest keeps the per-request check free of maps.
-type methodSet struct {
+type MethodSet struct {
 	bits  uint16
 	other []string
 }
@@ -231,8 +217,8 @@ func methodBit(m string) (uint16, bool) {
 	return 0, false
 }
 
-func newMethodSet(methods ...string) methodSet {
-	var s methodSet
+func NewMethodSet(methods ...string) MethodSet {
+	var s MethodSet
 	for _, m := range methods {
 		m = strings.ToUpper(m)
 		if bit, ok := methodBit(m); ok {
@@ -244,14 +230,14 @@ func newMethodSet(methods ...string) methodSet {
 	return s
 }
 
-func (s methodSet) has(m string) bool {
+func (s MethodSet) Has(m string) bool {
 	bit, _ := methodBit(m)
-	return s.hasBit(bit, m)
+	return s.HasBit(bit, m)
 }
 
 // hasBit is has for method m, whose bit (methodBit) is bit: 0 for a method
 // without one.
-func (s methodSet) hasBit(bit uint16, m string) bool {
+func (s MethodSet) HasBit(bit uint16, m string) bool {
 	if bit != 0 {
 		return s.bits&bit != 0
 	}
@@ -266,7 +252,7 @@ func (s methodSet) hasBit(bit uint16, m string) bool {
 // wireKey returns the spelling under which the Transport sends the key
 // header named canonical (see config.keyWire): lower case for the two names
 // net/http takes for a mark of idempotence, canonical otherwise.
-func wireKey(canonical string) string {
+func WireKey(canonical string) string {
 	switch canonical {
 	case "Idempotency-Key", "X-Idempotency-Key":
 		return strings.ToLower(canonical)
@@ -277,7 +263,7 @@ func wireKey(canonical string) string {
 // sentKey returns the key a request sent by the Transport (or by the
 // caller with its own key) carries under the header named canonical, in
 // whatever spelling: "" if none.
-func sentKey(h http.Header, canonical, wire string) string {
+func SentKey(h http.Header, canonical, wire string) string {
 	if vs := h[wire]; len(vs) > 0 {
 		return vs[0]
 	}
@@ -294,7 +280,7 @@ func sentKey(h http.Header, canonical, wire string) string {
 
 // keyTime returns the creation time embedded in a UUIDv7 key, and false for
 // a key that is not a UUIDv7.
-func keyTime(key string) (time.Time, bool) {
+func KeyTime(key string) (time.Time, bool) {
 	u, err := uuid.Parse(key)
 	if err != nil || u.Version() != 7 {
 		return time.Time{}, false

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"fmt"
@@ -110,8 +110,8 @@ func TestKeyFieldFromTheScan(t *testing.T) {
 			for range 50 {
 				hs, err := checkHeader(tc.header, canonical, defaultAttemptHeader)
 				require.NoError(t, err)
-				name, vs := keyField(tc.header, canonical, hs.alt)
-				refName, refVs := keyFieldLookup(tc.header, canonical, hs.alt)
+				name, vs := KeyField(tc.header, canonical, hs.Alt)
+				refName, refVs := keyFieldLookup(tc.header, canonical, hs.Alt)
 				require.Equal(t, tc.want, name)
 				require.Equal(t, tc.values, vs)
 				require.Equal(t, refName, name)
@@ -181,22 +181,22 @@ func TestCheckHeaderSmallHeaderByLookups(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			want := headerScan{clipped: true}
+			want := HeaderScan{Clipped: true}
 			for name, values := range tc.header {
 				require.NoError(t, want.field(name, values, tc.keyHeader, tc.attempt))
 			}
 			require.Equal(t, want, hs)
 			switch tc.name {
 			case "key header named so":
-				require.Equal(t, "Content-Type", hs.alt)
+				require.Equal(t, "Content-Type", hs.Alt)
 			case "attempt header named so":
-				require.True(t, hs.attemptSet)
+				require.True(t, hs.AttemptSet)
 			case "spare capacity":
-				require.False(t, hs.clipped)
+				require.False(t, hs.Clipped)
 			case "mark":
-				require.True(t, hs.marked)
+				require.True(t, hs.Marked)
 			case "content type", "both":
-				require.Equal(t, headerScan{clipped: true}, hs)
+				require.Equal(t, HeaderScan{Clipped: true}, hs)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 // a key on the wire. alt is the map key checkRequest found for it
 // (headerScan.alt), "" if the header has none: then keyField looks nothing
 // up. canonical is the configured name. keyField returns the map key found.
-func keyField(h http.Header, canonical, alt string) (string, []string) {
+func KeyField(h http.Header, canonical, alt string) (string, []string) {
 	if alt == "" {
 		return "", nil // the scan saw no spelling of canonical: no lookup
 	}
@@ -22,46 +22,46 @@ func keyField(h http.Header, canonical, alt string) (string, []string) {
 
 // headerScan is what checkHeader's one pass over the caller's header
 // learns besides its validity.
-type headerScan struct {
+type HeaderScan struct {
 	// alt is the map key under which the header holds keyHeader, for
 	// keyField: keyHeader itself if present, else another spelling of it;
 	// "" if none.
-	alt        string
-	attemptSet bool // a field spells attemptHeader (never, if it is "")
-	clipped    bool // no value slice has spare capacity (see attemptHeader)
-	marked     bool // a field may carry an SDK's marks (markField)
+	Alt        string
+	AttemptSet bool // a field spells attemptHeader (never, if it is "")
+	Clipped    bool // no value slice has spare capacity (see attemptHeader)
+	Marked     bool // a field may carry an SDK's marks (markField)
 	// method is the request method's bit (methodBit), 0 for a method
 	// without one.
-	method uint16
+	Method uint16
 	// checked: the scan is checkRequest's, which found nothing to refuse.
 	// A plain call that is not one hands it to the loop (RoundTrip).
-	checked bool
+	Checked bool
 }
 
 // checkRequest refuses, before anything is sent, a request net/http would
 // refuse (see checkHeader), and scans its header. A scheme other than http
 // and https is left to the base transport, which may serve it
 // (http.Transport.RegisterProtocol) or refuse it (a terminal error).
-func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerScan, error) {
+func CheckRequest(req *http.Request, keyHeader, attemptHeader string) (HeaderScan, error) {
 	switch {
 	case req.URL == nil:
-		return headerScan{}, errors.New("nil URL")
+		return HeaderScan{}, errors.New("nil URL")
 	case req.URL.Host == "" && (req.URL.Scheme == "http" || req.URL.Scheme == "https"):
 		// Other schemes are the base transport's to serve or refuse
 		// (http.Transport.RegisterProtocol), as for a bare client.
-		return headerScan{}, errors.New("no host in URL")
+		return HeaderScan{}, errors.New("no host in URL")
 	case req.Header == nil:
-		return headerScan{}, errors.New("nil Header")
+		return HeaderScan{}, errors.New("nil Header")
 	}
 	bit, known := methodBit(req.Method)
 	switch {
 	case req.Method != "" && !validMethod(req.Method, known):
-		return headerScan{}, fmt.Errorf("invalid method %q", req.Method)
+		return HeaderScan{}, fmt.Errorf("invalid method %q", req.Method)
 	case len(req.Header) == 0:
-		return headerScan{clipped: true, method: bit, checked: true}, nil // ranging over an empty map still costs an iterator
+		return HeaderScan{Clipped: true, Method: bit, Checked: true}, nil // ranging over an empty map still costs an iterator
 	}
 	hs, err := checkHeader(req.Header, keyHeader, attemptHeader)
-	hs.method, hs.checked = bit, err == nil
+	hs.Method, hs.Checked = bit, err == nil
 	return hs, err
 }
 
@@ -70,8 +70,8 @@ func checkRequest(req *http.Request, keyHeader, attemptHeader string) (headerSca
 // from a transient one. Such fields have names that are not RFC 9110
 // tokens, or values with control characters other than HTAB. The error
 // names the field, never its value.
-func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, error) {
-	hs := headerScan{clipped: true}
+func checkHeader(h http.Header, keyHeader, attemptHeader string) (HeaderScan, error) {
+	hs := HeaderScan{Clipped: true}
 	if len(h) <= len(commonFields) {
 		// A small header of the most common fields is known by lookups,
 		// which cost less than starting an iteration. Once a name is
@@ -83,18 +83,18 @@ func checkHeader(h http.Header, keyHeader, attemptHeader string) (headerScan, er
 				break
 			}
 			if err := hs.field(name, values, keyHeader, attemptHeader); err != nil {
-				return headerScan{}, err
+				return HeaderScan{}, err
 			}
 			n++
 		}
 		if n == len(h) {
 			return hs, nil // the header holds these fields and no other
 		}
-		hs = headerScan{clipped: true}
+		hs = HeaderScan{Clipped: true}
 	}
 	for name, values := range h {
 		if err := hs.field(name, values, keyHeader, attemptHeader); err != nil {
-			return headerScan{}, err
+			return HeaderScan{}, err
 		}
 	}
 	return hs, nil
@@ -107,21 +107,21 @@ var commonFields = [...]string{"Content-Type", "Authorization"}
 
 // field checks one field of the caller's header, name with values, and
 // notes in hs what checkHeader learns from it.
-func (hs *headerScan) field(name string, values []string, keyHeader, attemptHeader string) error {
+func (hs *HeaderScan) field(name string, values []string, keyHeader, attemptHeader string) error {
 	if !validFieldName(name) {
 		return fmt.Errorf("invalid header field name %q", name)
 	}
-	if len(name) == len(keyHeader) && hs.alt != keyHeader && (name == keyHeader || hs.alt == "" && strings.EqualFold(name, keyHeader)) {
-		hs.alt = name // the canonical spelling wins, whatever the order
+	if len(name) == len(keyHeader) && hs.Alt != keyHeader && (name == keyHeader || hs.Alt == "" && strings.EqualFold(name, keyHeader)) {
+		hs.Alt = name // the canonical spelling wins, whatever the order
 	}
 	if len(name) == len(attemptHeader) && strings.EqualFold(name, attemptHeader) {
-		hs.attemptSet = true
+		hs.AttemptSet = true
 	}
 	if cap(values) > len(values) {
-		hs.clipped = false
+		hs.Clipped = false
 	}
 	if markField(name) {
-		hs.marked = true
+		hs.Marked = true
 	}
 	for _, v := range values {
 		if !validFieldValue(v) {

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"context"
@@ -16,30 +16,30 @@ import (
 
 // attempt is one attempt's result, owned by the iteration of the loop that
 // sent it.
-type attempt struct {
-	n    int
-	req  *http.Request  // the copy sent, with the key and attempt headers
-	resp *http.Response // nil when err is set
-	err  error
-	took time.Duration // until response headers or error; 0 if never sent
-	end  int64         // Unix ns, by the Transport's clock
+type Attempt struct {
+	N    int
+	Req  *http.Request  // the copy sent, with the key and attempt headers
+	Resp *http.Response // nil when err is set
+	Err  error
+	Took time.Duration // until response headers or error; 0 if never sent
+	End  int64         // Unix ns, by the Transport's clock
 	// sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
-	sent   bool
-	writes writes
+	Sent   bool
+	Writes Writes
 }
 
 // writes is what the write watch of a keyed attempt saw (writeWatch).
-type writes struct {
+type Writes struct {
 	// traced says whether the writes were watched (keyed requests only);
 	// any is true when the request was written at least once.
-	traced, any bool
+	Traced, Any bool
 	// again is true when net/http wrote the request more than once (its
 	// own re-send on a dead keep-alive connection).
-	again bool
+	Again bool
 	// resends counts the times the base transport sent the attempt again
 	// on its own (net/http on a dead keep-alive connection).
-	resends int
+	Resends int
 }
 
 // plan is what one attempt is sent with:
@@ -49,40 +49,40 @@ type writes struct {
 //   - its body: the operation's, or why it could not be had;
 //   - when the gate admitted it: the start of its duration;
 //   - the answer it replaces, dropped once it is on its way.
-type plan struct {
-	ctx     context.Context
-	i, n    int
-	body    io.ReadCloser
-	bodyErr error
-	start   int64 // Unix ns, by the Transport's clock
-	held    *http.Response
+type Plan struct {
+	Ctx     context.Context
+	I, N    int
+	Body    io.ReadCloser
+	BodyErr error
+	Start   int64 // Unix ns, by the Transport's clock
+	Held    *http.Response
 	// rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
-	rewind func() (io.ReadCloser, error)
+	Rewind func() (io.ReadCloser, error)
 }
 
 // settings is what sending needs of the Transport: its base transport,
 // its clock and the options that shape an attempt's copy of the request.
 // A Transport has one, made once (NewTransport).
-type settings struct {
-	base           http.RoundTripper
-	clock          *clock.Clock
-	attemptTimeout time.Duration
-	attemptHeader  string // "" for none
-	keyWire        string // the key header's spelling on the wire (wireKey)
-	timeBudget     bool   // WithTimeBudgetHeader
+type Settings struct {
+	Base           http.RoundTripper
+	Clock          *clock.Clock
+	AttemptTimeout time.Duration
+	AttemptHeader  string // "" for none
+	KeyWire        string // the key header's spelling on the wire (wireKey)
+	TimeBudget     bool   // WithTimeBudgetHeader
 }
 
 // sender sends the attempts of one operation. It holds what send needs of
 // the Transport, the caller's request and the operation. It is a value of
 // its own, so that hedged copies send at once: a pointer to the operation
 // would have the call escape to the heap with the copies' goroutines.
-type sender struct {
-	cfg   *settings // the Transport's
-	req   *http.Request
-	key   string // the operation's key, "" if none
-	field string // the caller's spelling of the key header, "" if the Transport adds it
+type Sender struct {
+	Cfg   *Settings // the Transport's
+	Req   *http.Request
+	Key   string // the operation's key, "" if none
+	Field string // the caller's spelling of the key header, "" if the Transport adds it
 	// clipped, attemptSet: see operation.
-	clipped, attemptSet bool
+	Clipped, AttemptSet bool
 }
 
 // sendAsIs sends the first attempt of an operation, numbered n and
@@ -93,22 +93,22 @@ type sender struct {
 // a server reads a first attempt. The base transport owns req's body from
 // then on: the operation hands it over first (replayBody.take). The result
 // is written to a, as send's.
-func sendAsIs(cfg *settings, req *http.Request, a *attempt, n int, start int64) {
-	*a = attempt{n: n, req: req}
-	resp, err := cfg.base.RoundTrip(req)
-	a.answer(resp, err, start, cfg.clock.Nanos(), nil)
+func SendAsIs(cfg *Settings, req *http.Request, a *Attempt, n int, start int64) {
+	*a = Attempt{N: n, Req: req}
+	resp, err := cfg.Base.RoundTrip(req)
+	a.answer(resp, err, start, cfg.Clock.Nanos(), nil)
 }
 
 // answer records the base transport's answer to a, sent at start and
 // answered at end (Unix ns): as the RoundTripper contract has it
 // (asContract), its error as a bare client's caller would see it
 // (sendError). w is a's write watch, nil if none.
-func (a *attempt) answer(resp *http.Response, err error, start, end int64, w *writeWatch) {
-	a.sent, a.end = true, end
-	a.took = max(time.Duration(end-start), 0)
-	a.resp, a.err = asContract(resp, err)
-	if a.err != nil {
-		a.err = sendError(a.req, a.err, w)
+func (a *Attempt) answer(resp *http.Response, err error, start, end int64, w *writeWatch) {
+	a.Sent, a.End = true, end
+	a.Took = max(time.Duration(end-start), 0)
+	a.Resp, a.Err = asContract(resp, err)
+	if a.Err != nil {
+		a.Err = sendError(a.Req, a.Err, w)
 	}
 }
 
@@ -118,29 +118,29 @@ func (a *attempt) answer(resp *http.Response, err error, start, end int64, w *wr
 // to a, filled in place: a returned attempt would be copied. send never
 // mutates the caller's request and writes nothing but a. It shares nothing
 // with other attempts, so that hedged copies are sent at once.
-func (s *sender) send(a *attempt, p *plan) {
-	*a = attempt{n: p.n, err: p.bodyErr}
-	if p.bodyErr != nil {
+func (s *Sender) Send(a *Attempt, p *Plan) {
+	*a = Attempt{N: p.N, Err: p.BodyErr}
+	if p.BodyErr != nil {
 		return // only a retry can get here (GetBody failed); nothing is sent
 	}
 	var (
 		w      *writeWatch
 		cancel context.CancelFunc
 	)
-	a.req, w, cancel = s.attemptRequest(p)
-	if p.held != nil {
+	a.Req, w, cancel = s.attemptRequest(p)
+	if p.Held != nil {
 		// The retry is on its way: the answer it replaces goes now, so
 		// that its connection is free for it.
-		drop(p.held)
+		Drop(p.Held)
 	}
-	resp, err := s.cfg.base.RoundTrip(a.req)
-	a.answer(resp, err, p.start, s.cfg.clock.Nanos(), w)
+	resp, err := s.Cfg.Base.RoundTrip(a.Req)
+	a.answer(resp, err, p.Start, s.Cfg.Clock.Nanos(), w)
 	if w != nil {
-		a.writes = w.seen()
+		a.Writes = w.seen()
 	}
 	if cancel != nil {
-		if a.resp != nil {
-			a.resp.Body = cancelOnClose(a.resp.Body, cancel)
+		if a.Resp != nil {
+			a.Resp.Body = CancelOnClose(a.Resp.Body, cancel)
 		} else {
 			cancel()
 		}
@@ -187,6 +187,9 @@ func sendError(req *http.Request, err error, w *writeWatch) error {
 // wrapped is an error said as another: first's text, and both in its tree.
 type wrapped struct{ first, err error }
 
+// Wrap returns an error said as first: first's text, and both in its tree.
+func Wrap(first, err error) error { return wrapped{first, err} }
+
 func (e wrapped) Error() string   { return e.first.Error() }
 func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 
@@ -195,33 +198,33 @@ func (e wrapped) Unwrap() []error { return []error{e.first, e.err} }
 // keyed attempt. It has its own header: the caller's fields and the key and
 // attempt headers. It has its own body. cancel, if not nil, ends the
 // attempt's context.
-func (s *sender) attemptRequest(p *plan) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
-	cfg := s.cfg
-	ctx := p.ctx
-	if cfg.attemptTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, cfg.attemptTimeout)
+func (s *Sender) attemptRequest(p *Plan) (areq *http.Request, w *writeWatch, cancel context.CancelFunc) {
+	cfg := s.Cfg
+	ctx := p.Ctx
+	if cfg.AttemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, cfg.AttemptTimeout)
 	}
 	// http.Transport re-sends a keyed request by itself when a reused
 	// connection dies before the response; count the writes to know. A new
 	// watch per attempt: a previous attempt's write loop may still report,
 	// and WithClientTrace composes the caller's hooks into the trace it is
 	// given. Keyed requests only.
-	if s.key != "" {
+	if s.Key != "" {
 		// One allocation holds the copy and its watch: WithContext's copy
 		// is made on the stack (it is inlined and does not escape), then
 		// copied into it.
-		wr := &watchedRequest{w: writeWatch{key: [1]string{s.key}}}
+		wr := &watchedRequest{w: writeWatch{key: [1]string{s.Key}}}
 		w = &wr.w
 		w.trace.WroteRequest = w.wroteRequest
-		wr.req = *s.req.WithContext(w.context(ctx))
+		wr.req = *s.Req.WithContext(w.context(ctx))
 		areq = &wr.req
 	} else {
-		areq = s.req.WithContext(ctx)
+		areq = s.Req.WithContext(ctx)
 	}
 	s.attemptFields(areq, p, w)
-	areq.Body = p.body
-	areq.GetBody = p.rewind
-	if w != nil && areq.GetBody != nil && p.body != http.NoBody {
+	areq.Body = p.Body
+	areq.GetBody = p.Rewind
+	if w != nil && areq.GetBody != nil && p.Body != http.NoBody {
 		// Count the rewinds net/http makes to re-send the attempt on its
 		// own (nothing written on a reused connection, an HTTP/2 stream
 		// the server refused): Report.Resends. A bodyless request is
@@ -242,16 +245,16 @@ type watchedRequest struct {
 // attemptFields gives areq, attempt p's copy of the caller's request, a
 // header of its own. It adds the key header, watched by w (nil for an
 // unkeyed request), the attempt header and the time budget header.
-func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
-	cfg := s.cfg
+func (s *Sender) attemptFields(areq *http.Request, p *Plan, w *writeWatch) {
+	cfg := s.Cfg
 	// A first attempt has no attempt header (absent means 0), unless the
 	// caller's header has one to overwrite.
-	attempt := cfg.attemptHeader != "" && (p.n > 0 || s.attemptSet)
-	key := w != nil && s.field == ""
+	attempt := cfg.AttemptHeader != "" && (p.N > 0 || s.AttemptSet)
+	key := w != nil && s.Field == ""
 	if !attempt && !key {
 		// The first attempt of a request whose key the caller set in its
 		// header shares the caller's header, which nothing writes.
-		if cfg.timeBudget {
+		if cfg.TimeBudget {
 			s.budgetField(areq, p, false)
 		}
 		return
@@ -263,17 +266,17 @@ func (s *sender) attemptFields(areq *http.Request, p *plan, w *writeWatch) {
 	if key {
 		extra++
 	}
-	areq.Header = attemptHeader(s.req.Header, extra, p.i == 0 && s.clipped) // never nil: checkRequest refused a nil Header
+	areq.Header = attemptHeader(s.Req.Header, extra, p.I == 0 && s.Clipped) // never nil: checkRequest refused a nil Header
 	if key {
 		// Under the spelling net/http does not take for a mark of
 		// idempotence (see config.keyWire): it then re-sends the request
 		// on its own only when a bare client's would be.
-		areq.Header[cfg.keyWire] = w.key[:]
+		areq.Header[cfg.KeyWire] = w.key[:]
 	}
 	if attempt {
-		areq.Header[cfg.attemptHeader] = attemptValue(p.n)
+		areq.Header[cfg.AttemptHeader] = attemptValue(p.N)
 	}
-	if cfg.timeBudget {
+	if cfg.TimeBudget {
 		s.budgetField(areq, p, true)
 	}
 }
@@ -333,13 +336,13 @@ const timeBudgetHeader = "X-Request-Timeout"
 // the caller's request, if timeBudget has a value for it. own says that
 // areq's header is its own already (attemptHeader); otherwise it is given
 // one first.
-func (s *sender) budgetField(areq *http.Request, p *plan, own bool) {
-	v := timeBudget(areq, s.req.Header)
+func (s *Sender) budgetField(areq *http.Request, p *Plan, own bool) {
+	v := timeBudget(areq, s.Req.Header)
 	if v == nil {
 		return
 	}
 	if !own {
-		areq.Header = attemptHeader(s.req.Header, 1, p.i == 0 && s.clipped)
+		areq.Header = attemptHeader(s.Req.Header, 1, p.I == 0 && s.Clipped)
 	}
 	areq.Header[timeBudgetHeader] = v
 }

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 // short error page, never long enough to hold the retry loop. keep drains
 // drainLimit too, in the background.
 const (
-	drainLimit   = 64 << 10
-	drainTimeout = 100 * time.Millisecond
+	DrainLimit   = 64 << 10
+	DrainTimeout = 100 * time.Millisecond
 )
 
 // keep holds the response of an attempt that a retry may replace. Its body
@@ -25,7 +25,7 @@ const (
 // drained and then the rest, each byte as soon as it has come. If the retry
 // is sent, drop closes it before the retry goes out (call.held). Its
 // connection may be the one the retry needs.
-func keep(resp *http.Response) {
+func Keep(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
@@ -37,7 +37,7 @@ func keep(resp *http.Response) {
 
 // drop closes the body of a response kept (keep) for a retry that is
 // sent: the caller will not see it.
-func drop(resp *http.Response) {
+func Drop(resp *http.Response) {
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
@@ -69,7 +69,7 @@ func (b *heldBody) drain() {
 		if err != nil {
 			b.err = err
 		}
-		stop := err != nil || b.handed || b.closed || total >= drainLimit
+		stop := err != nil || b.handed || b.closed || total >= DrainLimit
 		if stop {
 			b.draining = false
 		}
@@ -129,12 +129,12 @@ func (b *heldBody) Close() error {
 // closes a response the caller will not see, so its connection can be
 // reused. A body that stalls is closed when the timeout fires, which ends a
 // read blocked on the network.
-func discard(resp *http.Response) {
+func Discard(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
-	stop := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
-	io.CopyN(io.Discard, resp.Body, drainLimit)
+	stop := time.AfterFunc(DrainTimeout, func() { resp.Body.Close() })
+	io.CopyN(io.Discard, resp.Body, DrainLimit)
 	stop.Stop()
 	resp.Body.Close()
 }
@@ -142,29 +142,29 @@ func discard(resp *http.Response) {
 // cancelOnClose returns body, which cancels the attempt's context when the
 // caller closes it. The body of a 101 Switching Protocols answer is the
 // upgraded connection, an io.ReadWriteCloser: it stays one.
-func cancelOnClose(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
+func CancelOnClose(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
 	if rw, ok := body.(io.ReadWriteCloser); ok {
-		return &cancelRWBody{cancelBody{rw, cancel}, rw}
+		return &cancelRWBody{CancelBody{rw, cancel}, rw}
 	}
-	return &cancelBody{body, cancel}
+	return &CancelBody{body, cancel}
 }
 
 // cancelRWBody is a cancelBody that can be written to.
 type cancelRWBody struct {
-	cancelBody
+	CancelBody
 	w io.Writer
 }
 
 func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // cancelBody cancels the attempt's context when the caller closes the body.
-type cancelBody struct {
+type CancelBody struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	Cancel context.CancelFunc
 }
 
-func (b *cancelBody) Close() error {
+func (b *CancelBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.Cancel()
 	return err
 }

@@ -1,4 +1,4 @@
-package resilient
+package wire
 
 import (
 	"bufio"
@@ -62,7 +62,7 @@ func BenchmarkKeySource(b *testing.B) {
 	for _, src := range []struct {
 		name string
 		r    io.Reader
-	}{{"mutex", &mutexKeySource{}}, {"pool", &poolKeySource{}}, {"keySource", &keySource{}}} {
+	}{{"mutex", &mutexKeySource{}}, {"pool", &poolKeySource{}}, {"keySource", &KeySource{}}} {
 		b.Run(src.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -97,7 +97,7 @@ func BenchmarkKeySource(b *testing.B) {
 
 // TestKeyStringIsUUIDString: keyString formats as uuid.UUID.String does.
 func TestKeyStringIsUUIDString(t *testing.T) {
-	var s keySource
+	var s KeySource
 	for i := range 1000 {
 		u, err := uuid.NewV7FromReader(&s)
 		if err != nil {
@@ -131,7 +131,7 @@ func TestKeyStringIsUUIDString(t *testing.T) {
 // from crypto/rand, never the same buffer again, and a read larger than
 // what is left returns what is left (io.ReadFull, as uuid reads, gets all).
 func TestKeySourceRead(t *testing.T) {
-	var s keySource
+	var s KeySource
 	a := make([]byte, keyRandBuffer)
 	if _, err := io.ReadFull(&s, a[:10]); err != nil {
 		t.Fatal(err)
@@ -152,12 +152,12 @@ func TestKeySourceRead(t *testing.T) {
 // later keys are written after them and into new slabs, and each is a
 // UUIDv7 of its own.
 func TestMintKeysStay(t *testing.T) {
-	var s keySource
+	var s KeySource
 	const n = 5*keySlabKeys + 3
 	keys := make([]string, n)
 	copies := make([]string, n)
 	for i := range keys {
-		k, err := s.mint()
+		k, err := s.Mint()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestMintKeysStay(t *testing.T) {
 // get distinct keys, each intact.
 func TestMintConcurrent(t *testing.T) {
 	var (
-		s  keySource
+		s  KeySource
 		wg sync.WaitGroup
 	)
 	const goroutines, each = 4, 3 * keySlabKeys
@@ -191,7 +191,7 @@ func TestMintConcurrent(t *testing.T) {
 	for g := range keys {
 		wg.Go(func() {
 			for range each {
-				k, err := s.mint()
+				k, err := s.Mint()
 				if err != nil {
 					t.Error(err)
 					return
@@ -218,17 +218,17 @@ func TestMintConcurrent(t *testing.T) {
 func TestMethodSet(t *testing.T) {
 	all := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PURGE"}
 	for i, m := range all {
-		s := newMethodSet(strings.ToLower(m))
+		s := NewMethodSet(strings.ToLower(m))
 		for j, o := range all {
-			if got := s.has(o); got != (i == j) {
+			if got := s.Has(o); got != (i == j) {
 				t.Errorf("set {%s} has %s: %v", m, o, got)
 			}
 		}
-		if got := s.has(""); got != (m == "GET") {
+		if got := s.Has(""); got != (m == "GET") {
 			t.Errorf("set {%s} has \"\": %v", m, got)
 		}
 	}
-	if s := newMethodSet(); s.has("POST") || s.has("get") {
+	if s := NewMethodSet(); s.Has("POST") || s.Has("get") {
 		t.Error("empty set has a method")
 	}
 }
@@ -241,11 +241,11 @@ func TestMethodSet(t *testing.T) {
 // (inproc ratio-median 0.9626 against 0.9638, 0.9674 against 0.9693), so
 // the mutex stayed.
 func BenchmarkMint(b *testing.B) {
-	var s keySource
+	var s KeySource
 	b.Run("sequential", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := s.mint(); err != nil {
+			if _, err := s.Mint(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -254,7 +254,7 @@ func BenchmarkMint(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := s.mint(); err != nil {
+				if _, err := s.Mint(); err != nil {
 					b.Error(err)
 					return
 				}
@@ -267,13 +267,14 @@ func BenchmarkMint(b *testing.B) {
 // not a UUIDv7 has none.
 func TestKeyTime(t *testing.T) {
 	before := time.Now().Truncate(time.Millisecond) // UUIDv7 keeps milliseconds
-	k, err := NewKey()
+	var src KeySource
+	k, err := src.Mint()
 	require.NoError(t, err)
 	after := time.Now()
-	ts, ok := keyTime(k)
+	ts, ok := KeyTime(k)
 	require.True(t, ok)
 	assert.False(t, ts.Before(before) || ts.After(after), "the key's time is when it was minted")
-	_, ok = keyTime("not-a-uuid")
+	_, ok = KeyTime("not-a-uuid")
 	assert.False(t, ok)
 }
 
@@ -281,7 +282,7 @@ func TestKeyTime(t *testing.T) {
 // copy of fixed size) hand out the buffer in order, each byte once, then
 // refill it, as reads of other sizes do.
 func TestKeySourceReadsUUIDsInOrder(t *testing.T) {
-	var s keySource
+	var s KeySource
 	var first [16]byte
 	if n, err := s.Read(first[:]); n != 16 || err != nil {
 		t.Fatalf("Read = %d, %v", n, err)
@@ -312,11 +313,11 @@ func TestKeySourceReadsUUIDsInOrder(t *testing.T) {
 // keys that sort in the order they were minted, more of them than a
 // millisecond's sequence holds at once.
 func TestMintV7Layout(t *testing.T) {
-	var s keySource
+	var s KeySource
 	before := time.Now().UnixMilli()
 	var prev string
 	for i := range 5000 {
-		k, err := s.mint()
+		k, err := s.Mint()
 		require.NoError(t, err)
 		u, err := uuid.Parse(k)
 		require.NoError(t, err)
@@ -336,7 +337,7 @@ func TestMintV7Layout(t *testing.T) {
 // clock that stands still or goes back still gives a greater pair, which
 // carries into the milliseconds.
 func TestV7Time(t *testing.T) {
-	var s keySource
+	var s KeySource
 	const ms = int64(time.Millisecond)
 	for _, tc := range []struct {
 		name            string
