@@ -98,17 +98,6 @@ func (s CircuitBreaker) resolved() CircuitBreaker {
 	return s
 }
 
-// errBreakerFailure and errBreakerExcluded are what the Transport reports to
-// gobreaker for a retryable outcome and for a cancelled caller.
-var (
-	errBreakerFailure  = errorString("resilient: retryable outcome")
-	errBreakerExcluded = errorString("resilient: excluded outcome")
-)
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
 func fromGobreaker(s gobreaker.State) BreakerState {
 	switch s {
 	case gobreaker.StateOpen:
@@ -117,28 +106,4 @@ func fromGobreaker(s gobreaker.State) BreakerState {
 		return BreakerHalfOpen
 	}
 	return BreakerClosed
-}
-
-// newBreaker builds h's breaker. OnStateChange runs under gobreaker's mutex,
-// so it only records; the Transport dispatches events after the call returns.
-func newBreaker(s CircuitBreaker, h *hostState, now func() time.Time) *gobreaker.TwoStepCircuitBreaker[struct{}] {
-	s = s.resolved()
-	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:         h.name,
-		MaxRequests:  s.HalfOpenProbes,
-		Interval:     s.Window,
-		BucketPeriod: s.Window / 10,
-		Timeout:      s.OpenTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool {
-			valid := c.Requests - min(c.TotalExclusions, c.Requests)
-			return valid >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(valid)
-		},
-		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			if to == gobreaker.StateOpen {
-				h.openUntil.Store(now().Add(s.OpenTimeout).UnixNano())
-			}
-			h.recordTransition(fromGobreaker(from), fromGobreaker(to))
-		},
-	})
 }

@@ -44,7 +44,7 @@ func TestClassifyWritesNothing(t *testing.T) {
 			req, err := http.NewRequestWithContext(tt.ctx, http.MethodPost, "http://api.test/v1/charges", nil)
 			require.NoError(t, err)
 			now := time.Unix(1_700_000_000, 0)
-			c := &call{t: tr, applicant: applicant{cfg: &tr.cfg, req: req, ctx: tt.ctx}, h: tr.host(req.URL.Host, now.UnixNano())}
+			c := &call{t: tr, cfg: &tr.cfg, applicant: applicant{hc: &tr.hc, req: req, ctx: tt.ctx}, h: tr.hosts.host(req.URL.Host, now.UnixNano())}
 			c.op.key, c.op.unsafe = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70", true
 			a := wire.Attempt{N: 0, Req: req, Sent: true, End: now.UnixNano(), Writes: wire.Writes{Traced: true, Any: true}}
 			if tt.status == 0 {

@@ -191,7 +191,7 @@ func (ids *eventIDs) note(id *string, data bool) {
 func (s *eventBody) reconnect(cut error) error {
 	s.rc.Close()
 	s.buf = s.buf[:0] // a partial event is never handed over
-	g := applicant{cfg: &s.t.cfg, ctx: s.req.Context(), req: s.req}
+	g := applicant{hc: &s.t.hc, ctx: s.req.Context(), req: s.req}
 	var why error
 	for why == nil {
 		if s.isClosed() || g.gone() != nil || s.ids.unsafe {
@@ -218,11 +218,11 @@ func (s *eventBody) reconnect(cut error) error {
 // says that rc reads the new connection; else why, if not nil, is why no
 // reconnect follows (io.EOF: the server ended the stream).
 func (s *eventBody) attempt(g *applicant) (done bool, why error) {
-	cfg := g.cfg
+	cfg := &s.t.cfg
 	now := cfg.nanos()
-	h := s.t.host(s.req.URL.Host, now)
+	h := s.t.hosts.host(s.req.URL.Host, now)
 	var r reservation
-	if err := admitResume(&r, g, h, &s.n, max(s.ids.retry, s.n.delay), now); err != nil {
+	if err := admitResume(&r, cfg, g, h, &s.n, max(s.ids.retry, s.n.delay), now); err != nil {
 		return false, err
 	}
 	s.n.sent()
@@ -230,7 +230,7 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 	took := time.Duration(cfg.nanos() - r.at)
 	v := s.check(g, resp, err)
 	r.release(g, healthOf(resp, err, v.d))
-	rb := resumeBody{req: s.req, st: &resumeState{n: s.n}}
+	rb := resumeBody{t: s.t, req: s.req, st: &resumeState{n: s.n}}
 	rb.event(g, resp, err, v, took, r.delay)
 	if v.d.Action != Success {
 		wire.Drop(resp)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/clock"
+	"github.com/resilienthttp/resilient/internal/reason"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/sony/gobreaker/v2"
 )
@@ -30,7 +31,8 @@ import (
 // applicant is what the gate knows of the call whose attempts it admits.
 // A call embeds it (transport.go) and fills it once per call.
 type applicant struct {
-	cfg *config
+	// hc is the Transport's configuration of its hosts.
+	hc *hostConfig
 	// ctx is the caller's: its deadline bounds the waits, its end ends
 	// them.
 	ctx context.Context
@@ -86,36 +88,6 @@ const (
 	healthFailure               // the host is unhealthy: 5xx, timeout, reset, refused
 )
 
-// healthOf judges an attempt's outcome for the breaker and the tokens: only
-// outcomes that say the host is unhealthy count against it.
-func healthOf(resp *http.Response, err error, d Decision) health {
-	if d.Category == "" && plainSuccess(resp, err) {
-		return healthOK // the common case, as the status switch below has it
-	}
-	switch {
-	case d.Category == CategoryCanceled:
-		return healthNeutral
-	case err != nil:
-		if errors.Is(err, ErrInvalidRequest) || errors.Is(err, context.Canceled) {
-			return healthNeutral // refused locally, or our own cancellation
-		}
-		return healthFailure
-	case d.Category == CategoryInProgress:
-		return healthNeutral // the host is fine; the operation is busy
-	}
-	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests && (d.Delay > 0 || headerValue(resp.Header, "Retry-After") != ""):
-		return healthNeutral // the pause handles it
-	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
-		return healthNeutral
-	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
-		return healthOK // a permanent answer from a working host
-	case code >= 500, code == http.StatusTooManyRequests:
-		return healthFailure
-	}
-	return healthOK
-}
-
 // reserve decides at now, into r, whether attempt n of g may be sent after
 // at least backoff, without blocking. For a retry it checks that the wait
 // and the host's usual latency fit before the deadline. It checks that the
@@ -155,17 +127,17 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 		return nil
 	}
 	if h.pauses.pushedBack(now) {
-		return ErrPushback
+		return reason.ErrPushback
 	}
 	if h.pauses.shedding(now) {
-		return ErrDelayTooLong
+		return reason.ErrDelayTooLong
 	}
 	r.delay = max(backoff, h.pauses.pausedFor(now, true))
 	if !g.fits(now, r.delay+g.expectedLatency(h)) {
-		return ErrDelayTooLong
+		return reason.ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
-		return ErrCircuitOpen
+		return reason.ErrCircuitOpen
 	}
 	if polling {
 		// The operation is in progress elsewhere (a 409 from the call of
@@ -175,7 +147,7 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 		// takes no retry token, as its answer earns none; a Budget, set
 		// by the application, still pays for it.
 		if !r.withdraw(now) {
-			return ErrBudgetExhausted
+			return reason.ErrBudgetExhausted
 		}
 		return nil
 	}
@@ -189,17 +161,17 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 // loop retries at once.
 func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now int64) (time.Duration, error) {
 	if h.pauses.pushedBack(now) {
-		return 0, ErrPushback
+		return 0, reason.ErrPushback
 	}
 	wait := h.outerWait(g, now)
 	if !g.fits(now, wait+g.expectedLatency(h)) {
 		wait = 0 // the server's time and an answer do not fit: the attempt goes as the loop sends it
 	}
 	if !g.fits(now, g.expectedLatency(h)) {
-		return 0, ErrDelayTooLong
+		return 0, reason.ErrDelayTooLong
 	}
 	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
-		return 0, ErrCircuitOpen
+		return 0, reason.ErrCircuitOpen
 	}
 	return wait, r.spend(g, now)
 }
@@ -218,26 +190,26 @@ func (r *reservation) reset(h *hostState, now int64, retry, first, hop bool) {
 
 // spend takes what a retry (or a hedge) of g costs at now: a retry token,
 // from the host's bucket and from the share of g's route (routeshare.go),
-// and the budget's share. On error (ErrTokensExhausted, ErrBudgetExhausted)
+// and the budget's share. On error (reason.ErrTokensExhausted, reason.ErrBudgetExhausted)
 // nothing is held.
 func (r *reservation) spend(g *applicant, now int64) error {
 	h := r.h
 	if h.tokens != nil {
 		s, ok := h.shares.take(routeOf(g.req), h.tokens.capacity(now))
 		if !ok {
-			return ErrTokensExhausted
+			return reason.ErrTokensExhausted
 		}
 		if !h.tokens.TakeAtNanos(now) {
 			if s != nil {
 				h.shares.give(s, tokenUnit)
 			}
-			return ErrTokensExhausted
+			return reason.ErrTokensExhausted
 		}
 		r.took(s)
 	}
 	if !r.withdraw(now) {
 		r.cancel()
-		return ErrBudgetExhausted
+		return reason.ErrBudgetExhausted
 	}
 	return nil
 }
@@ -273,7 +245,7 @@ func (r *reservation) wait(g *applicant) error {
 			r.cancel()
 			return err
 		}
-		r.at = g.cfg.nanos()
+		r.at = g.hc.clock.Nanos()
 	} else if err := g.gone(); err != nil {
 		r.cancel()
 		return err
@@ -281,20 +253,20 @@ func (r *reservation) wait(g *applicant) error {
 	h := r.h
 	if !r.first && h.pauses.pushbackUntil.Load() != 0 {
 		// The server pushed back while the retry waited its backoff.
-		if now := g.cfg.nanos(); h.pauses.pushedBack(now) {
+		if now := g.hc.clock.Nanos(); h.pauses.pushedBack(now) {
 			r.at = now
 			r.cancel()
-			return ErrPushback
+			return reason.ErrPushback
 		}
 	}
 	if g.cold && !r.first {
 		// The first attempts sent while a cold host's retry waited may
 		// show that the host sheds: the retry is not sent (see observe).
 		g.cold = false
-		if now := g.cfg.nanos(); h.firstsShedding(now) {
+		if now := g.hc.clock.Nanos(); h.firstsShedding(now) {
 			r.at = now
 			r.cancel()
-			return ErrDelayTooLong
+			return reason.ErrDelayTooLong
 		}
 	}
 	if r.first && h.pauses.pauseUntil.Load() != 0 && !g.single {
@@ -311,12 +283,12 @@ func (r *reservation) wait(g *applicant) error {
 			if ctxErr := g.ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
-			return ErrRateLimited // the limiter refuses waits past the deadline
+			return reason.ErrRateLimited // the limiter refuses waits past the deadline
 		}
-		r.at = g.cfg.nanos()
+		r.at = g.hc.clock.Nanos()
 	}
 	if h.breaker != nil {
-		if err := r.allow(g, r.first && g.cfg.retriesOnlyBreaker()); err != nil {
+		if err := r.allow(g, r.first && g.hc.retriesOnly); err != nil {
 			r.cancel()
 			return err
 		}
@@ -341,29 +313,29 @@ func (r *reservation) wait(g *applicant) error {
 // It returns how long it waited, and when it returned.
 func (r *reservation) waitPause(g *applicant) (time.Duration, int64, error) {
 	h := r.h
-	now := g.cfg.nanos()
+	now := g.hc.clock.Nanos()
 	h.pauses.clearPauses(now)
 	if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 		if err := sleep(g.ctx, g.cancelled(), p); err != nil {
 			return 0, now, err
 		}
-		return p, g.cfg.nanos(), nil
+		return p, g.hc.clock.Nanos(), nil
 	}
 	return 0, now, nil
 }
 
 // allow passes the host's breaker (the host has one): an open breaker
-// refuses (ErrCircuitOpen), unless uncounted, which sends the attempt
+// refuses (reason.ErrCircuitOpen), unless uncounted, which sends the attempt
 // uncounted (a retries-only breaker never holds back a first attempt).
 func (r *reservation) allow(g *applicant, uncounted bool) error {
 	h := r.h
 	done, err := h.breaker.Allow()
-	h.dispatchTransitions(g.cfg.observers)
+	h.dispatchTransitions(g.hc)
 	switch {
 	case err == nil:
 		r.done = done
 	case !uncounted:
-		return ErrCircuitOpen
+		return reason.ErrCircuitOpen
 	}
 	return nil
 }
@@ -432,19 +404,18 @@ func (r *reservation) release(g *applicant, hl health) {
 		default:
 			r.done(errBreakerExcluded)
 		}
-		h.dispatchTransitions(g.cfg.observers)
+		h.dispatchTransitions(g.hc)
 	}
 }
 
-// retriesOnlyBreaker reports whether the host's breaker holds back
+// (removed) reports whether the host's breaker holds back
 // retries only (BreakerConfig.RetriesOnly).
-func (c *config) retriesOnlyBreaker() bool { return c.breaker.RetriesOnly }
 
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.
 func (g *applicant) expectedLatency(h *hostState) time.Duration {
 	d := time.Duration(h.latency.avg.Load())
-	if at := g.cfg.attemptTimeout; at > 0 {
+	if at := g.hc.attemptTimeout; at > 0 {
 		d = min(d, at)
 	}
 	return d
@@ -517,18 +488,18 @@ func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 	r := reservation{h: h, retry: true, at: now}
 	switch {
 	case h.pauses.pushedBack(now):
-		return r, ErrPushback
+		return r, reason.ErrPushback
 	case h.pauses.pausedFor(now, true) > 0, g.asked > now, !g.fits(now, g.expectedLatency(h)):
-		return r, ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
+		return r, reason.ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
 	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
-		return r, ErrCircuitOpen
+		return r, reason.ErrCircuitOpen
 	}
 	if err := r.spend(g, now); err != nil {
 		return r, err
 	}
 	if h.limiter != nil && !h.limiter.AllowN(clock.Wall(now), 1) {
 		r.cancel()
-		return r, ErrDelayTooLong
+		return r, reason.ErrDelayTooLong
 	}
 	if h.breaker != nil {
 		if err := r.allow(g, false); err != nil {

@@ -140,12 +140,12 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 
 func TestReservationIsReleasedOnlyOnce(t *testing.T) {
 	tr := gateTransport(stubtest.New(stubtest.Deduping([]int{201})...))
-	h := tr.host("api.test", time.Now().UnixNano())
+	h := tr.hosts.host("api.test", time.Now().UnixNano())
 	require.True(t, h.tokens.TakeAt(time.Now()))
 	r := reservation{h: h, retry: true, token: true}
 	r.cancel()
 	r.cancel()
-	r.release(&applicant{cfg: &tr.cfg}, healthOK)
+	r.release(&applicant{hc: &tr.hc}, healthOK)
 	assert.Equal(t, float64(3), h.tokens.AvailableAt(time.Now()), "one refund, and no earning after a cancel")
 }
 
@@ -243,9 +243,9 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
-			g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
+			g := &applicant{hc: &tr.hc, ctx: context.Background()}
 			now := time.Now()
-			h := tr.host("api.test", now.UnixNano())
+			h := tr.hosts.host("api.test", now.UnixNano())
 			allocs := testing.AllocsPerRun(100, func() {
 				var r reservation
 				if err := h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
@@ -265,9 +265,9 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 // attempt, with the defaults (retry tokens).
 func BenchmarkGateFirstAttempt(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
+	g := &applicant{hc: &tr.hc, ctx: context.Background()}
 	now := time.Now()
-	h := tr.host("api.test", now.UnixNano())
+	h := tr.hosts.host("api.test", now.UnixNano())
 	b.ReportAllocs()
 	for b.Loop() {
 		var r reservation
@@ -283,9 +283,9 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 // value first, and a field added later without a reset fails here.
 func TestReserveResetsEveryField(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &applicant{cfg: &tr.cfg, ctx: context.Background()}
+	g := &applicant{hc: &tr.hc, ctx: context.Background()}
 	now := time.Now()
-	h := tr.host("api.test", now.UnixNano())
+	h := tr.hosts.host("api.test", now.UnixNano())
 	var r reservation
 	v := reflect.ValueOf(&r).Elem()
 	for i := range v.NumField() {

@@ -227,7 +227,7 @@ func TestHostWithStateIsNotEvicted(t *testing.T) {
 		h, _ := tr.hosts.m.Load("api.test")
 		h.(*hostState).pauses.pause(time.Now().UnixNano(), time.Hour, true)
 		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		tr.host("other.test", time.Now().UnixNano())
+		tr.hosts.host("other.test", time.Now().UnixNano())
 		_, ok := tr.hosts.m.Load("api.test")
 		assert.True(t, ok, "a paused host is kept")
 	})

@@ -1,12 +1,12 @@
 package resilient
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/clock"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
 )
@@ -19,7 +19,7 @@ import (
 type hostState struct {
 	name    string
 	tokens  *retryTokens // nil when retry tokens are off
-	budget  Budget       // nil when no budget is configured
+	budget  budget       // nil when no budget is configured
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	limiter *rate.Limiter // nil without a RateLimit
 
@@ -77,7 +77,32 @@ type transitions struct {
 // cacheLine is the size of a CPU cache line on the common platforms.
 const cacheLine = 64
 
-type transition struct{ from, to BreakerState }
+type transition struct{ from, to gobreaker.State }
+
+// hostConfig is how a Transport configures its hosts: each new host's
+// retry control, and what its gate reads of the Transport.
+type hostConfig struct {
+	clock          *clock.Clock
+	tokens         *retrycontrol.TokensConfig // nil: retry tokens off
+	budget         func(host string) budget   // nil: no budget
+	breaker        *breakerConfig             // nil: no breaker
+	quantile       float64                    // the hedge delay's latency quantile, 0 if none
+	rateLimit      rate.Limit
+	rateBurst      int
+	attemptTimeout time.Duration
+	// retriesOnly: an open breaker refuses retries only
+	// (CircuitBreaker.RetriesOnly).
+	retriesOnly bool
+	// onTransition hears the breakers' transitions, nil if nothing does.
+	onTransition func(host string, from, to gobreaker.State)
+}
+
+// budget is a host's retry budget: the root's Budget.
+type budget interface {
+	DepositAt(now time.Time)
+	WithdrawAt(now time.Time) bool
+	RefundAt(at time.Time)
+}
 
 // hosts is a Transport's table of per-host state. A sweep removes entries
 // idle for longer than idleAfter, with no breaker open and no pause
@@ -91,6 +116,7 @@ type transition struct{ from, to BreakerState }
 // several hosts at once do not take turns rewriting it. It only ever holds
 // an entry of the table (see remember and sweep).
 type hosts struct {
+	cfg       *hostConfig
 	m         sync.Map // URL.Host → *hostState
 	last      atomic.Pointer[hostState]
 	idleAfter int64 // ns
@@ -110,27 +136,27 @@ const lastReplace = int64(time.Second)
 // host returns the state of the named host, creating it if needed, and
 // marks it used at now. The common case is the cached host with no sweep
 // due: two loads and a comparison of names.
-func (t *Transport) host(name string, ns int64) *hostState {
-	if h := t.hosts.last.Load(); h != nil && ns < t.hosts.nextSweep.Load() && h.name == name {
+func (hs *hosts) host(name string, ns int64) *hostState {
+	if h := hs.last.Load(); h != nil && ns < hs.nextSweep.Load() && h.name == name {
 		h.used(ns)
 		return h
 	}
-	return t.findHost(name, ns)
+	return hs.find(name, ns)
 }
 
-// findHost is host past the cache, or with a sweep due: it sweeps first,
+// find is host past the cache, or with a sweep due: it sweeps first,
 // so that a host found below is not then evicted as idle.
-func (t *Transport) findHost(name string, ns int64) *hostState {
-	t.hosts.sweepIfDue(ns)
-	h := t.hosts.cached(name)
+func (hs *hosts) find(name string, ns int64) *hostState {
+	hs.sweepIfDue(ns)
+	h := hs.cached(name)
 	if h == nil {
-		if v, ok := t.hosts.m.Load(name); ok {
+		if v, ok := hs.m.Load(name); ok {
 			h = v.(*hostState)
 		} else {
-			v, _ := t.hosts.m.LoadOrStore(name, t.newHost(name, ns))
+			v, _ := hs.m.LoadOrStore(name, hs.cfg.newHost(name, ns))
 			h = v.(*hostState)
 		}
-		t.hosts.remember(h, ns)
+		hs.remember(h, ns)
 	}
 	h.used(ns)
 	return h
@@ -175,28 +201,24 @@ func (hs *hosts) remember(h *hostState, ns int64) {
 	}
 }
 
-func (t *Transport) newHost(name string, ns int64) *hostState {
+// newHost returns the state of a host new to the table, used at ns.
+func (hc *hostConfig) newHost(name string, ns int64) *hostState {
 	h := &hostState{name: name}
 	h.lastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
-	if !t.cfg.tokensOff {
-		h.tokens = newRetryTokens(t.cfg.tokens)
+	if hc.tokens != nil {
+		h.tokens = newRetryTokens(*hc.tokens)
 	}
-	switch {
-	case t.cfg.budgetConfig != nil:
-		h.budget = newBudget(*t.cfg.budgetConfig)
-	case t.cfg.budgetFunc != nil:
-		if b := t.cfg.budgetFunc(name); b != nil {
-			h.budget = b
-		}
+	if hc.budget != nil {
+		h.budget = hc.budget(name)
 	}
-	if t.cfg.breaker != nil {
-		h.breaker = newBreaker(*t.cfg.breaker, h, t.cfg.now)
+	if hc.breaker != nil {
+		h.breaker = newBreaker(*hc.breaker, h, hc.clock.Now)
 	}
-	if hg := t.cfg.hedge; hg != nil && hg.quantile > 0 {
-		h.latency.hist = newLatencies(hg.quantile)
+	if hc.quantile > 0 {
+		h.latency.hist = newLatencies(hc.quantile)
 	}
-	if t.cfg.rateLimit != rate.Inf {
-		h.limiter = rate.NewLimiter(t.cfg.rateLimit, t.cfg.rateBurst)
+	if hc.rateLimit != rate.Inf {
+		h.limiter = rate.NewLimiter(hc.rateLimit, hc.rateBurst)
 	}
 	return h
 }
@@ -233,7 +255,7 @@ func (h *hostState) idle(now, idleAfter int64) bool {
 		(h.limiter == nil || h.limiter.TokensAt(time.Unix(0, now)) >= 0)
 }
 
-func (h *hostState) recordTransition(from, to BreakerState) {
+func (h *hostState) recordTransition(from, to gobreaker.State) {
 	h.transitions.record(transition{from, to})
 }
 
@@ -245,15 +267,16 @@ func (ts *transitions) record(x transition) {
 	ts.has.Store(true)
 }
 
-// dispatchTransitions emits h's breaker transitions to obs. They belong
-// to the host, not to the request that happened to observe them: the
-// Event carries the host only, and the context is not the request's.
-func (h *hostState) dispatchTransitions(obs []Observer) {
+// dispatchTransitions hands h's breaker transitions to hc.onTransition,
+// if any. They belong to the host, not to the request that happened to
+// observe them.
+func (h *hostState) dispatchTransitions(hc *hostConfig) {
 	tr := h.transitions.take()
+	if hc.onTransition == nil {
+		return
+	}
 	for _, x := range tr {
-		for _, o := range obs {
-			o(context.Background(), Event{Kind: EventBreaker, Host: h.name, From: x.from, To: x.to})
-		}
+		hc.onTransition(h.name, x.from, x.to)
 	}
 }
 

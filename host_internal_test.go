@@ -34,16 +34,16 @@ func cacheHolds(tr *Transport) bool {
 func TestHostCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-		a := tr.host("a.test", time.Now().UnixNano())
+		a := tr.hosts.host("a.test", time.Now().UnixNano())
 		assert.Same(t, a, tr.hosts.last.Load(), "the first host is cached")
-		b := tr.host("b.test", time.Now().UnixNano())
+		b := tr.hosts.host("b.test", time.Now().UnixNano())
 		assert.Same(t, a, tr.hosts.last.Load(), "a host in use keeps the cache")
 		for range 3 {
-			assert.Same(t, a, tr.host("a.test", time.Now().UnixNano()))
-			assert.Same(t, b, tr.host("b.test", time.Now().UnixNano()))
+			assert.Same(t, a, tr.hosts.host("a.test", time.Now().UnixNano()))
+			assert.Same(t, b, tr.hosts.host("b.test", time.Now().UnixNano()))
 		}
 		time.Sleep(time.Duration(lastReplace))
-		assert.Same(t, b, tr.host("b.test", time.Now().UnixNano()))
+		assert.Same(t, b, tr.hosts.host("b.test", time.Now().UnixNano()))
 		assert.Same(t, b, tr.hosts.last.Load(), "an unused cached host gives way")
 		assert.True(t, cacheHolds(tr))
 
@@ -52,7 +52,7 @@ func TestHostCache(t *testing.T) {
 		_, ok := tr.hosts.m.Load("b.test")
 		assert.False(t, ok, "b was idle for a window")
 		assert.Nil(t, tr.hosts.last.Load(), "the evicted host left the cache")
-		b2 := tr.host("b.test", time.Now().UnixNano())
+		b2 := tr.hosts.host("b.test", time.Now().UnixNano())
 		assert.NotSame(t, b, b2, "an evicted host starts afresh")
 		assert.True(t, cacheHolds(tr))
 	})
@@ -71,7 +71,7 @@ func TestHostCacheUnderSweeps(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				name := fmt.Sprintf("h%d.test", (g+i)%3)
-				h := tr.host(name, time.Now().UnixNano())
+				h := tr.hosts.host(name, time.Now().UnixNano())
 				assert.Equal(t, name, h.name)
 			}
 		}()
@@ -85,20 +85,20 @@ func TestHostCacheUnderSweeps(t *testing.T) {
 func BenchmarkHost(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
-	tr.host("api.test", now.UnixNano())
-	tr.host("other.test", now.UnixNano())
+	tr.hosts.host("api.test", now.UnixNano())
+	tr.hosts.host("other.test", now.UnixNano())
 	for _, name := range []string{"api.test", "other.test"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.host(name, now.UnixNano())
+				tr.hosts.host(name, now.UnixNano())
 			}
 		})
 		b.Run(name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					tr.host(name, now.UnixNano())
+					tr.hosts.host(name, now.UnixNano())
 				}
 			})
 		})
@@ -110,12 +110,12 @@ func BenchmarkHost(b *testing.B) {
 func TestHostAndClockDoNotAllocate(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
-	tr.host("api.test", now.UnixNano())
-	tr.host("other.test", now.UnixNano())
+	tr.hosts.host("api.test", now.UnixNano())
+	tr.hosts.host("other.test", now.UnixNano())
 	c := clock.New()
 	for name, f := range map[string]func(){
-		"cached host": func() { tr.host("api.test", now.UnixNano()) },
-		"table host":  func() { tr.host("other.test", now.UnixNano()) },
+		"cached host": func() { tr.hosts.host("api.test", now.UnixNano()) },
+		"table host":  func() { tr.hosts.host("other.test", now.UnixNano()) },
 		"clock":       func() { c.Now() },
 		"clock nanos": func() { c.Nanos() },
 	} {
@@ -168,18 +168,18 @@ func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 func TestCachedHostRunsADueSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-		a := tr.host("a.test", time.Now().UnixNano())
-		tr.host("b.test", time.Now().UnixNano())
+		a := tr.hosts.host("a.test", time.Now().UnixNano())
+		tr.hosts.host("b.test", time.Now().UnixNano())
 		require.Same(t, a, tr.hosts.last.Load())
 		for range 3 { // no sweep due: both stay
 			time.Sleep(time.Duration(tr.hosts.idleAfter) / 4)
-			assert.Same(t, a, tr.host("a.test", time.Now().UnixNano()))
+			assert.Same(t, a, tr.hosts.host("a.test", time.Now().UnixNano()))
 			_, ok := tr.hosts.m.Load("b.test")
 			assert.True(t, ok)
 		}
 		time.Sleep(time.Duration(tr.hosts.idleAfter))
 		now := time.Now()
-		assert.Same(t, a, tr.host("a.test", now.UnixNano()), "the cached host stays")
+		assert.Same(t, a, tr.hosts.host("a.test", now.UnixNano()), "the cached host stays")
 		_, ok := tr.hosts.m.Load("b.test")
 		assert.False(t, ok, "the sweep due ran and evicted the idle host")
 		assert.Equal(t, now.UnixNano(), a.lastUsed.Load())

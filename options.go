@@ -1,11 +1,13 @@
 package resilient
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/wire"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
@@ -283,4 +285,41 @@ func WithObserver(o Observer) Option {
 			c.observers = append(c.observers, o)
 		}
 	}
+}
+
+// hostConfig returns how a Transport of c configures its hosts.
+func (c *config) hostConfig() hostConfig {
+	hc := hostConfig{clock: c.clock, rateLimit: c.rateLimit, rateBurst: c.rateBurst, attemptTimeout: c.attemptTimeout}
+	if !c.tokensOff {
+		tc := retrycontrol.TokensConfig(c.tokens)
+		hc.tokens = &tc
+	}
+	switch {
+	case c.budgetConfig != nil:
+		bc := *c.budgetConfig
+		hc.budget = func(string) budget { return newBudget(bc) }
+	case c.budgetFunc != nil:
+		f := c.budgetFunc
+		hc.budget = func(name string) budget {
+			if b := f(name); b != nil {
+				return b
+			}
+			return nil
+		}
+	}
+	if c.breaker != nil {
+		bc := breakerConfig(c.breaker.resolved())
+		hc.breaker, hc.retriesOnly = &bc, bc.RetriesOnly
+	}
+	if hg := c.hedge; hg != nil {
+		hc.quantile = hg.quantile
+	}
+	if obs := c.observers; len(obs) > 0 {
+		hc.onTransition = func(host string, from, to gobreaker.State) {
+			for _, o := range obs {
+				o(context.Background(), Event{Kind: EventBreaker, Host: host, From: fromGobreaker(from), To: fromGobreaker(to)})
+			}
+		}
+	}
+	return hc
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,8 +54,8 @@ func TestOptionZeroValues(t *testing.T) {
 		}},
 		{"RetryTokens{}: the default tokens", WithRetryControl(RetryTokens{}), func(t *testing.T, c *config) {
 			assert.False(t, c.tokensOff)
-			assert.Equal(t, 3.0, newRetryTokens(c.tokens).AvailableAt(time.Now()), "MinTokens 3")
-			assert.Equal(t, int64(tokenUnit/2), newRetryTokens(c.tokens).params().refill, "Refill 0.5")
+			assert.Equal(t, 3.0, newRetryTokens(retrycontrol.TokensConfig(c.tokens)).AvailableAt(time.Now()), "MinTokens 3")
+			assert.Equal(t, int64(tokenUnit/2), newRetryTokens(retrycontrol.TokensConfig(c.tokens)).params().refill, "Refill 0.5")
 		}},
 		{"RetryBudget{}: the Finagle budget, instead of the tokens", WithRetryControl(RetryBudget{}), func(t *testing.T, c *config) {
 			assert.True(t, c.tokensOff, "a budget alone replaces the tokens")

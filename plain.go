@@ -46,7 +46,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 		return nil, nil, false // the loop's to refuse, or to send with what it carries
 	}
 	now := t.cfg.nanos() // the first attempt's admission
-	h := t.host(req.URL.Host, now)
+	h := t.hosts.host(req.URL.Host, now)
 	if h.pauses.pauseUntil.Load() != 0 || h.limiter != nil || h.breaker != nil || ctx.Err() != nil {
 		return nil, nil, false
 	}
@@ -64,7 +64,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 		op.body.Init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error
 	}
 	op.asIs, op.clipped = op.key == "", hs.Clipped // a plainBody is the caller's own (replayBody.callers)
-	g := applicant{cfg: &t.cfg, ctx: ctx, req: req}
+	g := applicant{hc: &t.hc, ctx: ctx, req: req}
 	var (
 		a wire.Attempt
 		r reservation
@@ -84,7 +84,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 		if op.asIs {
 			h.succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent
 		} else {
-			op.succeeded(h, &g, &a, &r)
+			op.succeeded(&t.cfg, h, &g, &a, &r)
 		}
 		return a.Resp, nil, true
 	}
@@ -98,7 +98,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 // unobserved, keyed by the Transport if at all, its own first attempt
 // (numbered 0), with no outer loop.
 func (t *Transport) resume(g *applicant, h *hostState, op *operation, a *wire.Attempt, r *reservation) (*http.Response, error) {
-	c := &call{t: t, applicant: *g, h: h, op: *op}
+	c := &call{t: t, cfg: &t.cfg, applicant: *g, h: h, op: *op}
 	c.led.start(&t.cfg, g.ctx, g.req, "", nil)
 	c.led.resolved(op.key, !op.body.Replayable())
 	var l loop

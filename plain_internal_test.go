@@ -78,7 +78,7 @@ func runPlain(t *testing.T, plain bool, method string, calls int, deadline time.
 		out.Attempts = s.Attempts()
 		out.Opened, out.Closed = s.Opened.Load(), s.Closed.Load()
 		now := tr.cfg.nanos()
-		h := tr.host("api.test", now)
+		h := tr.hosts.host("api.test", now)
 		if h.tokens != nil {
 			out.Deficit, out.Firsts = h.tokens.Deficit(), h.tokens.Firsts(clock.Wall(now))
 		}
@@ -276,7 +276,7 @@ func TestPlainCallNotToAPausedHost(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode, "the loop retried the 429")
-		require.NotZero(t, tr.host("api.test", tr.cfg.nanos()).pauses.pauseUntil.Load(), "the host is paused")
+		require.NotZero(t, tr.hosts.host("api.test", tr.cfg.nanos()).pauses.pauseUntil.Load(), "the host is paused")
 		_, _, ok = tr.sendPlain(stubtest.Get(context.Background(), "api.test"), &wire.HeaderScan{})
 		assert.False(t, ok)
 		assert.Len(t, s.Attempts(), 2, "nothing sent by the refused plain call")

@@ -86,8 +86,7 @@ func (c *reconnecting) take(rc io.ReadCloser) error {
 // by the application, still pays for it). Later ones are retries: they
 // back off and stop at MaxAttempts, and none is sent under an outer retry
 // loop (looped).
-func admitResume(r *reservation, g *applicant, h *hostState, n *resumeCount, floor time.Duration, now int64) error {
-	cfg := g.cfg
+func admitResume(r *reservation, cfg *config, g *applicant, h *hostState, n *resumeCount, floor time.Duration, now int64) error {
 	free := n.tries == 0
 	backoff := floor
 	if !free {

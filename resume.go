@@ -291,7 +291,7 @@ func (b *resumeBody) resume(cut error) error {
 // caller gets.
 func (b *resumeBody) resumeOrWhy(cut error) error {
 	b.rc.Close()
-	g := applicant{cfg: &b.t.cfg, ctx: b.req.Context(), req: b.req}
+	g := applicant{hc: &b.t.hc, ctx: b.req.Context(), req: b.req}
 	if b.isClosed() || g.gone() != nil || cut == io.EOF && b.st.n.resumes == 0 {
 		return cut
 	}
@@ -322,11 +322,11 @@ func (b *resumeBody) resumeOrWhy(cut error) error {
 // that rc now reads on at off; else why, if not nil, is why no resume
 // follows.
 func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
-	cfg := g.cfg
+	cfg := &b.t.cfg
 	now := cfg.nanos()
-	h := b.t.host(b.req.URL.Host, now)
+	h := b.t.hosts.host(b.req.URL.Host, now)
 	var r reservation
-	if err := admitResume(&r, g, h, &b.st.n, b.st.n.delay, now); err != nil {
+	if err := admitResume(&r, cfg, g, h, &b.st.n, b.st.n.delay, now); err != nil {
 		return false, err
 	}
 	b.st.n.sent()
@@ -407,8 +407,8 @@ func (b *resumeBody) check(g *applicant, resp *http.Response, err error) verdict
 		}
 	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
 		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		d := Decision{Action: Retry, Category: CategoryUnavailable, Delay: ServerDelay(resp.Header, g.cfg.now())}
-		if d.Delay > g.cfg.retryAfterMax {
+		d := Decision{Action: Retry, Category: CategoryUnavailable, Delay: ServerDelay(resp.Header, b.t.cfg.now())}
+		if d.Delay > b.t.cfg.retryAfterMax {
 			return verdict{d: terminal(d, true), stop: ErrDelayTooLong}
 		}
 		return verdict{d: d}
@@ -439,7 +439,7 @@ func (b *resumeBody) continues(resp *http.Response) bool {
 // event tells the observers of a resume of b for g, answered resp or err
 // after took, and judged v. wait is how long the gate held it.
 func (b *resumeBody) event(g *applicant, resp *http.Response, err error, v verdict, took, wait time.Duration) {
-	obs := g.cfg.observers
+	obs := b.t.cfg.observers
 	if len(obs) == 0 {
 		return
 	}

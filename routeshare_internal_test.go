@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -90,7 +91,7 @@ func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
 // nothing the bucket would not.
 func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	rt := newRetryTokens(RetryTokens{})
+	rt := newRetryTokens(retrycontrol.TokensConfig{})
 	var rs routeShares
 	r := route{"POST", "/v1/charges"}
 	now := time.Now()

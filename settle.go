@@ -1,9 +1,12 @@
 package resilient
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/reason"
 	"github.com/resilienthttp/resilient/internal/wire"
 
 	"github.com/resilienthttp/resilient/internal/clock"
@@ -159,18 +162,18 @@ func (c *call) unobserved() bool {
 // count, which only a Report or an Event would show, is not kept. a's
 // response is the caller's.
 func (c *call) succeeded(a *wire.Attempt, res *reservation) {
-	c.op.succeeded(c.h, &c.applicant, a, res)
+	c.op.succeeded(c.cfg, c.h, &c.applicant, a, res)
 	c.led.attempts++
 }
 
 // succeeded is what a plain success of op, attempt a of g admitted by res
 // to h, does to the operation and its host (call.succeeded). A plain call
 // (plain.go) ends so too.
-func (op *operation) succeeded(h *hostState, g *applicant, a *wire.Attempt, res *reservation) {
+func (op *operation) succeeded(cfg *config, h *hostState, g *applicant, a *wire.Attempt, res *reservation) {
 	h.succeeded(g, a, res)
 	if op.unsafe && !op.own && h.evidence.renews(g.req, a.End) &&
-		showsDedupe(a.Resp.Header, replayHeadersOf(a.Resp.Header), g.cfg.keyHeader, op.key, Decision{Action: Success}) {
-		op.noteShown(g.cfg, h, g.req, a.End) // all the guard does on a success
+		showsDedupe(a.Resp.Header, replayHeadersOf(a.Resp.Header), cfg.keyHeader, op.key, Decision{Action: Success}) {
+		op.noteShown(cfg, h, g.req, a.End) // all the guard does on a success
 	}
 	op.body.Close()
 }
@@ -208,3 +211,33 @@ func (h *hostState) noteFirst(end int64, ok bool) { h.pauses.firsts.note(end, ok
 // firstsShedding reports whether h's recent first attempts show that it
 // sheds at now (firsts.go).
 func (h *hostState) firstsShedding(now int64) bool { return h.pauses.firsts.shedding(now) }
+
+// healthOf judges an attempt's outcome for the breaker and the tokens: only
+// outcomes that say the host is unhealthy count against it.
+func healthOf(resp *http.Response, err error, d Decision) health {
+	if d.Category == "" && plainSuccess(resp, err) {
+		return healthOK // the common case, as the status switch below has it
+	}
+	switch {
+	case d.Category == CategoryCanceled:
+		return healthNeutral
+	case err != nil:
+		if errors.Is(err, reason.ErrInvalidRequest) || errors.Is(err, context.Canceled) {
+			return healthNeutral // refused locally, or our own cancellation
+		}
+		return healthFailure
+	case d.Category == CategoryInProgress:
+		return healthNeutral // the host is fine; the operation is busy
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests && (d.Delay > 0 || headerValue(resp.Header, "Retry-After") != ""):
+		return healthNeutral // the pause handles it
+	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
+		return healthNeutral
+	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
+		return healthOK // a permanent answer from a working host
+	case code >= 500, code == http.StatusTooManyRequests:
+		return healthFailure
+	}
+	return healthOK
+}

@@ -51,6 +51,8 @@ type Transport struct {
 	plain bool
 	// wire: what sending an attempt needs (send.go), from cfg.
 	wire wire.Settings
+	// hc: how the hosts are configured (host.go), from cfg.
+	hc hostConfig
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -71,6 +73,8 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	t.cfg.observed = len(t.cfg.observers) > 0 || t.cfg.hedge != nil || t.cfg.customClassifier
 	t.plain = t.cfg.plainCalls()
 	t.wire = wire.Settings{Base: base, Clock: t.cfg.clock, AttemptTimeout: t.cfg.attemptTimeout, AttemptHeader: t.cfg.attemptHeader, KeyWire: t.cfg.keyWire, TimeBudget: t.cfg.timeBudget}
+	t.hc = t.cfg.hostConfig()
+	t.hosts.cfg = &t.hc
 	t.hosts.idleAfter = int64(t.cfg.idleAfter())
 	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
 	return t
@@ -99,6 +103,7 @@ type call struct {
 	// request and context, and, once c's first attempt is numbered, how
 	// the call is driven.
 	applicant
+	cfg *config // the Transport's
 	op  operation
 	h   *hostState
 	led ledger
@@ -119,7 +124,7 @@ type call struct {
 // hs is checkRequest's scan of req, if hs.checked (a plain call that was not
 // one).
 func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Response, error) {
-	c := &call{t: t, applicant: applicant{cfg: &t.cfg, ctx: req.Context(), req: req}}
+	c := &call{t: t, cfg: &t.cfg, applicant: applicant{hc: &t.hc, ctx: req.Context(), req: req}}
 	if err := c.resolve(hs); err != nil {
 		return nil, err
 	}
@@ -133,7 +138,7 @@ func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Resp
 		}
 	}
 	now := t.cfg.nanos() // the first attempt's admission
-	c.h = t.host(req.URL.Host, now)
+	c.h = t.hosts.host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
 	c.joined, c.hop, c.single = joined, c.op.hop, c.outer.sendsOne()

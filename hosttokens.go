@@ -1,0 +1,27 @@
+package resilient
+
+import "github.com/resilienthttp/resilient/internal/retrycontrol"
+
+// retryTokens is a host's bucket: the Transport records first attempts,
+// takes a token before each retry, earns after each healthy answer and
+// refunds a retry that took a token and was then not sent.
+type retryTokens struct{ retrycontrol.Tokens }
+
+func newRetryTokens(c retrycontrol.TokensConfig) *retryTokens {
+	rt := new(retryTokens)
+	rt.Init(c)
+	return rt
+}
+
+// tokenUnit is one token in millitokens, the unit of capacity and of a
+// route's share (routeshare.go).
+const tokenUnit = retrycontrol.TokenUnit
+
+// capacity is the bucket's size at now, in millitokens.
+func (rt *retryTokens) capacity(now int64) int64 { return rt.CapacityNanos(now) }
+
+// params returns the resolved configuration the gate reads.
+func (rt *retryTokens) params() tokenParams { return tokenParams{refill: rt.RefillMilli()} }
+
+// tokenParams: refill is the millitokens a healthy answer earns.
+type tokenParams struct{ refill int64 }
