@@ -3,11 +3,7 @@ package resilient
 import (
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/reason"
 )
 
@@ -15,108 +11,11 @@ import (
 // and what counts as evidence that a server dedupes) is in doc.go, under
 // "Unsafe requests".
 
-// dedupeEvidenceTTL is how long a server's showing that it dedupes a route
-// is trusted: long enough to cover every retry of an operation, short
-// enough that a deployment that stops honouring keys is noticed.
-const dedupeEvidenceTTL = time.Hour
-
-// maxEvidenceRoutes bounds the routes remembered per host.
-const maxEvidenceRoutes = 256
-
 // ErrUnsafeRetry: the request was not re-sent. It is not idempotent and may
 // have been applied. Nothing shows that the server dedupes it by its key. A
 // bare client would not have re-sent it either. Use WithDedupingServer for
 // a server known to honour keys.
 var ErrUnsafeRetry = reason.ErrUnsafeRetry
-
-// evidence remembers the routes of a host whose server showed it dedupes
-// by key. Touched only when a response shows it and when an unsafe retry is
-// considered. A server that dedupes shows it on every keyed answer: the
-// route noted last is also kept in fresh, so that noting it again while its
-// evidence is fresh, the common case, takes no lock.
-type evidence struct {
-	fresh  atomic.Pointer[notedRoute] // the route last written to routes
-	mu     sync.Mutex
-	routes map[route]int64 // → expiry, Unix ns
-}
-
-// notedRoute is a route and the expiry it was noted with (Unix ns).
-type notedRoute struct {
-	r   route
-	exp int64
-}
-
-// route is the scope of evidence: the method and the first two segments of
-// the path ("POST", "/v1/charges" for /v1/charges/ch_1/refunds). Both are
-// substrings of the request's, so building one does not allocate.
-type route struct{ method, prefix string }
-
-func (ev *evidence) note(r route, now int64) {
-	if ev.recent(r, now) {
-		return // fresh enough, and known without the lock
-	}
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if exp, ok := ev.routes[r]; ok && exp-now > int64(dedupeEvidenceTTL/2) {
-		return // fresh enough
-	}
-	if ev.routes == nil {
-		ev.routes = make(map[route]int64)
-	}
-	if len(ev.routes) >= maxEvidenceRoutes {
-		for k, exp := range ev.routes {
-			if exp <= now {
-				delete(ev.routes, k)
-			}
-		}
-		if len(ev.routes) >= maxEvidenceRoutes {
-			return // keep what is known; an unknown route is simply not trusted
-		}
-	}
-	exp := clock.Later(now, dedupeEvidenceTTL)
-	ev.routes[r] = exp
-	ev.fresh.Store(&notedRoute{r, exp})
-}
-
-func (ev *evidence) has(r route, now int64) bool {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now {
-		return true
-	}
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	exp, ok := ev.routes[r]
-	return ok && exp > now
-}
-
-// recent reports whether r is the route noted last, with evidence fresh
-// enough at now that noting it again does nothing (note).
-func (ev *evidence) recent(r route, now int64) bool {
-	f := ev.fresh.Load()
-	return f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2)
-}
-
-// renews reports whether noting req's route at now could change ev: false
-// when note would do nothing (recent). Then an answer need not be looked
-// at for evidence. No route is built while nothing was noted.
-func (ev *evidence) renews(req *http.Request, now int64) bool {
-	return ev.fresh.Load() == nil || !ev.recent(routeOf(req), now)
-}
-
-// routeOf returns req's route.
-func routeOf(req *http.Request) route {
-	p := req.URL.Path
-	end := len(p)
-	seg := 0
-	for i := 1; i < len(p); i++ {
-		if p[i] == '/' {
-			if seg++; seg == 2 {
-				end = i
-				break
-			}
-		}
-	}
-	return route{req.Method, p[:end]}
-}
 
 // showsDedupe reports whether a response with header h (and replay headers
 // rh) shows that the server dedupes by its key. It does if it echoes the

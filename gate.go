@@ -509,3 +509,20 @@ func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 	}
 	return r, nil
 }
+
+// outerWait returns how long an outer loop's re-send of g waits at now for
+// what the server asked: the host's pause (a 429's, or a 503's for
+// retries) and the operation's own delay (g.asked). It is 0 when that does
+// not fit before the deadline: the attempt then goes as the loop sends
+// it. A pushback is not waited: it asks for no retry (reserveOuterRetry
+// refuses it).
+func (h *hostState) outerWait(g *applicant, now int64) time.Duration {
+	p := h.pauses.pausedFor(now, true)
+	if g.asked > now {
+		p = max(p, time.Duration(g.asked-now))
+	}
+	if p > 0 && g.fits(now, p) {
+		return p
+	}
+	return 0
+}

@@ -2,7 +2,6 @@ package resilient
 
 import (
 	"sync"
-	"time"
 )
 
 // A server's delay holds on every path. The Transport's own retries wait
@@ -59,23 +58,6 @@ func (a *askedDelays) get(k any, now int64) int64 {
 		return 0
 	}
 	return u
-}
-
-// outerWait returns how long an outer loop's re-send of g waits at now for
-// what the server asked: the host's pause (a 429's, or a 503's for
-// retries) and the operation's own delay (g.asked). It is 0 when that does
-// not fit before the deadline: the attempt then goes as the loop sends
-// it. A pushback is not waited: it asks for no retry (reserveOuterRetry
-// refuses it).
-func (h *hostState) outerWait(g *applicant, now int64) time.Duration {
-	p := h.pauses.pausedFor(now, true)
-	if g.asked > now {
-		p = max(p, time.Duration(g.asked-now))
-	}
-	if p > 0 && g.fits(now, p) {
-		return p
-	}
-	return 0
 }
 
 // askedBefore returns the time the server named for the next try of the

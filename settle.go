@@ -178,39 +178,11 @@ func (op *operation) succeeded(cfg *config, h *hostState, g *applicant, a *wire.
 	op.body.Close()
 }
 
-// succeeded is what a plain success, attempt a of g admitted by res, does
-// to its host h: it releases the reservation with a healthy answer, and
-// the host hears its latency and, for a first attempt, its health. A
-// plain call (plain.go) ends so too.
-func (h *hostState) succeeded(g *applicant, a *wire.Attempt, res *reservation) {
-	res.release(g, healthOK)
-	h.latency.observe(a.Took)
-	if !res.retry {
-		h.noteFirst(a.End, true)
-	}
-}
-
 // shed reports whether attempt a, decided d, is a server's refusal: a 5xx
 // or 429 it says not to retry.
 func shed(a *wire.Attempt, d Decision) bool {
 	return a.Resp != nil && d.Action == Terminal && (a.Resp.StatusCode >= 500 || a.Resp.StatusCode == http.StatusTooManyRequests)
 }
-
-// cut records, for the hedge delay's quantile, how long a loser cut short
-// without an answer had taken: a lower bound of its latency.
-func (l *latency) cut(a *wire.Attempt) {
-	if l.hist != nil && a.Sent {
-		l.hist.record(a.Took)
-	}
-}
-
-// noteFirst notes a first attempt's answer to h at end, healthy if ok, in
-// the window of the host's recent first attempts (firsts.go).
-func (h *hostState) noteFirst(end int64, ok bool) { h.pauses.firsts.note(end, ok) }
-
-// firstsShedding reports whether h's recent first attempts show that it
-// sheds at now (firsts.go).
-func (h *hostState) firstsShedding(now int64) bool { return h.pauses.firsts.shedding(now) }
 
 // healthOf judges an attempt's outcome for the breaker and the tokens: only
 // outcomes that say the host is unhealthy count against it.
