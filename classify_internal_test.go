@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 
 	"github.com/stretchr/testify/assert"
@@ -44,7 +46,7 @@ func TestClassifyWritesNothing(t *testing.T) {
 			req, err := http.NewRequestWithContext(tt.ctx, http.MethodPost, "http://api.test/v1/charges", nil)
 			require.NoError(t, err)
 			now := time.Unix(1_700_000_000, 0)
-			c := &call{t: tr, cfg: &tr.cfg, applicant: applicant{hc: &tr.hc, req: req, ctx: tt.ctx}, h: tr.hosts.host(req.URL.Host, now.UnixNano())}
+			c := &call{t: tr, cfg: &tr.cfg, Applicant: host.Applicant{Cfg: &tr.hc, Req: req, Ctx: tt.ctx}, h: tr.hosts.Host(req.URL.Host, now.UnixNano())}
 			c.op.key, c.op.unsafe = "0190b6c5-7d2a-7cc4-8b5e-2f3c4d5e6f70", true
 			a := wire.Attempt{N: 0, Req: req, Sent: true, End: now.UnixNano(), Writes: wire.Writes{Traced: true, Any: true}}
 			if tt.status == 0 {
@@ -67,9 +69,9 @@ func TestClassifyWritesNothing(t *testing.T) {
 				assert.ErrorIs(t, v.err, context.Canceled, "the caller's context is in the error the caller sees")
 				assert.ErrorIs(t, v.err, resetErr)
 			}
-			assert.False(t, c.h.evidence.has(routeOf(req), now.UnixNano()), "classify records no evidence")
+			assert.False(t, c.h.Evidence.Has(host.RouteOf(req), now.UnixNano()), "classify records no evidence")
 			c.observe(&a, v)
-			assert.Equal(t, tt.shown, c.h.evidence.has(routeOf(req), now.UnixNano()), "observe records what the verdict shows")
+			assert.Equal(t, tt.shown, c.h.Evidence.Has(host.RouteOf(req), now.UnixNano()), "observe records what the verdict shows")
 		})
 	}
 }

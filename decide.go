@@ -3,6 +3,8 @@ package resilient
 import (
 	"net/http"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -53,8 +55,8 @@ type verdict struct {
 // It changes nothing: the verdict says it all.
 func (c *call) verdict(a *wire.Attempt) verdict {
 	op := &c.op
-	v, rh := classify(c.cfg, a, c.ctx, op.key) // 1. classify
-	if !a.Sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {
+	v, rh := classify(c.cfg, a, c.Ctx, op.key) // 1. classify
+	if !a.Sent || !op.unsafe && (op.key != "" || idempotentMethod(c.Req.Method)) {
 		return v
 	}
 	// 2. the unsafe-retry guard. Three things show that the server
@@ -68,7 +70,7 @@ func (c *call) verdict(a *wire.Attempt) verdict {
 		v.shown = a.Resp != nil && showsDedupe(a.Resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
 	}
 	if !v.shown && v.d.Action == Retry && !notApplied(a) &&
-		(!op.unsafe || !c.vouched() && !c.h.evidence.has(routeOf(c.req), a.End)) && !wire.Guarded(c.req.Header) {
+		(!op.unsafe || !c.vouched() && !c.h.Evidence.Has(host.RouteOf(c.Req), a.End)) && !wire.Guarded(c.Req.Header) {
 		v.d = terminal(v.d, a.Resp != nil && a.Resp.StatusCode >= 500 || a.Err != nil)
 		v.stop = ErrUnsafeRetry
 	}
@@ -109,7 +111,7 @@ func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
 	// the operation is in progress (a 409 from a call of the key in
 	// another process).
 	polling := d.Category == CategoryInProgress
-	if err := c.h.reserve(&l.res, &c.applicant, i, n, l.delay, polling, cfg.nanos()); err != nil {
+	if err := c.h.Reserve(&l.res, &c.Applicant, i, n, l.delay, polling, cfg.nanos()); err != nil {
 		return err, true
 	}
 	return nil, false
@@ -128,7 +130,7 @@ func notApplied(a *wire.Attempt) bool {
 // dedupes by the key: the key is its own, or it declared the server
 // (WithDedupingServer). Asked only after the cheaper questions: a success
 // needs it only when its answer showed that the server dedupes.
-func (c *call) vouched() bool { return c.op.vouched(c.cfg, c.req) }
+func (c *call) vouched() bool { return c.op.vouched(c.cfg, c.Req) }
 
 // vouched is call.vouched for op, of the caller's request req.
 func (op *operation) vouched(cfg *config, req *http.Request) bool {
@@ -139,11 +141,11 @@ func (op *operation) vouched(cfg *config, req *http.Request) bool {
 // c, an unsafe request, showed that the server dedupes by its key, unless
 // the application vouches for the server anyway (call.vouched). Evidence
 // is recorded from any answer, a success included.
-func (c *call) noteShown(end int64) { c.op.noteShown(c.cfg, c.h, c.req, end) }
+func (c *call) noteShown(end int64) { c.op.noteShown(c.cfg, c.h, c.Req, end) }
 
 // noteShown is call.noteShown for op, of the caller's request req to h.
-func (op *operation) noteShown(cfg *config, h *hostState, req *http.Request, end int64) {
+func (op *operation) noteShown(cfg *config, h *host.State, req *http.Request, end int64) {
 	if !op.vouched(cfg, req) {
-		h.evidence.note(routeOf(req), end)
+		h.Evidence.Note(host.RouteOf(req), end)
 	}
 }

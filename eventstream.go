@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -191,10 +193,10 @@ func (ids *eventIDs) note(id *string, data bool) {
 func (s *eventBody) reconnect(cut error) error {
 	s.rc.Close()
 	s.buf = s.buf[:0] // a partial event is never handed over
-	g := applicant{hc: &s.t.hc, ctx: s.req.Context(), req: s.req}
+	g := host.Applicant{Cfg: &s.t.hc, Ctx: s.req.Context(), Req: s.req}
 	var why error
 	for why == nil {
-		if s.isClosed() || g.gone() != nil || s.ids.unsafe {
+		if s.isClosed() || g.Gone() != nil || s.ids.unsafe {
 			return cut
 		}
 		s.n.next()
@@ -217,21 +219,21 @@ func (s *eventBody) reconnect(cut error) error {
 // resume is (resumeBody.attempt), after the server's retry: delay. done
 // says that rc reads the new connection; else why, if not nil, is why no
 // reconnect follows (io.EOF: the server ended the stream).
-func (s *eventBody) attempt(g *applicant) (done bool, why error) {
+func (s *eventBody) attempt(g *host.Applicant) (done bool, why error) {
 	cfg := &s.t.cfg
 	now := cfg.nanos()
-	h := s.t.hosts.host(s.req.URL.Host, now)
-	var r reservation
+	h := s.t.hosts.Host(s.req.URL.Host, now)
+	var r host.Reservation
 	if err := admitResume(&r, cfg, g, h, &s.n, max(s.ids.retry, s.n.delay), now); err != nil {
 		return false, err
 	}
 	s.n.sent()
-	resp, err := s.send(g.ctx)
-	took := time.Duration(cfg.nanos() - r.at)
+	resp, err := s.send(g.Ctx)
+	took := time.Duration(cfg.nanos() - r.At)
 	v := s.check(g, resp, err)
-	r.release(g, healthOf(resp, err, v.d))
+	r.Release(g, healthOf(resp, err, v.d))
 	rb := resumeBody{t: s.t, req: s.req, st: &resumeState{n: s.n}}
-	rb.event(g, resp, err, v, took, r.delay)
+	rb.event(g, resp, err, v, took, r.Delay)
 	if v.d.Action != Success {
 		wire.Drop(resp)
 		s.n.failed(v.d.Delay)
@@ -245,8 +247,8 @@ func (s *eventBody) attempt(g *applicant) (done bool, why error) {
 
 // check judges the answer to a reconnect: Success for an event stream,
 // Terminal with io.EOF for a 204, otherwise as a resume's (resumeBody.check).
-func (s *eventBody) check(g *applicant, resp *http.Response, err error) verdict {
-	if err == nil && g.gone() == nil {
+func (s *eventBody) check(g *host.Applicant, resp *http.Response, err error) verdict {
+	if err == nil && g.Gone() == nil {
 		switch {
 		case resp.StatusCode == http.StatusNoContent:
 			return verdict{d: Decision{Action: Terminal}, stop: io.EOF}

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/require"
 )
@@ -17,38 +19,38 @@ import (
 // noted last answers as the map would, for that route and for others, and
 // its evidence expires with the map's.
 func TestEvidenceFreshRouteAgreesWithTheMap(t *testing.T) {
-	var ev evidence
+	var ev host.Evidence
 	t0 := time.Unix(1_700_000_000, 0)
-	a, b := route{"POST", "/v1/charges"}, route{"POST", "/v1/refunds"}
-	if ev.has(a, t0.UnixNano()) {
+	a, b := host.Route{Method: "POST", Prefix: "/v1/charges"}, host.Route{Method: "POST", Prefix: "/v1/refunds"}
+	if ev.Has(a, t0.UnixNano()) {
 		t.Fatal("evidence before any note")
 	}
-	ev.note(a, t0.UnixNano())
-	ev.note(b, t0.Add(time.Minute).UnixNano()) // b is now the fresh copy
-	for _, r := range []route{a, b} {
-		if !ev.has(r, t0.Add(2*time.Minute).UnixNano()) {
+	ev.Note(a, t0.UnixNano())
+	ev.Note(b, t0.Add(time.Minute).UnixNano()) // b is now the fresh copy
+	for _, r := range []host.Route{a, b} {
+		if !ev.Has(r, t0.Add(2*time.Minute).UnixNano()) {
 			t.Errorf("%v: no evidence after a note", r)
 		}
 	}
-	if ev.has(route{"PATCH", "/v1/charges"}, t0.UnixNano()) {
+	if ev.Has(host.Route{Method: "PATCH", Prefix: "/v1/charges"}, t0.UnixNano()) {
 		t.Error("evidence for a route never noted")
 	}
 	// Noting a fresh route again changes nothing; past half its life it is
 	// renewed, in the map and in the fresh copy.
-	ev.note(b, t0.Add(2*time.Minute).UnixNano())
-	if exp := ev.fresh.Load().exp; exp != t0.Add(time.Minute+dedupeEvidenceTTL).UnixNano() {
+	ev.Note(b, t0.Add(2*time.Minute).UnixNano())
+	if exp := ev.Fresh.Load().Exp; exp != t0.Add(time.Minute+host.DedupeEvidenceTTL).UnixNano() {
 		t.Errorf("fresh expiry moved on a fresh note: %v", time.Unix(0, exp))
 	}
-	renew := t0.Add(time.Minute + dedupeEvidenceTTL/2 + time.Second)
-	ev.note(b, renew.UnixNano())
-	if f := ev.fresh.Load(); f.r != b || f.exp != renew.Add(dedupeEvidenceTTL).UnixNano() || ev.routes[b] != f.exp {
-		t.Errorf("renewal: fresh %+v, map %v", f, ev.routes[b])
+	renew := t0.Add(time.Minute + host.DedupeEvidenceTTL/2 + time.Second)
+	ev.Note(b, renew.UnixNano())
+	if f := ev.Fresh.Load(); f.R != b || f.Exp != renew.Add(host.DedupeEvidenceTTL).UnixNano() || ev.Routes[b] != f.Exp {
+		t.Errorf("renewal: fresh %+v, map %v", f, ev.Routes[b])
 	}
 	// Expired: neither copy answers.
-	if ev.has(a, t0.Add(dedupeEvidenceTTL+time.Second).UnixNano()) {
+	if ev.Has(a, t0.Add(host.DedupeEvidenceTTL+time.Second).UnixNano()) {
 		t.Error("a: evidence past its expiry")
 	}
-	if ev.has(b, renew.Add(dedupeEvidenceTTL+time.Second).UnixNano()) {
+	if ev.Has(b, renew.Add(host.DedupeEvidenceTTL+time.Second).UnixNano()) {
 		t.Error("b: evidence past its expiry")
 	}
 }
@@ -63,8 +65,8 @@ func TestPlainSuccessNotesEvidenceWithItsTime(t *testing.T) {
 		if got := roundTrip(t, tr, req); got != 200 {
 			t.Fatalf("status %d", got)
 		}
-		v, _ := tr.hosts.m.Load("api.test")
-		if !v.(*hostState).evidence.has(routeOf(req), time.Now().UnixNano()) {
+		v, _ := tr.hosts.M.Load("api.test")
+		if !v.(*host.State).Evidence.Has(host.RouteOf(req), time.Now().UnixNano()) {
 			t.Fatal("evidence not noted now")
 		}
 	})
@@ -90,22 +92,22 @@ func TestEvidenceRenewsOnlyWhenNoteWould(t *testing.T) {
 		{"nothing noted", nil, 0, true},
 		{"same route, fresh", []*http.Request{charge}, time.Minute, false},
 		{"same route by another path", []*http.Request{req("POST", "/v1/charges")}, time.Minute, false},
-		{"same route, half its life gone", []*http.Request{charge}, dedupeEvidenceTTL/2 + time.Second, true},
+		{"same route, half its life gone", []*http.Request{charge}, host.DedupeEvidenceTTL/2 + time.Second, true},
 		{"another route noted last", []*http.Request{charge, req("POST", "/v1/refunds")}, time.Minute, true},
 		{"another method", []*http.Request{req("PATCH", "/v1/charges")}, time.Minute, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ev evidence
+			var ev host.Evidence
 			for _, r := range tc.noted {
-				ev.note(routeOf(r), t0.UnixNano())
+				ev.Note(host.RouteOf(r), t0.UnixNano())
 			}
 			now := t0.Add(tc.at)
-			require.Equal(t, tc.renews, ev.renews(charge, now.UnixNano()))
+			require.Equal(t, tc.renews, ev.Renews(charge, now.UnixNano()))
 			if !tc.renews {
-				fresh, routes := ev.fresh.Load(), maps.Clone(ev.routes)
-				ev.note(routeOf(charge), now.UnixNano())
-				require.Same(t, fresh, ev.fresh.Load(), "a skipped note would have changed the fresh copy")
-				require.Equal(t, routes, ev.routes, "a skipped note would have changed the map")
+				fresh, routes := ev.Fresh.Load(), maps.Clone(ev.Routes)
+				ev.Note(host.RouteOf(charge), now.UnixNano())
+				require.Same(t, fresh, ev.Fresh.Load(), "a skipped note would have changed the fresh copy")
+				require.Equal(t, routes, ev.Routes, "a skipped note would have changed the map")
 			}
 		})
 	}

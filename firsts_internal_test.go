@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,27 +32,27 @@ func TestFirstsShedding(t *testing.T) {
 		{"nothing sent: no evidence", 0, 0, 0, false},
 		{"too few to judge, one failed", 0, 1, 0, false},
 		{"too few to judge, two of three failed", 1, 2, 0, false},
-		{"few, but most failed", 1, firstsMin - 2, 0, true},
-		{"enough, all healthy", firstsMin, 0, 0, false},
-		{"1 in 7 failed", 6 * firstsMin, firstsMin, 0, false},
-		{"a third failed (a host shedding a third)", 2 * firstsMin, firstsMin, 0, true},
+		{"few, but most failed", 1, host.FirstsMin - 2, 0, true},
+		{"enough, all healthy", host.FirstsMin, 0, 0, false},
+		{"1 in 7 failed", 6 * host.FirstsMin, host.FirstsMin, 0, false},
+		{"a third failed (a host shedding a third)", 2 * host.FirstsMin, host.FirstsMin, 0, true},
 		{"1 in 10 failed of two buckets (one bad backend of ten)", 360, 40, 0, false},
 		{"1 in 5 failed of two buckets", 320, 80, 0, true},
-		{"most failed", firstsMin, 2 * firstsMin, 0, true},
-		{"all failed, just enough", 0, firstsMin, 0, true},
-		{"an aged bucket still counts", 0, firstsMin, firstsAge + time.Second, true},
-		{"forgotten after two ages", 0, firstsMin, 2*firstsAge + time.Second, false},
+		{"most failed", host.FirstsMin, 2 * host.FirstsMin, 0, true},
+		{"all failed, just enough", 0, host.FirstsMin, 0, true},
+		{"an aged bucket still counts", 0, host.FirstsMin, host.FirstsAge + time.Second, true},
+		{"forgotten after two ages", 0, host.FirstsMin, 2*host.FirstsAge + time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var f firsts
+			var f host.Firsts
 			for range tt.ok {
-				f.note(t0.UnixNano(), true)
+				f.Note(t0.UnixNano(), true)
 			}
 			for range tt.failed {
-				f.note(t0.UnixNano(), false)
+				f.Note(t0.UnixNano(), false)
 			}
-			assert.Equal(t, tt.want, f.shedding(t0.Add(tt.after).UnixNano()))
+			assert.Equal(t, tt.want, f.Shedding(t0.Add(tt.after).UnixNano()))
 		})
 	}
 }
@@ -61,30 +63,30 @@ func TestFirstsShedding(t *testing.T) {
 // its counts kept as the bucket before.
 func TestFirstsWindowSlides(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	notes := func(f *firsts, n int, at time.Time, ok bool) {
+	notes := func(f *host.Firsts, n int, at time.Time, ok bool) {
 		for range n {
-			f.note(at.UnixNano(), ok)
+			f.Note(at.UnixNano(), ok)
 		}
 	}
-	var full firsts
-	notes(&full, firstsPer, t0, true)
-	full.note(t0.UnixNano(), false) // a new bucket
-	assert.False(t, full.shedding(t0.UnixNano()), "the full bucket still counts")
+	var full host.Firsts
+	notes(&full, host.FirstsPer, t0, true)
+	full.Note(t0.UnixNano(), false) // a new bucket
+	assert.False(t, full.Shedding(t0.UnixNano()), "the full bucket still counts")
 
-	var pushed firsts
-	notes(&pushed, firstsPer, t0, true)
-	notes(&pushed, 2*firstsPer, t0, false)
-	assert.True(t, pushed.shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
+	var pushed host.Firsts
+	notes(&pushed, host.FirstsPer, t0, true)
+	notes(&pushed, 2*host.FirstsPer, t0, false)
+	assert.True(t, pushed.Shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
 
-	var aged firsts
-	notes(&aged, firstsPer/2, t0, true)
-	later := t0.Add(firstsAge + time.Millisecond)
-	aged.note(later.UnixNano(), false) // the aged bucket becomes the one before
-	assert.False(t, aged.shedding(later.UnixNano()), "%d healthy before, 1 failed now", firstsPer/2)
-	var agedFail firsts
-	notes(&agedFail, firstsMin, t0, false)
-	assert.True(t, agedFail.shedding(t0.UnixNano()))
-	assert.False(t, agedFail.shedding(t0.Add(3*firstsAge).UnixNano()), "all aged out")
+	var aged host.Firsts
+	notes(&aged, host.FirstsPer/2, t0, true)
+	later := t0.Add(host.FirstsAge + time.Millisecond)
+	aged.Note(later.UnixNano(), false) // the aged bucket becomes the one before
+	assert.False(t, aged.Shedding(later.UnixNano()), "%d healthy before, 1 failed now", host.FirstsPer/2)
+	var agedFail host.Firsts
+	notes(&agedFail, host.FirstsMin, t0, false)
+	assert.True(t, agedFail.Shedding(t0.UnixNano()))
+	assert.False(t, agedFail.Shedding(t0.Add(3*host.FirstsAge).UnixNano()), "all aged out")
 }
 
 // A fresh surge of failures is not hidden by a healthy bucket before it:
@@ -100,26 +102,26 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 		{"1 in 7 failed now", 6 * 3, 3, false},
 		{"2 in 5 failed now", 12, 8, true},
 		{"3 in 20 failed now: within what a healthy host shows", 17, 3, false},
-		{"a surge too small to judge alone", 0, firstsMin - 1, false},
-		{"a surge of firstsMin failures", 0, firstsMin, true},
+		{"a surge too small to judge alone", 0, host.FirstsMin - 1, false},
+		{"a surge of firstsMin failures", 0, host.FirstsMin, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var f firsts
-			for range firstsPer {
-				f.note(t0.UnixNano(), true)
+			var f host.Firsts
+			for range host.FirstsPer {
+				f.Note(t0.UnixNano(), true)
 			}
 			for range tt.ok {
-				f.note(t0.UnixNano(), true)
+				f.Note(t0.UnixNano(), true)
 			}
 			for range tt.failed {
-				f.note(t0.UnixNano(), false)
+				f.Note(t0.UnixNano(), false)
 			}
-			pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(t0.UnixNano()))
-			require.Equal(t, [4]uint64{firstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
+			pOK, pFail, cOK, cFail, _ := host.FirstsCounts(f.W.Load(), host.FirstsNow(t0.UnixNano()))
+			require.Equal(t, [4]uint64{host.FirstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
 			ok, failed := pOK+cOK, pFail+cFail
-			require.GreaterOrEqual(t, ok, firstsRatio*failed, "the window alone is healthy")
-			assert.Equal(t, tt.want, f.shedding(t0.UnixNano()))
+			require.GreaterOrEqual(t, ok, host.FirstsRatio*failed, "the window alone is healthy")
+			assert.Equal(t, tt.want, f.Shedding(t0.UnixNano()))
 		})
 	}
 }
@@ -191,8 +193,8 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 		{"most failed (overload): shedding", append(times(8, "200"), times(12, "503+")...), time.Minute, 503, 1, 0, true},
 		// A full healthy bucket, then a queue that fills: the window
 		// alone (212 healthy, 8 failed) would still look healthy.
-		{"a fresh surge after a healthy bucket: shedding", append(times(firstsPer+12, "200"), times(7, "503")...), time.Minute, 503, 1, 0, true},
-		{"after a healthy bucket, 1 in 7 failed now: healthy", append(times(firstsPer+18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
+		{"a fresh surge after a healthy bucket: shedding", append(times(host.FirstsPer+12, "200"), times(7, "503")...), time.Minute, 503, 1, 0, true},
+		{"after a healthy bucket, 1 in 7 failed now: healthy", append(times(host.FirstsPer+18, "200"), "503", "503"), time.Minute, 200, 2, time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,9 +226,9 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 					assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong, "refused before any wait")
 				}
 				// The 503 came at start: did it hold the host's retries?
-				v, ok := tr.hosts.m.Load("api.test")
+				v, ok := tr.hosts.M.Load("api.test")
 				require.True(t, ok)
-				assert.Equal(t, tt.hostHeld, v.(*hostState).pauses.shedding(start.UnixNano()), "the host's retries held")
+				assert.Equal(t, tt.hostHeld, v.(*host.State).Pauses.Shedding(start.UnixNano()), "the host's retries held")
 			})
 		})
 	}
@@ -237,16 +239,16 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 // shows less than 1 % of the time: the binomial tail, computed here by
 // another route (products, not log-gamma).
 func TestFirstsFewestIsTheBinomialTail(t *testing.T) {
-	const p = 1.0 / (firstsRatio + 1)
-	got := firstsFewest()
-	for n := range 2*firstsPer + 1 {
+	const p = 1.0 / (host.FirstsRatio + 1)
+	got := host.FirstsFewest()
+	for n := range 2*host.FirstsPer + 1 {
 		want := 0
 		for k := 0; k <= n; k++ {
 			tail := 0.0
 			for j := k; j <= n; j++ {
 				tail += binomial(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
 			}
-			if tail < firstsAlpha {
+			if tail < host.FirstsAlpha {
 				want = k
 				break
 			}
@@ -277,14 +279,14 @@ func TestFirstsFewFailedOfFew(t *testing.T) {
 		{0, 4, true}, {6, 4, false}, {5, 5, true}, {11, 8, true}, {12, 7, false}, {17, 2, false},
 	}
 	for _, tt := range tests {
-		var f firsts
+		var f host.Firsts
 		for range tt.ok {
-			f.note(t0, true)
+			f.Note(t0, true)
 		}
 		for range tt.failed {
-			f.note(t0, false)
+			f.Note(t0, false)
 		}
-		assert.Equal(t, tt.want, f.shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
+		assert.Equal(t, tt.want, f.Shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
 	}
 }
 

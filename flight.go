@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/resilienthttp/resilient/internal/host"
 )
 
 // Callers in one process of one operation — calls with the same key of the
@@ -79,7 +81,7 @@ func (fs *flights) acquire(ctx context.Context, cancel <-chan struct{}, key stri
 		return true, ctx.Err()
 	case <-cancel:
 		fs.leave(key, f)
-		return true, errRequestCanceled
+		return true, host.ErrRequestCanceled
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/fakeserver"
 	"github.com/resilienthttp/resilient/persist"
 	"github.com/stretchr/testify/assert"
@@ -123,9 +125,9 @@ func TestCallersOfOneOperationTakeTurns(t *testing.T) {
 				assert.EqualValues(t, flightCallers, st.Requests, "one attempt per caller")
 				assert.EqualValues(t, flightCallers-1, st.Replays, "the others are replays")
 				assert.Zero(t, tr.flights.size(), "no entry outlives its calls")
-				h, ok := tr.hosts.m.Load("api.test")
+				h, ok := tr.hosts.M.Load("api.test")
 				require.True(t, ok)
-				assert.EqualValues(t, 3, h.(*hostState).tokens.AvailableAt(time.Now()), "a caller that waited retries nothing: no token taken")
+				assert.EqualValues(t, 3, h.(*host.State).Tokens.AvailableAt(time.Now()), "a caller that waited retries nothing: no token taken")
 			})
 		})
 	}
@@ -265,8 +267,8 @@ func TestInProgressRetryTakesNoToken(t *testing.T) {
 		st := srv.Stats()
 		assert.EqualValues(t, 3, st.InProgressConflicts, "b polled three times, a second apart")
 		assert.Equal(t, 1, srv.TotalEffects())
-		h, ok := b.hosts.m.Load("api.test")
+		h, ok := b.hosts.M.Load("api.test")
 		require.True(t, ok)
-		assert.EqualValues(t, 1, h.(*hostState).tokens.AvailableAt(time.Now()), "b's token is untouched")
+		assert.EqualValues(t, 1, h.(*host.State).Tokens.AvailableAt(time.Now()), "b's token is untouched")
 	})
 }

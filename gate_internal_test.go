@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
@@ -41,13 +43,13 @@ func gateTransport(base http.RoundTripper, opts ...Option) *Transport {
 // the breaker saw one done for every Allow.
 func assertReleased(t *testing.T, tr *Transport, sentRetries int) {
 	t.Helper()
-	v, ok := tr.hosts.m.Load("api.test")
+	v, ok := tr.hosts.M.Load("api.test")
 	require.True(t, ok)
-	h := v.(*hostState)
+	h := v.(*host.State)
 	now := tr.cfg.now()
-	assert.Equal(t, float64(3-sentRetries), h.tokens.AvailableAt(now), "tokens: only sent retries are spent")
-	assert.Equal(t, float64(10-sentRetries), h.budget.(*retrycontrol.Budget).AvailableAt(now), "budget: only sent retries are spent")
-	c := h.breaker.Counts()
+	assert.Equal(t, float64(3-sentRetries), h.Tokens.AvailableAt(now), "tokens: only sent retries are spent")
+	assert.Equal(t, float64(10-sentRetries), h.Budget.(*retrycontrol.Budget).AvailableAt(now), "budget: only sent retries are spent")
+	c := h.Breaker.Counts()
 	assert.Equal(t, c.Requests, c.TotalSuccesses+c.TotalFailures+c.TotalExclusions, "breaker: one done per Allow")
 }
 
@@ -124,8 +126,8 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		time.AfterFunc(5*time.Millisecond, func() {
-			h, _ := tr.hosts.m.Load("api.test")
-			h.(*hostState).pauses.pause(time.Now().UnixNano(), time.Minute, false)
+			h, _ := tr.hosts.M.Load("api.test")
+			h.(*host.State).Pauses.Pause(time.Now().UnixNano(), time.Minute, false)
 		})
 		rep := new(Report)
 		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
@@ -140,13 +142,13 @@ func TestRetryThatWaitedIsSentDespiteANewPause(t *testing.T) {
 
 func TestReservationIsReleasedOnlyOnce(t *testing.T) {
 	tr := gateTransport(stubtest.New(stubtest.Deduping([]int{201})...))
-	h := tr.hosts.host("api.test", time.Now().UnixNano())
-	require.True(t, h.tokens.TakeAt(time.Now()))
-	r := reservation{h: h, retry: true, token: true}
-	r.cancel()
-	r.cancel()
-	r.release(&applicant{hc: &tr.hc}, healthOK)
-	assert.Equal(t, float64(3), h.tokens.AvailableAt(time.Now()), "one refund, and no earning after a cancel")
+	h := tr.hosts.Host("api.test", time.Now().UnixNano())
+	require.True(t, h.Tokens.TakeAt(time.Now()))
+	r := host.Reservation{H: h, Retry: true, Token: true}
+	r.Cancel()
+	r.Cancel()
+	r.Release(&host.Applicant{Cfg: &tr.hc}, host.HealthOK)
+	assert.Equal(t, float64(3), h.Tokens.AvailableAt(time.Now()), "one refund, and no earning after a cancel")
 }
 
 func TestHealthOf(t *testing.T) {
@@ -156,19 +158,19 @@ func TestHealthOf(t *testing.T) {
 		resp *http.Response
 		err  error
 		d    Decision
-		want health
+		want host.Health
 	}{
-		{"201", resp(201), nil, Decision{Action: Success}, healthOK},
-		{"404 is the request's fault", resp(404), nil, Decision{Action: Terminal, Category: CategoryNotFound}, healthOK},
-		{"409 in progress: the operation is busy", resp(409), nil, Decision{Action: Retry, Category: CategoryInProgress}, healthNeutral},
-		{"429 with Retry-After: the pause handles it", resp(429), nil, Decision{Action: Retry, Category: CategoryRateLimit, Delay: time.Second}, healthNeutral},
-		{"429 without a delay", resp(429), nil, Decision{Action: Retry, Category: CategoryRateLimit}, healthFailure},
-		{"500", resp(500), nil, Decision{Action: Retry}, healthFailure},
-		{"503", resp(503), nil, Decision{Action: Retry, Category: CategoryUnavailable}, healthFailure},
-		{"501 is a working host's answer", resp(501), nil, Decision{Action: Terminal}, healthOK},
-		{"reset", nil, errors.New("reset"), Decision{Action: Retry}, healthFailure},
-		{"cancelled caller", nil, context.Canceled, Decision{Action: Terminal, Category: CategoryCanceled}, healthNeutral},
-		{"refused locally", nil, ErrInvalidRequest, Decision{Action: Terminal}, healthNeutral},
+		{"201", resp(201), nil, Decision{Action: Success}, host.HealthOK},
+		{"404 is the request's fault", resp(404), nil, Decision{Action: Terminal, Category: CategoryNotFound}, host.HealthOK},
+		{"409 in progress: the operation is busy", resp(409), nil, Decision{Action: Retry, Category: CategoryInProgress}, host.HealthNeutral},
+		{"429 with Retry-After: the pause handles it", resp(429), nil, Decision{Action: Retry, Category: CategoryRateLimit, Delay: time.Second}, host.HealthNeutral},
+		{"429 without a delay", resp(429), nil, Decision{Action: Retry, Category: CategoryRateLimit}, host.HealthFailure},
+		{"500", resp(500), nil, Decision{Action: Retry}, host.HealthFailure},
+		{"503", resp(503), nil, Decision{Action: Retry, Category: CategoryUnavailable}, host.HealthFailure},
+		{"501 is a working host's answer", resp(501), nil, Decision{Action: Terminal}, host.HealthOK},
+		{"reset", nil, errors.New("reset"), Decision{Action: Retry}, host.HealthFailure},
+		{"cancelled caller", nil, context.Canceled, Decision{Action: Terminal, Category: CategoryCanceled}, host.HealthNeutral},
+		{"refused locally", nil, ErrInvalidRequest, Decision{Action: Terminal}, host.HealthNeutral},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,18 +245,18 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
-			g := &applicant{hc: &tr.hc, ctx: context.Background()}
+			g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
 			now := time.Now()
-			h := tr.hosts.host("api.test", now.UnixNano())
+			h := tr.hosts.Host("api.test", now.UnixNano())
 			allocs := testing.AllocsPerRun(100, func() {
-				var r reservation
-				if err := h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
+				var r host.Reservation
+				if err := h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
 					t.Fatal(err)
 				}
-				if err := r.wait(g); err != nil {
+				if err := r.Wait(g); err != nil {
 					t.Fatal(err)
 				}
-				r.release(g, healthOK)
+				r.Release(g, host.HealthOK)
 			})
 			assert.Zero(t, allocs)
 		})
@@ -265,15 +267,15 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 // attempt, with the defaults (retry tokens).
 func BenchmarkGateFirstAttempt(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &applicant{hc: &tr.hc, ctx: context.Background()}
+	g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
 	now := time.Now()
-	h := tr.hosts.host("api.test", now.UnixNano())
+	h := tr.hosts.Host("api.test", now.UnixNano())
 	b.ReportAllocs()
 	for b.Loop() {
-		var r reservation
-		h.reserve(&r, g, 0, 0, 0, false, now.UnixNano())
-		r.wait(g)
-		r.release(g, healthOK)
+		var r host.Reservation
+		h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano())
+		r.Wait(g)
+		r.Release(g, host.HealthOK)
 	}
 }
 
@@ -283,10 +285,10 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 // value first, and a field added later without a reset fails here.
 func TestReserveResetsEveryField(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &applicant{hc: &tr.hc, ctx: context.Background()}
+	g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
 	now := time.Now()
-	h := tr.hosts.host("api.test", now.UnixNano())
-	var r reservation
+	h := tr.hosts.Host("api.test", now.UnixNano())
+	var r host.Reservation
 	v := reflect.ValueOf(&r).Elem()
 	for i := range v.NumField() {
 		f := v.Field(i)
@@ -306,8 +308,8 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, h.reserve(&r, g, 0, 0, 0, false, now.UnixNano()))
-	want := reservation{h: h, first: true, at: now.UnixNano()}
+	require.NoError(t, h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano()))
+	want := host.Reservation{H: h, First: true, At: now.UnixNano()}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 
@@ -375,8 +377,8 @@ func TestFirstAttemptsSizeTheTokens(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 		for i := 1; i <= 100; i++ {
 			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-			v, _ := tr.hosts.m.Load("api.test")
-			require.Equal(t, int64(i), v.(*hostState).tokens.Firsts(tr.cfg.now()), "after %d operations", i)
+			v, _ := tr.hosts.M.Load("api.test")
+			require.Equal(t, int64(i), v.(*host.State).Tokens.Firsts(tr.cfg.now()), "after %d operations", i)
 		}
 	})
 }
@@ -390,17 +392,17 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), WithRetryControl(RetryTokens{}, CircuitBreaker{}))
 		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		v, _ := tr.hosts.m.Load("api.test")
-		h := v.(*hostState)
+		v, _ := tr.hosts.M.Load("api.test")
+		h := v.(*host.State)
 		for range 3 {
-			require.True(t, h.tokens.TakeAt(tr.cfg.now()))
+			require.True(t, h.Tokens.TakeAt(tr.cfg.now()))
 		}
-		before := h.breaker.Counts()
+		before := h.Breaker.Counts()
 		for range 4 {
 			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		}
-		assert.Equal(t, int64(tokenUnit), h.tokens.Deficit(), "four successes earn 4 × 0.5 tokens")
-		after := h.breaker.Counts()
+		assert.Equal(t, int64(host.TokenUnit), h.Tokens.Deficit(), "four successes earn 4 × 0.5 tokens")
+		after := h.Breaker.Counts()
 		assert.Equal(t, before.TotalSuccesses+4, after.TotalSuccesses)
 		assert.Equal(t, before.Requests+4, after.Requests)
 	})
@@ -408,14 +410,14 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 
 // TestClearPauses: an ended pause is cleared, a pending one is kept.
 func TestClearPauses(t *testing.T) {
-	var h hostState
-	h.pauses.pauseUntil.Store(100)
-	h.pauses.retryPauseUntil.Store(200)
-	h.pauses.clearPauses(150)
-	assert.Zero(t, h.pauses.pauseUntil.Load())
-	assert.Equal(t, int64(200), h.pauses.retryPauseUntil.Load())
-	h.pauses.clearPauses(200)
-	assert.Zero(t, h.pauses.retryPauseUntil.Load())
+	var h host.State
+	h.Pauses.PauseUntil.Store(100)
+	h.Pauses.RetryPauseUntil.Store(200)
+	h.Pauses.ClearPauses(150)
+	assert.Zero(t, h.Pauses.PauseUntil.Load())
+	assert.Equal(t, int64(200), h.Pauses.RetryPauseUntil.Load())
+	h.Pauses.ClearPauses(200)
+	assert.Zero(t, h.Pauses.RetryPauseUntil.Load())
 }
 
 // TestExpiredPauseIsCleared: once a server's pause has ended, the next
@@ -425,12 +427,12 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 		tr := NewTransport(pausing(http.StatusTooManyRequests, "2"), WithMaxAttempts(1))
 		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
 		require.Equal(t, 429, roundTrip(t, tr, pause))
-		v, _ := tr.hosts.m.Load("api.test")
-		h := v.(*hostState)
-		require.NotZero(t, h.pauses.pauseUntil.Load())
+		v, _ := tr.hosts.M.Load("api.test")
+		h := v.(*host.State)
+		require.NotZero(t, h.Pauses.PauseUntil.Load())
 		time.Sleep(3 * time.Second)
 		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		assert.Zero(t, h.pauses.pauseUntil.Load(), "the ended pause is cleared")
+		assert.Zero(t, h.Pauses.PauseUntil.Load(), "the ended pause is cleared")
 	})
 }
 
@@ -455,8 +457,8 @@ func TestFitsAnyDeadline(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithDeadline(context.Background(), tt.deadline)
 			defer cancel()
-			g := applicant{ctx: ctx}
-			assert.Equal(t, tt.fits, g.fits(now.UnixNano(), tt.wait))
+			g := host.Applicant{Ctx: ctx}
+			assert.Equal(t, tt.fits, g.Fits(now.UnixNano(), tt.wait))
 		})
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 
 	"github.com/resilienthttp/resilient/internal/stubtest"
@@ -91,9 +93,9 @@ func TestOnlyUnhealthyOutcomesCountAgainstTheHost(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			h, _ := tr.hosts.m.Load("api.test")
-			assert.Equal(t, BreakerClosed, fromGobreaker(h.(*hostState).breaker.State()))
-			assert.Zero(t, h.(*hostState).breaker.Counts().TotalFailures)
+			h, _ := tr.hosts.M.Load("api.test")
+			assert.Equal(t, BreakerClosed, fromGobreaker(h.(*host.State).Breaker.State()))
+			assert.Zero(t, h.(*host.State).Breaker.Counts().TotalFailures)
 		})
 	}
 }
@@ -172,8 +174,8 @@ func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
 	resp2, err := tr.RoundTrip(hop)
 	require.NoError(t, err)
 	resp2.Body.Close()
-	h, _ := tr.hosts.m.Load("api.test")
-	firsts := h.(*hostState).tokens.Firsts(time.Now())
+	h, _ := tr.hosts.M.Load("api.test")
+	firsts := h.(*host.State).Tokens.Firsts(time.Now())
 	assert.Equal(t, int64(1), firsts)
 }
 
@@ -185,7 +187,7 @@ func TestIdleHostsAreEvicted(t *testing.T) {
 		const n = 100_000
 		count := func() int {
 			c := 0
-			tr.hosts.m.Range(func(any, any) bool { c++; return true })
+			tr.hosts.M.Range(func(any, any) bool { c++; return true })
 			return c
 		}
 		var before, after runtime.MemStats
@@ -224,11 +226,11 @@ func TestHostWithStateIsNotEvicted(t *testing.T) {
 		resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
 		require.NoError(t, err)
 		resp.Body.Close()
-		h, _ := tr.hosts.m.Load("api.test")
-		h.(*hostState).pauses.pause(time.Now().UnixNano(), time.Hour, true)
+		h, _ := tr.hosts.M.Load("api.test")
+		h.(*host.State).Pauses.Pause(time.Now().UnixNano(), time.Hour, true)
 		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		tr.hosts.host("other.test", time.Now().UnixNano())
-		_, ok := tr.hosts.m.Load("api.test")
+		tr.hosts.Host("other.test", time.Now().UnixNano())
+		_, ok := tr.hosts.M.Load("api.test")
 		assert.True(t, ok, "a paused host is kept")
 	})
 }

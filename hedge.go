@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -98,7 +100,7 @@ func hedgeMethod(m string) bool {
 // hedgeCopy is one copy of a hedged round, owned by the round: its
 // admission, its context's cancel, its number.
 type hedgeCopy struct {
-	res    reservation
+	res    host.Reservation
 	cancel context.CancelFunc
 	n      int
 	hedge  bool
@@ -198,9 +200,9 @@ func (hr *hedgeRound) end() {
 // after returns the hedge delay for a host whose recent latencies are l
 // (l.hist nil if it keeps none): the quantile's when the host has enough
 // of them, else the fixed delay.
-func (hg *hedging) after(l *latency) time.Duration {
-	if hg.quantile > 0 && l.hist != nil {
-		if d, ok := l.hist.quantile(hg.quantile); ok {
+func (hg *hedging) after(l *host.Latency) time.Duration {
+	if hg.quantile > 0 && l.Hist != nil {
+		if d, ok := l.Hist.Quantile(hg.quantile); ok {
 			return d
 		}
 	}
@@ -212,10 +214,10 @@ func (hg *hedging) after(l *latency) time.Duration {
 // be hedged.
 func (c *call) hedgeDelay(hedges int) time.Duration {
 	hg := c.cfg.hedge
-	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.Replayable() || !hedgeMethod(c.req.Method) {
+	if hg == nil || hedges >= hg.max || c.op.key != "" || !c.op.body.Replayable() || !hedgeMethod(c.Req.Method) {
 		return 0
 	}
-	return hg.after(&c.h.latency)
+	return hg.after(&c.h.Latency)
 }
 
 // hedged sends attempt n, the i-th of the call, admitted by res, as a
@@ -238,11 +240,11 @@ func (c *call) hedgeDelay(hedges int) time.Duration {
 //
 // Every goroutine of the round has ended when hedged returns. The winner's
 // context is cancelled when its body is closed.
-func (c *call) hedged(res *reservation, i, n, hedges int, delay time.Duration) (wire.Attempt, verdict, int) {
+func (c *call) hedged(res *host.Reservation, i, n, hedges int, delay time.Duration) (wire.Attempt, verdict, int) {
 	hg := c.cfg.hedge
 	budget := hg.max - hedges
 	round := newHedgeRound(1+budget, delay)
-	c.launch(round, *res, i, n, false, res.delay)
+	c.launch(round, *res, i, n, false, res.Delay)
 	round.arm()
 	defer round.end()
 	sent := 0
@@ -308,11 +310,11 @@ func wins(ro role, a *wire.Attempt, v verdict) bool {
 
 // launch sends copy n of a hedged round, the i-th of the call, admitted by
 // res. The copy runs in a goroutine and a context of its own.
-func (c *call) launch(round *hedgeRound, res reservation, i, n int, hedge bool, wait time.Duration) {
-	ctx, cancel := context.WithCancel(c.ctx)
+func (c *call) launch(round *hedgeRound, res host.Reservation, i, n int, hedge bool, wait time.Duration) {
+	ctx, cancel := context.WithCancel(c.Ctx)
 	var p wire.Plan
-	c.op.plan(&p, ctx, i, n, res.at, nil)
-	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.op.sender(c.t, c.req), &p)
+	c.op.plan(&p, ctx, i, n, res.At, nil)
+	round.launch(hedgeCopy{res: res, cancel: cancel, n: n, hedge: hedge, wait: wait}, c.op.sender(c.t, c.Req), &p)
 }
 
 // hedge sends hedge n, the i-th attempt of the call, of round. It goes
@@ -322,7 +324,7 @@ func (c *call) hedge(round *hedgeRound, i, n int, delay time.Duration) bool {
 	if c.led.attempts+round.inflight >= c.cfg.maxAttempts {
 		return false
 	}
-	res, err := c.h.reserveHedge(&c.applicant, c.cfg.nanos())
+	res, err := c.h.ReserveHedge(&c.Applicant, c.cfg.nanos())
 	if err != nil {
 		return false
 	}
@@ -334,7 +336,7 @@ func (c *call) hedge(round *hedgeRound, i, n int, delay time.Duration) bool {
 // withdraw gives back what copy cp took: it never left (its body could
 // not be rewound), and is not counted.
 func (c *call) withdraw(cp *hedgeCopy) {
-	cp.res.cancel()
+	cp.res.Cancel()
 	cp.cancel()
 	c.led.hedgeWithdrawn(cp.n)
 }

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/stubtest"
 	"github.com/stretchr/testify/assert"
@@ -19,11 +21,11 @@ import (
 // cacheHolds reports whether the cached host is absent or an entry of the
 // table: the invariant remember and sweep keep.
 func cacheHolds(tr *Transport) bool {
-	h := tr.hosts.last.Load()
+	h := tr.hosts.Last.Load()
 	if h == nil {
 		return true
 	}
-	v, ok := tr.hosts.m.Load(h.name)
+	v, ok := tr.hosts.M.Load(h.Name)
 	return ok && v == h
 }
 
@@ -34,25 +36,25 @@ func cacheHolds(tr *Transport) bool {
 func TestHostCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-		a := tr.hosts.host("a.test", time.Now().UnixNano())
-		assert.Same(t, a, tr.hosts.last.Load(), "the first host is cached")
-		b := tr.hosts.host("b.test", time.Now().UnixNano())
-		assert.Same(t, a, tr.hosts.last.Load(), "a host in use keeps the cache")
+		a := tr.hosts.Host("a.test", time.Now().UnixNano())
+		assert.Same(t, a, tr.hosts.Last.Load(), "the first host is cached")
+		b := tr.hosts.Host("b.test", time.Now().UnixNano())
+		assert.Same(t, a, tr.hosts.Last.Load(), "a host in use keeps the cache")
 		for range 3 {
-			assert.Same(t, a, tr.hosts.host("a.test", time.Now().UnixNano()))
-			assert.Same(t, b, tr.hosts.host("b.test", time.Now().UnixNano()))
+			assert.Same(t, a, tr.hosts.Host("a.test", time.Now().UnixNano()))
+			assert.Same(t, b, tr.hosts.Host("b.test", time.Now().UnixNano()))
 		}
-		time.Sleep(time.Duration(lastReplace))
-		assert.Same(t, b, tr.hosts.host("b.test", time.Now().UnixNano()))
-		assert.Same(t, b, tr.hosts.last.Load(), "an unused cached host gives way")
+		time.Sleep(time.Duration(host.LastReplace))
+		assert.Same(t, b, tr.hosts.Host("b.test", time.Now().UnixNano()))
+		assert.Same(t, b, tr.hosts.Last.Load(), "an unused cached host gives way")
 		assert.True(t, cacheHolds(tr))
 
 		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		tr.hosts.sweep(time.Now().UnixNano())
-		_, ok := tr.hosts.m.Load("b.test")
+		tr.hosts.Sweep(time.Now().UnixNano())
+		_, ok := tr.hosts.M.Load("b.test")
 		assert.False(t, ok, "b was idle for a window")
-		assert.Nil(t, tr.hosts.last.Load(), "the evicted host left the cache")
-		b2 := tr.hosts.host("b.test", time.Now().UnixNano())
+		assert.Nil(t, tr.hosts.Last.Load(), "the evicted host left the cache")
+		b2 := tr.hosts.Host("b.test", time.Now().UnixNano())
 		assert.NotSame(t, b, b2, "an evicted host starts afresh")
 		assert.True(t, cacheHolds(tr))
 	})
@@ -63,7 +65,7 @@ func TestHostCache(t *testing.T) {
 // a state the table has not (go test -race checks the accesses).
 func TestHostCacheUnderSweeps(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), WithRetryControl(RetryTokens{Window: time.Millisecond}))
-	require.Equal(t, int64(time.Millisecond), tr.hosts.idleAfter)
+	require.Equal(t, int64(time.Millisecond), tr.hosts.IdleAfter)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
@@ -71,8 +73,8 @@ func TestHostCacheUnderSweeps(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				name := fmt.Sprintf("h%d.test", (g+i)%3)
-				h := tr.hosts.host(name, time.Now().UnixNano())
-				assert.Equal(t, name, h.name)
+				h := tr.hosts.Host(name, time.Now().UnixNano())
+				assert.Equal(t, name, h.Name)
 			}
 		}()
 	}
@@ -85,20 +87,20 @@ func TestHostCacheUnderSweeps(t *testing.T) {
 func BenchmarkHost(b *testing.B) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
-	tr.hosts.host("api.test", now.UnixNano())
-	tr.hosts.host("other.test", now.UnixNano())
+	tr.hosts.Host("api.test", now.UnixNano())
+	tr.hosts.Host("other.test", now.UnixNano())
 	for _, name := range []string{"api.test", "other.test"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.hosts.host(name, now.UnixNano())
+				tr.hosts.Host(name, now.UnixNano())
 			}
 		})
 		b.Run(name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					tr.hosts.host(name, now.UnixNano())
+					tr.hosts.Host(name, now.UnixNano())
 				}
 			})
 		})
@@ -110,12 +112,12 @@ func BenchmarkHost(b *testing.B) {
 func TestHostAndClockDoNotAllocate(t *testing.T) {
 	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
 	now := time.Now()
-	tr.hosts.host("api.test", now.UnixNano())
-	tr.hosts.host("other.test", now.UnixNano())
+	tr.hosts.Host("api.test", now.UnixNano())
+	tr.hosts.Host("other.test", now.UnixNano())
 	c := clock.New()
 	for name, f := range map[string]func(){
-		"cached host": func() { tr.hosts.host("api.test", now.UnixNano()) },
-		"table host":  func() { tr.hosts.host("other.test", now.UnixNano()) },
+		"cached host": func() { tr.hosts.Host("api.test", now.UnixNano()) },
+		"table host":  func() { tr.hosts.Host("other.test", now.UnixNano()) },
 		"clock":       func() { c.Now() },
 		"clock nanos": func() { c.Nanos() },
 	} {
@@ -130,14 +132,14 @@ func TestRateLimitedRequestKeepsItsHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(pausing(http.StatusOK, ""), WithMaxAttempts(1), WithRetryControl(RetryTokens{}, RateLimit{Rate: rate.Every(30 * time.Second), Burst: 1}))
 		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		v, _ := tr.hosts.m.Load("api.test")
+		v, _ := tr.hosts.M.Load("api.test")
 		var wg sync.WaitGroup
 		wg.Go(func() { // waits 30 s in the limiter
 			assert.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		})
 		time.Sleep(tr.cfg.idleAfter() + time.Second)
 		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "other.test"))) // sweeps
-		got, ok := tr.hosts.m.Load("api.test")
+		got, ok := tr.hosts.M.Load("api.test")
 		require.True(t, ok, "the host in use was evicted")
 		assert.Same(t, v, got)
 		wg.Wait()
@@ -158,7 +160,7 @@ func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "busy.test")))
 			time.Sleep(10 * time.Millisecond)
 		}
-		assert.Equal(t, "busy.test", tr.hosts.last.Load().name)
+		assert.Equal(t, "busy.test", tr.hosts.Last.Load().Name)
 	})
 }
 
@@ -168,21 +170,21 @@ func TestRarelyUsedHostGivesUpTheCache(t *testing.T) {
 func TestCachedHostRunsADueSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-		a := tr.hosts.host("a.test", time.Now().UnixNano())
-		tr.hosts.host("b.test", time.Now().UnixNano())
-		require.Same(t, a, tr.hosts.last.Load())
+		a := tr.hosts.Host("a.test", time.Now().UnixNano())
+		tr.hosts.Host("b.test", time.Now().UnixNano())
+		require.Same(t, a, tr.hosts.Last.Load())
 		for range 3 { // no sweep due: both stay
-			time.Sleep(time.Duration(tr.hosts.idleAfter) / 4)
-			assert.Same(t, a, tr.hosts.host("a.test", time.Now().UnixNano()))
-			_, ok := tr.hosts.m.Load("b.test")
+			time.Sleep(time.Duration(tr.hosts.IdleAfter) / 4)
+			assert.Same(t, a, tr.hosts.Host("a.test", time.Now().UnixNano()))
+			_, ok := tr.hosts.M.Load("b.test")
 			assert.True(t, ok)
 		}
-		time.Sleep(time.Duration(tr.hosts.idleAfter))
+		time.Sleep(time.Duration(tr.hosts.IdleAfter))
 		now := time.Now()
-		assert.Same(t, a, tr.hosts.host("a.test", now.UnixNano()), "the cached host stays")
-		_, ok := tr.hosts.m.Load("b.test")
+		assert.Same(t, a, tr.hosts.Host("a.test", now.UnixNano()), "the cached host stays")
+		_, ok := tr.hosts.M.Load("b.test")
 		assert.False(t, ok, "the sweep due ran and evicted the idle host")
-		assert.Equal(t, now.UnixNano(), a.lastUsed.Load())
-		assert.Greater(t, tr.hosts.nextSweep.Load(), now.UnixNano())
+		assert.Equal(t, now.UnixNano(), a.LastUsed.Load())
+		assert.Greater(t, tr.hosts.NextSweep.Load(), now.UnixNano())
 	})
 }

@@ -8,16 +8,18 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestLatencyBucketsBoundEveryDuration(t *testing.T) {
 	for _, d := range []time.Duration{0, 1, time.Microsecond, 1500 * time.Microsecond, 20 * time.Millisecond, time.Second, time.Minute, time.Hour} {
-		b := latencyBucket(d)
-		assert.True(t, b >= 0 && b < latencyBuckets, "%v: bucket %d", d, b)
-		if d >= 1<<latencyMinExp && d < 1<<latencyMaxExp {
-			up := latencyUpper(b)
+		b := host.LatencyBucket(d)
+		assert.True(t, b >= 0 && b < host.LatencyBuckets, "%v: bucket %d", d, b)
+		if d >= 1<<host.LatencyMinExp && d < 1<<host.LatencyMaxExp {
+			up := host.LatencyUpper(b)
 			assert.Greater(t, up, d, "%v: upper edge", d)
 			assert.LessOrEqual(t, float64(up), float64(d)*1.26, "%v: a bucket is at most 25 %% wide", d)
 		}
@@ -39,17 +41,17 @@ func TestLatencyQuantile(t *testing.T) {
 		{"p50", 0.5, 600, 400, 10 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLatencies(tc.q)
+			l := host.NewLatencies(tc.q)
 			for range tc.fast {
-				l.record(10 * time.Millisecond)
+				l.Record(10 * time.Millisecond)
 			}
 			for range tc.slow {
-				l.record(200 * time.Millisecond)
+				l.Record(200 * time.Millisecond)
 			}
-			got, ok := l.quantile(tc.q)
+			got, ok := l.Quantile(tc.q)
 			assert.Equal(t, tc.known, ok)
 			if ok {
-				assert.Equal(t, latencyUpper(latencyBucket(tc.want)), got)
+				assert.Equal(t, host.LatencyUpper(host.LatencyBucket(tc.want)), got)
 			}
 		})
 	}
@@ -58,22 +60,22 @@ func TestLatencyQuantile(t *testing.T) {
 // The histogram halves its counts every window, so it follows a host whose
 // latency changed.
 func TestLatencyFollowsTheRecentPast(t *testing.T) {
-	l := newLatencies(0.95)
+	l := host.NewLatencies(0.95)
 	for range 5000 {
-		l.record(200 * time.Millisecond)
+		l.Record(200 * time.Millisecond)
 	}
 	for range 5000 {
-		l.record(10 * time.Millisecond)
+		l.Record(10 * time.Millisecond)
 	}
-	got, ok := l.quantile(0.95)
+	got, ok := l.Quantile(0.95)
 	assert.True(t, ok)
-	assert.Equal(t, latencyUpper(latencyBucket(10*time.Millisecond)), got)
+	assert.Equal(t, host.LatencyUpper(host.LatencyBucket(10*time.Millisecond)), got)
 }
 
 func TestLatencyRecordDoesNotAllocate(t *testing.T) {
-	l := newLatencies(0.95)
-	assert.Zero(t, testing.AllocsPerRun(1000, func() { l.record(3 * time.Millisecond) }))
-	assert.Zero(t, testing.AllocsPerRun(100, func() { l.quantile(0.95) }))
+	l := host.NewLatencies(0.95)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { l.Record(3 * time.Millisecond) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { l.Quantile(0.95) }))
 }
 
 // slowBase answers each request with the next status of codes after the
@@ -113,13 +115,13 @@ func TestLatencyAverage(t *testing.T) {
 			// 10 ms, then a 90 ms 503, then a 50 ms success.
 			base := &slowBase{codes: []int{200, 503, 200}, delays: []time.Duration{10 * ms, 90 * ms, 50 * ms}}
 			tr := NewTransport(base, WithMaxAttempts(1))
-			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
+			h := func() *host.State { v, _ := tr.hosts.M.Load("api.test"); return v.(*host.State) }
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(10*ms), h().latency.avg.Load(), "the host's first request is timed")
+			assert.Equal(t, int64(10*ms), h().Latency.Avg.Load(), "the host's first request is timed")
 			get(t, tr, context.Background()) // the 503 is the answer: one attempt
-			assert.Equal(t, int64(20*ms), h().latency.avg.Load(), "a failure is timed: 10 + (90-10)/8")
+			assert.Equal(t, int64(20*ms), h().Latency.Avg.Load(), "a failure is timed: 10 + (90-10)/8")
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(23750*time.Microsecond), h().latency.avg.Load(), "a success is timed: 20 + (50-20)/8")
+			assert.Equal(t, int64(23750*time.Microsecond), h().Latency.Avg.Load(), "a success is timed: 20 + (50-20)/8")
 		})
 	})
 	t.Run("retries", func(t *testing.T) {
@@ -129,10 +131,10 @@ func TestLatencyAverage(t *testing.T) {
 			codes := []int{200, 502, 200}
 			delays := []time.Duration{10 * ms, 90 * ms, 90 * ms}
 			tr := NewTransport(&slowBase{codes: codes, delays: delays}, WithBackoff(nil))
-			h := func() *hostState { v, _ := tr.hosts.m.Load("api.test"); return v.(*hostState) }
+			h := func() *host.State { v, _ := tr.hosts.M.Load("api.test"); return v.(*host.State) }
 			get(t, tr, context.Background())
 			get(t, tr, context.Background())
-			assert.Equal(t, int64(28750*time.Microsecond), h().latency.avg.Load(), "op 2's two attempts: 10 → 20 → 28.75 ms")
+			assert.Equal(t, int64(28750*time.Microsecond), h().Latency.Avg.Load(), "op 2's two attempts: 10 → 20 → 28.75 ms")
 		})
 	})
 	t.Run("report", func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -150,7 +152,7 @@ func (l *ledger) definitive(a *wire.Attempt, d Decision) bool {
 //
 // single says that the body can be sent only once (a streamed body may
 // have gone over the limit).
-func (l *ledger) finish(a *wire.Attempt, d Decision, stop error, h *hostState, single bool) (*http.Response, error) {
+func (l *ledger) finish(a *wire.Attempt, d Decision, stop error, h *host.State, single bool) (*http.Response, error) {
 	if l.rep != nil {
 		l.rep.SingleAttempt = single
 		l.rep.Stopped = stop
@@ -186,7 +188,7 @@ func (l *ledger) finish(a *wire.Attempt, d Decision, stop error, h *hostState, s
 
 // failure builds the *Error of a call, on host h (nil if none), that stops
 // before or between attempts, and fills the Report; failed emits it.
-func (l *ledger) failure(reason error, cat Category, err error, h *hostState) *Error {
+func (l *ledger) failure(reason error, cat Category, err error, h *host.State) *Error {
 	e := &Error{Key: l.id.key, Operation: l.id.name, Attempts: l.attempts, Resends: l.resends, Category: cat, StatusCode: l.status,
 		Unknown: l.ambiguous, Reason: reason, Err: err}
 	retryAt(e, h)
@@ -222,16 +224,16 @@ func (l *ledger) failed(e *Error) {
 
 // retryAt sets e.RetryAt when h's breaker or the server's pushback
 // refused.
-func retryAt(e *Error, h *hostState) {
+func retryAt(e *Error, h *host.State) {
 	if h == nil {
 		return
 	}
 	var u int64
 	switch {
 	case errors.Is(e.Reason, ErrCircuitOpen):
-		u = h.openUntil.Load()
+		u = h.OpenUntil.Load()
 	case errors.Is(e.Reason, ErrPushback):
-		u = h.pauses.pushbackUntil.Load()
+		u = h.Pauses.PushbackUntil.Load()
 	}
 	if u != 0 {
 		e.RetryAt = time.Unix(0, u)

@@ -124,17 +124,17 @@ type loopCall struct {
 func (c *call) recognise(op *operation) (*outerCall, string) {
 	lp := &c.t.loops
 	lp.mu.Lock()
-	some := lp.hosts[c.req.URL.Host] > 0
+	some := lp.hosts[c.Req.URL.Host] > 0
 	lp.mu.Unlock()
 	if !some {
 		return nil, op.key
 	}
 	lc := c.loopState()
 	at := lc.origin()
-	bp := bodyPrintOf(&op.body, c.req.ContentLength)
+	bp := bodyPrintOf(&op.body, c.Req.ContentLength)
 	ns := c.cfg.nanos()
 	lp.mu.Lock()
-	f, rule, strong := lp.match(c.req, at, bp, ns)
+	f, rule, strong := lp.match(c.Req, at, bp, ns)
 	if f == nil {
 		lp.mu.Unlock()
 		return nil, op.key
@@ -210,23 +210,23 @@ func (c *call) deferToSite() bool {
 // body can be read again for its fingerprint (not when a retry's GetBody
 // failed: the fingerprint is then unknown).
 func (c *call) failedRetryably(rewound bool) {
-	if o := c.outer; o != nil && o.marked && c.asked != 0 && c.op.key != "" {
-		c.t.asked.set(c.op.key, c.asked, c.cfg.nanos()) // the SDK's next try waits for it
+	if o := c.outer; o != nil && o.marked && c.Asked != 0 && c.op.key != "" {
+		c.t.asked.set(c.op.key, c.Asked, c.cfg.nanos()) // the SDK's next try waits for it
 	}
 	if (c.outer != nil && c.outer.marked) || c.op.hop || c.outerMode() != outerAuto {
 		return
 	}
 	lc := c.loopState()
-	f := &failure{req: c.req, header: headerPtr(c.req.Header), body: c.req.Body, sig: sigOf(c.req), host: c.req.URL.Host,
-		print: bodyPrint{length: c.req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.cfg.nanos()}
+	f := &failure{req: c.Req, header: headerPtr(c.Req.Header), body: c.Req.Body, sig: sigOf(c.Req), host: c.Req.URL.Host,
+		print: bodyPrint{length: c.Req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.cfg.nanos()}
 	if rewound {
-		f.print = bodyPrintOf(&c.op.body, c.req.ContentLength)
+		f.print = bodyPrintOf(&c.op.body, c.Req.ContentLength)
 	}
 	if !c.op.own {
 		f.key = c.op.key
 	}
-	if c.asked != 0 {
-		c.t.asked.set(f, c.asked, f.at) // the loop's re-send waits for it
+	if c.Asked != 0 {
+		c.t.asked.set(f, c.Asked, f.at) // the loop's re-send waits for it
 	}
 	c.t.loops.record(f, lc.from == nil)
 }

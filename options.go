@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 	"github.com/sony/gobreaker/v2"
 
@@ -288,19 +290,19 @@ func WithObserver(o Observer) Option {
 }
 
 // hostConfig returns how a Transport of c configures its hosts.
-func (c *config) hostConfig() hostConfig {
-	hc := hostConfig{clock: c.clock, rateLimit: c.rateLimit, rateBurst: c.rateBurst, attemptTimeout: c.attemptTimeout}
+func (c *config) hostConfig() host.Config {
+	hc := host.Config{Clock: c.clock, RateLimit: c.rateLimit, RateBurst: c.rateBurst, AttemptTimeout: c.attemptTimeout}
 	if !c.tokensOff {
 		tc := retrycontrol.TokensConfig(c.tokens)
-		hc.tokens = &tc
+		hc.Tokens = &tc
 	}
 	switch {
 	case c.budgetConfig != nil:
 		bc := *c.budgetConfig
-		hc.budget = func(string) budget { return newBudget(bc) }
+		hc.Budget = func(string) host.Budget { return newBudget(bc) }
 	case c.budgetFunc != nil:
 		f := c.budgetFunc
-		hc.budget = func(name string) budget {
+		hc.Budget = func(name string) host.Budget {
 			if b := f(name); b != nil {
 				return b
 			}
@@ -308,14 +310,14 @@ func (c *config) hostConfig() hostConfig {
 		}
 	}
 	if c.breaker != nil {
-		bc := breakerConfig(c.breaker.resolved())
-		hc.breaker, hc.retriesOnly = &bc, bc.RetriesOnly
+		bc := host.BreakerConfig(c.breaker.resolved())
+		hc.Breaker, hc.RetriesOnly = &bc, bc.RetriesOnly
 	}
 	if hg := c.hedge; hg != nil {
-		hc.quantile = hg.quantile
+		hc.Quantile = hg.quantile
 	}
 	if obs := c.observers; len(obs) > 0 {
-		hc.onTransition = func(host string, from, to gobreaker.State) {
+		hc.OnTransition = func(host string, from, to gobreaker.State) {
 			for _, o := range obs {
 				o(context.Background(), Event{Kind: EventBreaker, Host: host, From: fromGobreaker(from), To: fromGobreaker(to)})
 			}

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/google/uuid"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/resilienthttp/resilient/internal/stubtest"
@@ -54,8 +56,8 @@ func TestOptionZeroValues(t *testing.T) {
 		}},
 		{"RetryTokens{}: the default tokens", WithRetryControl(RetryTokens{}), func(t *testing.T, c *config) {
 			assert.False(t, c.tokensOff)
-			assert.Equal(t, 3.0, newRetryTokens(retrycontrol.TokensConfig(c.tokens)).AvailableAt(time.Now()), "MinTokens 3")
-			assert.Equal(t, int64(tokenUnit/2), newRetryTokens(retrycontrol.TokensConfig(c.tokens)).params().refill, "Refill 0.5")
+			assert.Equal(t, 3.0, host.NewRetryTokens(retrycontrol.TokensConfig(c.tokens)).AvailableAt(time.Now()), "MinTokens 3")
+			assert.Equal(t, int64(host.TokenUnit/2), host.NewRetryTokens(retrycontrol.TokensConfig(c.tokens)).Params().Refill, "Refill 0.5")
 		}},
 		{"RetryBudget{}: the Finagle budget, instead of the tokens", WithRetryControl(RetryBudget{}), func(t *testing.T, c *config) {
 			assert.True(t, c.tokensOff, "a budget alone replaces the tokens")
@@ -156,18 +158,18 @@ func TestOptionZeroValuesSend(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// Healthy first attempts first: the 503's delay then pauses
 			// its operation only (a host without them would be shedding).
-			codes := append(make([]int, 0, firstsMin+2), 503, 200)
-			for range firstsMin {
+			codes := append(make([]int, 0, host.FirstsMin+2), 503, 200)
+			for range host.FirstsMin {
 				codes = append([]int{200}, codes...)
 			}
 			s := stubtest.New(stubtest.Deduping(codes, "Retry-After: 2")...)
 			tr := NewTransport(s, WithBackoff(nil), WithRetryAfterMax(0))
-			for range firstsMin {
+			for range host.FirstsMin {
 				require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 			}
 			start := time.Now()
 			require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-			assert.Equal(t, firstsMin+2, len(s.Attempts()), "retried after the server's delay")
+			assert.Equal(t, host.FirstsMin+2, len(s.Attempts()), "retried after the server's delay")
 			assert.Equal(t, 2*time.Second, time.Since(start))
 		})
 	})

@@ -75,7 +75,7 @@ func (c *call) outerMode() outerMode {
 	if cfg.outerHosts == nil && !outerContexts.Load() {
 		return cfg.outer
 	}
-	return cfg.scopedOuterMode(c.ctx, c.req)
+	return cfg.scopedOuterMode(c.Ctx, c.Req)
 }
 
 // scopedOuterMode returns WithOuterRetries' setting for req, made in ctx,

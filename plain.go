@@ -3,6 +3,8 @@ package resilient
 import (
 	"net/http"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -46,8 +48,8 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 		return nil, nil, false // the loop's to refuse, or to send with what it carries
 	}
 	now := t.cfg.nanos() // the first attempt's admission
-	h := t.hosts.host(req.URL.Host, now)
-	if h.pauses.pauseUntil.Load() != 0 || h.limiter != nil || h.breaker != nil || ctx.Err() != nil {
+	h := t.hosts.Host(req.URL.Host, now)
+	if h.Pauses.PauseUntil.Load() != 0 || h.Limiter != nil || h.Breaker != nil || ctx.Err() != nil {
 		return nil, nil, false
 	}
 	// The operation, as call.resolve resolves it (operation.prepare): a
@@ -64,13 +66,13 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 		op.body.Init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error
 	}
 	op.asIs, op.clipped = op.key == "", hs.Clipped // a plainBody is the caller's own (replayBody.callers)
-	g := applicant{hc: &t.hc, ctx: ctx, req: req}
+	g := host.Applicant{Cfg: &t.hc, Ctx: ctx, Req: req}
 	var (
 		a wire.Attempt
-		r reservation
+		r host.Reservation
 	)
-	r.reset(h, now, false, true, false)
-	r.sizes()
+	r.Reset(h, now, false, true, false)
+	r.Sizes()
 	if op.asIs {
 		op.body.Take() // the base transport owns it now
 		wire.SendAsIs(&t.wire, req, &a, 0, now)
@@ -82,7 +84,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 	}
 	if plainSuccess(a.Resp, a.Err) {
 		if op.asIs {
-			h.succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent
+			h.Succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent
 		} else {
 			op.succeeded(&t.cfg, h, &g, &a, &r)
 		}
@@ -97,11 +99,11 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 // call.resolve and Transport.roundTrip build it for the request: unnamed,
 // unobserved, keyed by the Transport if at all, its own first attempt
 // (numbered 0), with no outer loop.
-func (t *Transport) resume(g *applicant, h *hostState, op *operation, a *wire.Attempt, r *reservation) (*http.Response, error) {
-	c := &call{t: t, cfg: &t.cfg, applicant: *g, h: h, op: *op}
-	c.led.start(&t.cfg, g.ctx, g.req, "", nil)
+func (t *Transport) resume(g *host.Applicant, h *host.State, op *operation, a *wire.Attempt, r *host.Reservation) (*http.Response, error) {
+	c := &call{t: t, cfg: &t.cfg, Applicant: *g, h: h, op: *op}
+	c.led.start(&t.cfg, g.Ctx, g.Req, "", nil)
 	c.led.resolved(op.key, !op.body.Replayable())
 	var l loop
 	l.cur, l.res = *a, *r
-	return c.run(&l, r.at, true)
+	return c.run(&l, r.At, true)
 }

@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 
 	"github.com/resilienthttp/resilient/internal/clock"
@@ -78,15 +80,15 @@ func runPlain(t *testing.T, plain bool, method string, calls int, deadline time.
 		out.Attempts = s.Attempts()
 		out.Opened, out.Closed = s.Opened.Load(), s.Closed.Load()
 		now := tr.cfg.nanos()
-		h := tr.hosts.host("api.test", now)
-		if h.tokens != nil {
-			out.Deficit, out.Firsts = h.tokens.Deficit(), h.tokens.Firsts(clock.Wall(now))
+		h := tr.hosts.Host("api.test", now)
+		if h.Tokens != nil {
+			out.Deficit, out.Firsts = h.Tokens.Deficit(), h.Tokens.Firsts(clock.Wall(now))
 		}
-		out.FirstsWindow = h.pauses.firsts.w.Load()
-		out.Latency = h.latency.avg.Load()
-		out.Pause, out.Retry, out.Pushback = h.pauses.pauseUntil.Load(), h.pauses.retryPauseUntil.Load(), h.pauses.pushbackUntil.Load()
-		out.Renewed = h.pauses.renewed.Load()
-		out.Evidence = h.evidence.has(routeOf(stubtest.Post(context.Background(), "")), now)
+		out.FirstsWindow = h.Pauses.Firsts.W.Load()
+		out.Latency = h.Latency.Avg.Load()
+		out.Pause, out.Retry, out.Pushback = h.Pauses.PauseUntil.Load(), h.Pauses.RetryPauseUntil.Load(), h.Pauses.PushbackUntil.Load()
+		out.Renewed = h.Pauses.Renewed.Load()
+		out.Evidence = h.Evidence.Has(host.RouteOf(stubtest.Post(context.Background(), "")), now)
 	})
 	// The keys, named in the order they were sent.
 	names := map[string]string{}
@@ -276,7 +278,7 @@ func TestPlainCallNotToAPausedHost(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode, "the loop retried the 429")
-		require.NotZero(t, tr.hosts.host("api.test", tr.cfg.nanos()).pauses.pauseUntil.Load(), "the host is paused")
+		require.NotZero(t, tr.hosts.Host("api.test", tr.cfg.nanos()).Pauses.PauseUntil.Load(), "the host is paused")
 		_, _, ok = tr.sendPlain(stubtest.Get(context.Background(), "api.test"), &wire.HeaderScan{})
 		assert.False(t, ok)
 		assert.Len(t, s.Attempts(), 2, "nothing sent by the refused plain call")

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -86,19 +88,19 @@ func (c *reconnecting) take(rc io.ReadCloser) error {
 // by the application, still pays for it). Later ones are retries: they
 // back off and stop at MaxAttempts, and none is sent under an outer retry
 // loop (looped).
-func admitResume(r *reservation, cfg *config, g *applicant, h *hostState, n *resumeCount, floor time.Duration, now int64) error {
+func admitResume(r *host.Reservation, cfg *config, g *host.Applicant, h *host.State, n *resumeCount, floor time.Duration, now int64) error {
 	free := n.tries == 0
 	backoff := floor
 	if !free {
-		if n.tries+1 >= cfg.maxAttempts || looped(cfg, g.req) {
+		if n.tries+1 >= cfg.maxAttempts || looped(cfg, g.Req) {
 			return ErrRetriesExhausted
 		}
 		if cfg.backoff != nil {
 			backoff = max(backoff, cfg.backoff.Delay(n.tries, 0))
 		}
 	}
-	if err := h.reserve(r, g, 1, 1, backoff, free, now); err != nil {
+	if err := h.Reserve(r, g, 1, 1, backoff, free, now); err != nil {
 		return err
 	}
-	return r.wait(g)
+	return r.Wait(g)
 }

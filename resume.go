@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -291,8 +293,8 @@ func (b *resumeBody) resume(cut error) error {
 // caller gets.
 func (b *resumeBody) resumeOrWhy(cut error) error {
 	b.rc.Close()
-	g := applicant{hc: &b.t.hc, ctx: b.req.Context(), req: b.req}
-	if b.isClosed() || g.gone() != nil || cut == io.EOF && b.st.n.resumes == 0 {
+	g := host.Applicant{Cfg: &b.t.hc, Ctx: b.req.Context(), Req: b.req}
+	if b.isClosed() || g.Gone() != nil || cut == io.EOF && b.st.n.resumes == 0 {
 		return cut
 	}
 	if cut == io.EOF {
@@ -321,24 +323,24 @@ func (b *resumeBody) resumeOrWhy(cut error) error {
 // attempt sends one resume of b, admitted by the gate for g. done says
 // that rc now reads on at off; else why, if not nil, is why no resume
 // follows.
-func (b *resumeBody) attempt(g *applicant) (done bool, why error) {
+func (b *resumeBody) attempt(g *host.Applicant) (done bool, why error) {
 	cfg := &b.t.cfg
 	now := cfg.nanos()
-	h := b.t.hosts.host(b.req.URL.Host, now)
-	var r reservation
+	h := b.t.hosts.Host(b.req.URL.Host, now)
+	var r host.Reservation
 	if err := admitResume(&r, cfg, g, h, &b.st.n, b.st.n.delay, now); err != nil {
 		return false, err
 	}
 	b.st.n.sent()
-	start := r.at
-	resp, err := b.send(g.ctx)
+	start := r.At
+	resp, err := b.send(g.Ctx)
 	end := cfg.nanos()
 	v := b.check(g, resp, err)
-	r.release(g, healthOf(resp, err, v.d))
+	r.Release(g, healthOf(resp, err, v.d))
 	if err == nil {
-		h.latency.observe(time.Duration(end - start))
+		h.Latency.Observe(time.Duration(end - start))
 	}
-	b.event(g, resp, err, v, time.Duration(end-start), r.delay)
+	b.event(g, resp, err, v, time.Duration(end-start), r.Delay)
 	if v.d.Action == Success {
 		// The body is read to its range's end, not past it: a 206 without
 		// a length (chunked) may bring more.
@@ -393,10 +395,10 @@ func (b *resumeBody) send(parent context.Context) (*http.Response, error) {
 // decision is Success when resp continues b, Retry when another resume
 // may follow (after Delay, the server's), and Terminal when none does:
 // stop then says why.
-func (b *resumeBody) check(g *applicant, resp *http.Response, err error) verdict {
+func (b *resumeBody) check(g *host.Applicant, resp *http.Response, err error) verdict {
 	switch {
-	case g.gone() != nil:
-		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, stop: g.gone()}
+	case g.Gone() != nil:
+		return verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, stop: g.Gone()}
 	case err != nil:
 		return verdict{d: Decision{Action: Retry, Category: CategoryTransient}}
 	}
@@ -438,7 +440,7 @@ func (b *resumeBody) continues(resp *http.Response) bool {
 
 // event tells the observers of a resume of b for g, answered resp or err
 // after took, and judged v. wait is how long the gate held it.
-func (b *resumeBody) event(g *applicant, resp *http.Response, err error, v verdict, took, wait time.Duration) {
+func (b *resumeBody) event(g *host.Applicant, resp *http.Response, err error, v verdict, took, wait time.Duration) {
 	obs := b.t.cfg.observers
 	if len(obs) == 0 {
 		return
@@ -450,9 +452,9 @@ func (b *resumeBody) event(g *applicant, resp *http.Response, err error, v verdi
 	e := Event{Kind: EventResume, Host: b.req.URL.Host, Method: b.req.Method, Delay: wait,
 		Attempt: AttemptReport{Attempt: b.st.n.resumes, Wait: wait, StatusCode: status, Err: err,
 			Action: v.d.Action, Category: v.d.Category, Duration: took}}
-	e.Operation, _ = operationFromContext(g.ctx)
+	e.Operation, _ = operationFromContext(g.Ctx)
 	for _, o := range obs {
-		o(g.ctx, e)
+		o(g.Ctx, e)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,8 +82,8 @@ func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		assert.Zero(t, failedB, "every retry of the live route went out")
-		h, _ := tr.hosts.m.Load("api.test")
-		capacity := int(h.(*hostState).tokens.capacity(time.Now().UnixNano()) / tokenUnit)
+		h, _ := tr.hosts.M.Load("api.test")
+		capacity := int(h.(*host.State).Tokens.Capacity(time.Now().UnixNano()) / host.TokenUnit)
 		assert.LessOrEqual(t, srv.sent["/v1/a"], ops/2+capacity, "the dead route retried at most the bucket's capacity")
 	})
 }
@@ -91,45 +93,45 @@ func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
 // nothing the bucket would not.
 func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	rt := newRetryTokens(retrycontrol.TokensConfig{})
-	var rs routeShares
-	r := route{"POST", "/v1/charges"}
+	rt := host.NewRetryTokens(retrycontrol.TokensConfig{})
+	var rs host.RouteShares
+	r := host.Route{Method: "POST", Prefix: "/v1/charges"}
 	now := time.Now()
 	for i := range 10000 {
 		switch rng.IntN(4) {
 		case 0:
 			rt.FirstAt(now)
 		case 1: // a retry, as spend takes it
-			s, ok := rs.take(r, rt.capacity(now.UnixNano()))
+			s, ok := rs.Take(r, rt.Capacity(now.UnixNano()))
 			took := rt.TakeAt(now)
 			require.Equal(t, took, ok, "step %d: the share decides as the bucket", i)
 			if ok && rng.IntN(4) == 0 { // not sent: cancel
 				rt.Refund()
-				rs.give(s, tokenUnit)
+				rs.Give(s, host.TokenUnit)
 			}
 		default: // a healthy answer
 			rt.Earn()
-			rs.earn(r, rt.params().refill)
+			rs.Earn(r, rt.Params().Refill)
 		}
-		s := rs.get(r)
-		require.Equal(t, rt.Deficit(), s.deficit.Load(), "step %d", i)
-		require.Equal(t, s.deficit.Load() != 0, rs.owing.Load() == 1, "step %d: owing", i)
+		s := rs.Get(r)
+		require.Equal(t, rt.Deficit(), s.Deficit.Load(), "step %d", i)
+		require.Equal(t, s.Deficit.Load() != 0, rs.Owing.Load() == 1, "step %d: owing", i)
 	}
 }
 
 // TestRouteSharesAreBounded: a host keeps at most maxRouteShares shares;
 // a route beyond them is governed by the host's bucket alone.
 func TestRouteSharesAreBounded(t *testing.T) {
-	var rs routeShares
-	for i := range maxRouteShares + 10 {
-		s, ok := rs.take(route{"POST", "/v1/r" + strconv.Itoa(i)}, tokenUnit)
+	var rs host.RouteShares
+	for i := range host.MaxRouteShares + 10 {
+		s, ok := rs.Take(host.Route{Method: "POST", Prefix: "/v1/r" + strconv.Itoa(i)}, host.TokenUnit)
 		assert.True(t, ok)
-		assert.Equal(t, i < maxRouteShares, s != nil, "route %d", i)
+		assert.Equal(t, i < host.MaxRouteShares, s != nil, "route %d", i)
 	}
-	assert.EqualValues(t, maxRouteShares, rs.n.Load())
-	_, ok := rs.take(route{"POST", "/v1/r0"}, tokenUnit)
+	assert.EqualValues(t, host.MaxRouteShares, rs.N.Load())
+	_, ok := rs.Take(host.Route{Method: "POST", Prefix: "/v1/r0"}, host.TokenUnit)
 	assert.False(t, ok, "a share that took the whole capacity takes no more")
-	rs.earn(route{"POST", "/v1/r0"}, tokenUnit)
-	_, ok = rs.take(route{"POST", "/v1/r0"}, tokenUnit)
+	rs.Earn(host.Route{Method: "POST", Prefix: "/v1/r0"}, host.TokenUnit)
+	_, ok = rs.Take(host.Route{Method: "POST", Prefix: "/v1/r0"}, host.TokenUnit)
 	assert.True(t, ok, "its own healthy answer earned it back")
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/reason"
 	"github.com/resilienthttp/resilient/internal/wire"
 
@@ -44,14 +46,14 @@ const (
 // counts its time until then for the host's quantile, as a lower bound of
 // what it would have taken. So the slow answers hedging cuts short are
 // not forgotten.
-func (c *call) settle(a *wire.Attempt, res *reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
-	if c.endsOnSuccess && res.first && plainSuccess(a.Resp, a.Err) {
+func (c *call) settle(a *wire.Attempt, res *host.Reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
+	if c.endsOnSuccess && res.First && plainSuccess(a.Resp, a.Err) {
 		c.succeeded(a, res)
 		return true
 	}
 	if ro == loser && a.Resp == nil {
-		res.release(&c.applicant, healthNeutral)
-		c.h.latency.cut(a)
+		res.Release(&c.Applicant, host.HealthNeutral)
+		c.h.Latency.Cut(a)
 		*v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.Err}
 		c.led.note(a, v.d, wait, hedge)
 		return false
@@ -61,16 +63,16 @@ func (c *call) settle(a *wire.Attempt, res *reservation, ro role, wait time.Dura
 	if a.Sent {
 		hl := healthOf(a.Resp, a.Err, v.d)
 		switch {
-		case ro == loser && hl == healthOK, ro == racing && v.d.Pushback && shed(a, v.d):
-			hl = healthNeutral
+		case ro == loser && hl == host.HealthOK, ro == racing && v.d.Pushback && shed(a, v.d):
+			hl = host.HealthNeutral
 		}
-		res.release(&c.applicant, hl)
-		if !res.retry && hl != healthNeutral {
-			c.h.noteFirst(a.End, hl == healthOK)
+		res.Release(&c.Applicant, hl)
+		if !res.Retry && hl != host.HealthNeutral {
+			c.h.NoteFirst(a.End, hl == host.HealthOK)
 		}
 		c.observe(a, *v)
 	} else {
-		res.cancel()
+		res.Cancel()
 	}
 	if before != nil {
 		before(*v)
@@ -107,27 +109,27 @@ func (c *call) settle(a *wire.Attempt, res *reservation, ro role, wait time.Dura
 func (c *call) observe(a *wire.Attempt, v verdict) {
 	d := v.d
 	if a.Err == nil {
-		c.h.latency.observe(a.Took)
+		c.h.Latency.Observe(a.Took)
 	}
 	if v.shown {
 		c.noteShown(a.End)
 	}
 	if d.Pushback && a.Resp != nil {
-		c.h.pauses.pushBack(a.End, min(d.Delay, c.cfg.retryAfterMax))
+		c.h.Pauses.PushBack(a.End, min(d.Delay, c.cfg.retryAfterMax))
 	}
 	if a.Resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
-	c.asked = max(c.asked, clock.Later(a.End, d.Delay)) // for a loop's next try (serverasked.go)
+	c.Asked = max(c.Asked, clock.Later(a.End, d.Delay)) // for a loop's next try (serverasked.go)
 	switch a.Resp.StatusCode {
 	case http.StatusTooManyRequests:
-		c.h.pauses.pause(a.End, d.Delay, true)
+		c.h.Pauses.Pause(a.End, d.Delay, true)
 	case http.StatusServiceUnavailable:
-		switch f := &c.h.pauses.firsts; {
-		case c.unlinkedOuter() || c.h.firstsShedding(a.End) || !f.coldWait(a.End, d.Delay):
-			c.h.pauses.pause(a.End, d.Delay, false)
-		case !f.warm(a.End):
-			c.cold = true // judged again when the wait ends (reservation.wait)
+		switch f := &c.h.Pauses.Firsts; {
+		case c.unlinkedOuter() || c.h.FirstsShedding(a.End) || !f.ColdWait(a.End, d.Delay):
+			c.h.Pauses.Pause(a.End, d.Delay, false)
+		case !f.Warm(a.End):
+			c.Cold = true // judged again when the wait ends (reservation.wait)
 		}
 	}
 }
@@ -161,19 +163,19 @@ func (c *call) unobserved() bool {
 // attempt is counted, for the recent attempts of an own key. The resends
 // count, which only a Report or an Event would show, is not kept. a's
 // response is the caller's.
-func (c *call) succeeded(a *wire.Attempt, res *reservation) {
-	c.op.succeeded(c.cfg, c.h, &c.applicant, a, res)
+func (c *call) succeeded(a *wire.Attempt, res *host.Reservation) {
+	c.op.succeeded(c.cfg, c.h, &c.Applicant, a, res)
 	c.led.attempts++
 }
 
 // succeeded is what a plain success of op, attempt a of g admitted by res
 // to h, does to the operation and its host (call.succeeded). A plain call
 // (plain.go) ends so too.
-func (op *operation) succeeded(cfg *config, h *hostState, g *applicant, a *wire.Attempt, res *reservation) {
-	h.succeeded(g, a, res)
-	if op.unsafe && !op.own && h.evidence.renews(g.req, a.End) &&
+func (op *operation) succeeded(cfg *config, h *host.State, g *host.Applicant, a *wire.Attempt, res *host.Reservation) {
+	h.Succeeded(g, a, res)
+	if op.unsafe && !op.own && h.Evidence.Renews(g.Req, a.End) &&
 		showsDedupe(a.Resp.Header, replayHeadersOf(a.Resp.Header), cfg.keyHeader, op.key, Decision{Action: Success}) {
-		op.noteShown(cfg, h, g.req, a.End) // all the guard does on a success
+		op.noteShown(cfg, h, g.Req, a.End) // all the guard does on a success
 	}
 	op.body.Close()
 }
@@ -186,30 +188,30 @@ func shed(a *wire.Attempt, d Decision) bool {
 
 // healthOf judges an attempt's outcome for the breaker and the tokens: only
 // outcomes that say the host is unhealthy count against it.
-func healthOf(resp *http.Response, err error, d Decision) health {
+func healthOf(resp *http.Response, err error, d Decision) host.Health {
 	if d.Category == "" && plainSuccess(resp, err) {
-		return healthOK // the common case, as the status switch below has it
+		return host.HealthOK // the common case, as the status switch below has it
 	}
 	switch {
 	case d.Category == CategoryCanceled:
-		return healthNeutral
+		return host.HealthNeutral
 	case err != nil:
 		if errors.Is(err, reason.ErrInvalidRequest) || errors.Is(err, context.Canceled) {
-			return healthNeutral // refused locally, or our own cancellation
+			return host.HealthNeutral // refused locally, or our own cancellation
 		}
-		return healthFailure
+		return host.HealthFailure
 	case d.Category == CategoryInProgress:
-		return healthNeutral // the host is fine; the operation is busy
+		return host.HealthNeutral // the host is fine; the operation is busy
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests && (d.Delay > 0 || headerValue(resp.Header, "Retry-After") != ""):
-		return healthNeutral // the pause handles it
+		return host.HealthNeutral // the pause handles it
 	case code == http.StatusRequestTimeout || code == http.StatusTooEarly:
-		return healthNeutral
+		return host.HealthNeutral
 	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
-		return healthOK // a permanent answer from a working host
+		return host.HealthOK // a permanent answer from a working host
 	case code >= 500, code == http.StatusTooManyRequests:
-		return healthFailure
+		return host.HealthFailure
 	}
-	return healthOK
+	return host.HealthOK
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/host"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 
 	"github.com/resilienthttp/resilient/internal/clock"
@@ -32,7 +34,7 @@ import (
 type Transport struct {
 	base   http.RoundTripper
 	cfg    config
-	hosts  hosts
+	hosts  host.Table
 	recent recentKeys
 	// flights: the calls of the application's keys in flight, so that
 	// callers of one operation take turns (flight.go).
@@ -52,7 +54,7 @@ type Transport struct {
 	// wire: what sending an attempt needs (send.go), from cfg.
 	wire wire.Settings
 	// hc: how the hosts are configured (host.go), from cfg.
-	hc hostConfig
+	hc host.Config
 }
 
 // NewTransport returns a Transport that sends attempts through base
@@ -74,9 +76,9 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	t.plain = t.cfg.plainCalls()
 	t.wire = wire.Settings{Base: base, Clock: t.cfg.clock, AttemptTimeout: t.cfg.attemptTimeout, AttemptHeader: t.cfg.attemptHeader, KeyWire: t.cfg.keyWire, TimeBudget: t.cfg.timeBudget}
 	t.hc = t.cfg.hostConfig()
-	t.hosts.cfg = &t.hc
-	t.hosts.idleAfter = int64(t.cfg.idleAfter())
-	t.hosts.nextSweep.Store(t.cfg.nanos() + t.hosts.idleAfter)
+	t.hosts.Cfg = &t.hc
+	t.hosts.IdleAfter = int64(t.cfg.idleAfter())
+	t.hosts.NextSweep.Store(t.cfg.nanos() + t.hosts.IdleAfter)
 	return t
 }
 
@@ -102,10 +104,10 @@ type call struct {
 	// applicant: what the gate knows of c: the config (t's), the caller's
 	// request and context, and, once c's first attempt is numbered, how
 	// the call is driven.
-	applicant
+	host.Applicant
 	cfg *config // the Transport's
 	op  operation
-	h   *hostState
+	h   *host.State
 	led ledger
 	// outer: what an outer retry loop's call needs (outerloop.go); nil
 	// for a request without marks.
@@ -124,7 +126,7 @@ type call struct {
 // hs is checkRequest's scan of req, if hs.checked (a plain call that was not
 // one).
 func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Response, error) {
-	c := &call{t: t, cfg: &t.cfg, applicant: applicant{hc: &t.hc, ctx: req.Context(), req: req}}
+	c := &call{t: t, cfg: &t.cfg, Applicant: host.Applicant{Cfg: &t.hc, Ctx: req.Context(), Req: req}}
 	if err := c.resolve(hs); err != nil {
 		return nil, err
 	}
@@ -138,16 +140,16 @@ func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Resp
 		}
 	}
 	now := t.cfg.nanos() // the first attempt's admission
-	c.h = t.hosts.host(req.URL.Host, now)
+	c.h = t.hosts.Host(req.URL.Host, now)
 	var l loop
 	l.base = c.firstNumber(own, now)
-	c.joined, c.hop, c.single = joined, c.op.hop, c.outer.sendsOne()
-	if c.single {
-		c.asked = c.askedBefore(now) // serverasked.go
-		c.unlinked = !c.outer.marked && !c.outer.lax
+	c.Joined, c.Hop, c.Single = joined, c.op.hop, c.outer.sendsOne()
+	if c.Single {
+		c.Asked = c.askedBefore(now) // serverasked.go
+		c.Unlinked = !c.outer.marked && !c.outer.lax
 	}
 	if own || c.outer != nil {
-		c.lax = c.outer != nil && c.outer.lax
+		c.Lax = c.outer != nil && c.outer.lax
 		// One defer only (bench/README.md, "Why the hot path is written
 		// this way").
 		defer c.ended(&l.cur, l.base, own)
@@ -162,9 +164,9 @@ func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Resp
 func (c *call) resolve(hs wire.HeaderScan) error {
 	cfg := c.cfg
 	op := &c.op
-	op.name, _ = operationFromContext(c.ctx)
-	op.hop = c.req.Response != nil
-	c.led.start(cfg, c.ctx, c.req, op.name, reportFromContext(c.ctx))
+	op.name, _ = operationFromContext(c.Ctx)
+	op.hop = c.Req.Response != nil
+	c.led.start(cfg, c.Ctx, c.Req, op.name, reportFromContext(c.Ctx))
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
 	claims := op.name != "" && cfg.store != nil && !op.hop
@@ -172,13 +174,13 @@ func (c *call) resolve(hs wire.HeaderScan) error {
 	if c.t.loopsKnown() && !op.hop && c.outerMode() == outerAuto {
 		scan = c
 	}
-	o, f := op.prepare(cfg, c.ctx, c.req, hs, &c.t.keys, &c.t.pending, claims, scan)
+	o, f := op.prepare(cfg, c.Ctx, c.Req, hs, &c.t.keys, &c.t.pending, claims, scan)
 	if f != nil {
 		return c.fail(f.reason, f.cat, f.err)
 	}
 	c.outer = o
 	if claims {
-		if f := op.claim(cfg, c.ctx, c.req); f != nil {
+		if f := op.claim(cfg, c.Ctx, c.Req); f != nil {
 			op.body.Close()
 			return c.fail(f.reason, f.cat, f.err)
 		}
@@ -186,7 +188,7 @@ func (c *call) resolve(hs wire.HeaderScan) error {
 	// unsafe: a keyed request whose method is not idempotent. Its answers
 	// may show that the server dedupes; its retry after an answer that may
 	// have been applied needs evidence that it does (decide.go).
-	op.unsafe = op.key != "" && !idempotentMethod(c.req.Method)
+	op.unsafe = op.key != "" && !idempotentMethod(c.Req.Method)
 	c.led.resolved(op.key, !op.body.Replayable())
 	return nil
 }
@@ -200,7 +202,7 @@ func (c *call) resolve(hs wire.HeaderScan) error {
 // c. The outcome is unknown, since the operation is in flight in this
 // process.
 func (c *call) takeTurn() (joined bool, err error) {
-	waited, err := c.t.flights.acquire(c.ctx, c.cancelled(), c.op.key)
+	waited, err := c.t.flights.acquire(c.Ctx, c.Cancelled(), c.op.key)
 	if err != nil {
 		c.led.ambiguous = true
 		c.op.body.Close()
@@ -240,7 +242,7 @@ func (c *call) firstNumber(own bool, now int64) int {
 type loop struct {
 	cur, prev   wire.Attempt // this iteration's attempt, and the one before
 	curV, prevV verdict      // their verdicts
-	res         reservation
+	res         host.Reservation
 	delay       time.Duration // the backoff before the next attempt
 	base        int           // attempts sent under the key by earlier calls
 	hedges      int           // hedges sent so far
@@ -259,7 +261,7 @@ type loop struct {
 func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 	c.endsOnSuccess = c.unobserved()
 	if !resumed {
-		if err := c.h.reserve(&l.res, &c.applicant, 0, l.base, 0, false, now); err != nil {
+		if err := c.h.Reserve(&l.res, &c.Applicant, 0, l.base, 0, false, now); err != nil {
 			return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
 		}
 	}
@@ -282,14 +284,14 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			case i == 0 && resumed: // sent by the plain call
 			case i == 0 && c.op.asIs:
 				c.op.body.Take() // the base transport owns it now
-				wire.SendAsIs(&c.t.wire, c.req, &l.cur, n, l.res.at)
+				wire.SendAsIs(&c.t.wire, c.Req, &l.cur, n, l.res.At)
 			default:
 				var p wire.Plan
-				c.op.plan(&p, c.ctx, i, n, l.res.at, l.prev.Resp)
-				s := c.op.sender(c.t, c.req)
+				c.op.plan(&p, c.Ctx, i, n, l.res.At, l.prev.Resp)
+				s := c.op.sender(c.t, c.Req)
 				s.Send(&l.cur, &p)
 			}
-			if c.settle(&l.cur, &l.res, alone, l.res.delay, false, nil, &l.curV) {
+			if c.settle(&l.cur, &l.res, alone, l.res.Delay, false, nil, &l.curV) {
 				return l.cur.Resp, nil
 			}
 		}
@@ -316,13 +318,13 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 // gave up.
 func (c *call) admit(l *loop, i, n int) (end bool, resp *http.Response, err error) {
 	if i > 0 {
-		c.led.retrying(n, &l.cur, l.curV.d, l.res.delay)
+		c.led.retrying(n, &l.cur, l.curV.d, l.res.Delay)
 		if l.cur.Resp != nil {
 			wire.Keep(l.cur.Resp)
 		}
 	}
-	if err := l.res.wait(&c.applicant); err != nil {
-		if l.cur.Resp != nil && !errors.Is(err, c.ctx.Err()) {
+	if err := l.res.Wait(&c.Applicant); err != nil {
+		if l.cur.Resp != nil && !errors.Is(err, c.Ctx.Err()) {
 			resp, err = c.finish(&l.cur, l.curV.d, err) // the retry was not sent: the last answer stands
 			return true, resp, err
 		}
@@ -371,10 +373,10 @@ func (c *call) stopped(reason error) error {
 		return c.fail(reason, cat, c.led.lastErr)
 	}
 	err := reason
-	if reason == c.ctx.Err() {
+	if reason == c.Ctx.Err() {
 		// The caller gave up: its cause, if it gave one, as a bare
 		// client's http.Transport returns it (context.Cause).
-		err = context.Cause(c.ctx)
+		err = context.Cause(c.Ctx)
 	}
 	return c.fail(reason, cat, err)
 }
@@ -382,7 +384,7 @@ func (c *call) stopped(reason error) error {
 // record tells the Store how c's operation ended (operation.record); the
 // observers hear of a Store's error.
 func (c *call) record(definitive bool) {
-	if err := c.op.record(c.cfg, c.ctx, definitive, c.led.attempts); err != nil {
+	if err := c.op.record(c.cfg, c.Ctx, definitive, c.led.attempts); err != nil {
 		c.led.emit(Event{Kind: EventStore, Summary: Summary{Attempts: c.led.attempts}, Err: err})
 	}
 }
@@ -404,7 +406,7 @@ func (c *call) refuse(a *wire.Attempt, d Decision, reason error, waited bool) (*
 		resp, err = c.finish(a, d, reason)
 	}
 	if err != nil && c.outer.refuses() {
-		if r := refusalResponse(c.req, err, c.cfg.now()); r != nil {
+		if r := refusalResponse(c.Req, err, c.cfg.now()); r != nil {
 			return r, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"math"
@@ -18,52 +18,52 @@ import (
 // Concurrent samples may then be halved or not: it is an estimate. It is
 // allocated only for a Transport that hedges at a quantile.
 type latencies struct {
-	counts [latencyBuckets]atomic.Uint32
+	counts [LatencyBuckets]atomic.Uint32
 	n      atomic.Int64 // samples since the counts were last halved
 	window int64
 	min    int64 // samples needed before quantile answers
 }
 
 const (
-	latencyMinExp  = 10 // 2^10 ns ≈ 1 µs: shorter latencies count in the first bucket
-	latencyMaxExp  = 37 // 2^37 ns ≈ 137 s: longer ones count in the last
+	LatencyMinExp  = 10 // 2^10 ns ≈ 1 µs: shorter latencies count in the first bucket
+	LatencyMaxExp  = 37 // 2^37 ns ≈ 137 s: longer ones count in the last
 	latencySub     = 4  // buckets per power of two
-	latencyBuckets = (latencyMaxExp - latencyMinExp) * latencySub
+	LatencyBuckets = (LatencyMaxExp - LatencyMinExp) * latencySub
 )
 
 // newLatencies returns the histogram for quantile q: it answers once it
 // holds 5/(1−q) samples (100 for p95; at least 20), and halves its counts
 // every 4 times that (at least 1,024 samples).
-func newLatencies(q float64) *latencies {
+func NewLatencies(q float64) *latencies {
 	m := max(int64(math.Ceil(5/(1-q))), 20)
 	return &latencies{min: m, window: max(4*m, 1024)}
 }
 
 // latencyBucket returns the bucket of d: its power of two and the next two
 // bits below the leading one.
-func latencyBucket(d time.Duration) int {
+func LatencyBucket(d time.Duration) int {
 	v := uint64(max(d, 0))
-	if v < 1<<latencyMinExp {
+	if v < 1<<LatencyMinExp {
 		return 0
 	}
 	e := bits.Len64(v) - 1
-	if e >= latencyMaxExp {
-		return latencyBuckets - 1
+	if e >= LatencyMaxExp {
+		return LatencyBuckets - 1
 	}
 	sub := int(v>>(e-2)) & (latencySub - 1)
-	return (e-latencyMinExp)*latencySub + sub
+	return (e-LatencyMinExp)*latencySub + sub
 }
 
 // latencyUpper is the upper edge of bucket b: a quantile read from the
 // histogram errs long (a later hedge, less load), never short.
-func latencyUpper(b int) time.Duration {
-	e, sub := b/latencySub+latencyMinExp, b%latencySub
+func LatencyUpper(b int) time.Duration {
+	e, sub := b/latencySub+LatencyMinExp, b%latencySub
 	return time.Duration(uint64(latencySub+sub+1) << (e - 2))
 }
 
 // record counts one attempt latency.
-func (l *latencies) record(d time.Duration) {
-	l.counts[latencyBucket(d)].Add(1)
+func (l *latencies) Record(d time.Duration) {
+	l.counts[LatencyBucket(d)].Add(1)
 	if l.n.Add(1) != l.window {
 		return
 	}
@@ -81,8 +81,8 @@ func (l *latencies) record(d time.Duration) {
 
 // quantile returns the q-quantile of the recent latencies (the upper edge of
 // its bucket), and false while the histogram holds too few samples.
-func (l *latencies) quantile(q float64) (time.Duration, bool) {
-	var snap [latencyBuckets]uint32
+func (l *latencies) Quantile(q float64) (time.Duration, bool) {
+	var snap [LatencyBuckets]uint32
 	var total int64
 	for i := range l.counts {
 		snap[i] = l.counts[i].Load()
@@ -96,10 +96,10 @@ func (l *latencies) quantile(q float64) (time.Duration, bool) {
 	for i, c := range snap {
 		cum += int64(c)
 		if cum >= rank {
-			return latencyUpper(i), true
+			return LatencyUpper(i), true
 		}
 	}
-	return latencyUpper(latencyBuckets - 1), true
+	return LatencyUpper(LatencyBuckets - 1), true
 }
 
 // latency is what a host's attempts took. A moving average of their
@@ -108,24 +108,24 @@ func (l *latencies) quantile(q float64) (time.Duration, bool) {
 // ones. Every attempt writes the average. So it has a cache line of its
 // own: its writes on one core do not evict the fields every request reads
 // on the others.
-type latency struct {
-	hist *latencies // nil unless the Transport hedges at a quantile
+type Latency struct {
+	Hist *latencies // nil unless the Transport hedges at a quantile
 	_    [cacheLine]byte
-	avg  atomic.Int64
+	Avg  atomic.Int64
 	_    [cacheLine - 8]byte
 }
 
 // observe folds an attempt's duration into the average (weight 1/8), and
 // into the histogram when there is one. Concurrent updates may lose one
 // another: it is an estimate.
-func (l *latency) observe(d time.Duration) {
-	if l.hist != nil {
-		l.hist.record(d)
+func (l *Latency) Observe(d time.Duration) {
+	if l.Hist != nil {
+		l.Hist.Record(d)
 	}
-	old := l.avg.Load()
+	old := l.Avg.Load()
 	if old == 0 {
-		l.avg.Store(int64(d))
+		l.Avg.Store(int64(d))
 		return
 	}
-	l.avg.Store(old + (int64(d)-old)/8)
+	l.Avg.Store(old + (int64(d)-old)/8)
 }

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"sync"
@@ -24,39 +24,39 @@ import (
 // host has no share: the host's bucket alone governs it.
 
 // maxRouteShares bounds the routes of a host that keep a share.
-const maxRouteShares = 64
+const MaxRouteShares = 64
 
 // routeShares are the shares of a host's routes. owing counts the routes
 // whose share is not full: while none is, a healthy answer earns nothing
 // for its route and looks nothing up.
-type routeShares struct {
-	owing atomic.Int32
-	n     atomic.Int32 // entries in m
+type RouteShares struct {
+	Owing atomic.Int32
+	N     atomic.Int32 // entries in m
 	m     sync.Map     // route → *routeShare
 }
 
 // routeShare is a route's count of tokens taken and not earned back, in
 // millitokens (see RetryTokens.deficit), ≥ 0.
 type routeShare struct {
-	deficit atomic.Int64
+	Deficit atomic.Int64
 }
 
 // take takes a token from r's share if the share holds one when its route
 // may hold capacity millitokens. It returns the share to give the token
 // back to (nil for a route without a share, which is never refused).
-func (rs *routeShares) take(r route, capacity int64) (*routeShare, bool) {
-	s := rs.get(r)
+func (rs *RouteShares) Take(r Route, capacity int64) (*routeShare, bool) {
+	s := rs.Get(r)
 	if s == nil {
 		return nil, true
 	}
 	for {
-		d := s.deficit.Load()
-		if d+tokenUnit > capacity {
+		d := s.Deficit.Load()
+		if d+TokenUnit > capacity {
 			return nil, false
 		}
-		if s.deficit.CompareAndSwap(d, d+tokenUnit) {
+		if s.Deficit.CompareAndSwap(d, d+TokenUnit) {
 			if d == 0 {
-				rs.owing.Add(1)
+				rs.Owing.Add(1)
 			}
 			return s, true
 		}
@@ -64,41 +64,41 @@ func (rs *routeShares) take(r route, capacity int64) (*routeShare, bool) {
 }
 
 // get returns r's share, creating it unless the host has maxRouteShares.
-func (rs *routeShares) get(r route) *routeShare {
+func (rs *RouteShares) Get(r Route) *routeShare {
 	if v, ok := rs.m.Load(r); ok {
 		return v.(*routeShare)
 	}
-	if rs.n.Load() >= maxRouteShares {
+	if rs.N.Load() >= MaxRouteShares {
 		return nil
 	}
 	v, loaded := rs.m.LoadOrStore(r, &routeShare{})
 	if !loaded {
-		rs.n.Add(1)
+		rs.N.Add(1)
 	}
 	return v.(*routeShare)
 }
 
 // earn gives n millitokens back to r's share, for a healthy answer on r.
-func (rs *routeShares) earn(r route, n int64) {
-	if rs.owing.Load() == 0 {
+func (rs *RouteShares) Earn(r Route, n int64) {
+	if rs.Owing.Load() == 0 {
 		return
 	}
 	if v, ok := rs.m.Load(r); ok {
-		rs.give(v.(*routeShare), n)
+		rs.Give(v.(*routeShare), n)
 	}
 }
 
 // give gives n millitokens back to s, up to a full share.
-func (rs *routeShares) give(s *routeShare, n int64) {
+func (rs *RouteShares) Give(s *routeShare, n int64) {
 	for {
-		d := s.deficit.Load()
+		d := s.Deficit.Load()
 		if d == 0 {
 			return
 		}
 		nd := max(d-n, 0)
-		if s.deficit.CompareAndSwap(d, nd) {
+		if s.Deficit.CompareAndSwap(d, nd) {
 			if nd == 0 {
-				rs.owing.Add(-1)
+				rs.Owing.Add(-1)
 			}
 			return
 		}

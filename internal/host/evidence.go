@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"net/http"
@@ -12,7 +12,7 @@ import (
 // dedupeEvidenceTTL is how long a server's showing that it dedupes a route
 // is trusted: long enough to cover every retry of an operation, short
 // enough that a deployment that stops honouring keys is noticed.
-const dedupeEvidenceTTL = time.Hour
+const DedupeEvidenceTTL = time.Hour
 
 // maxEvidenceRoutes bounds the routes remembered per host.
 const maxEvidenceRoutes = 256
@@ -22,76 +22,76 @@ const maxEvidenceRoutes = 256
 // considered. A server that dedupes shows it on every keyed answer: the
 // route noted last is also kept in fresh, so that noting it again while its
 // evidence is fresh, the common case, takes no lock.
-type evidence struct {
-	fresh  atomic.Pointer[notedRoute] // the route last written to routes
+type Evidence struct {
+	Fresh  atomic.Pointer[notedRoute] // the route last written to routes
 	mu     sync.Mutex
-	routes map[route]int64 // → expiry, Unix ns
+	Routes map[Route]int64 // → expiry, Unix ns
 }
 
 // notedRoute is a route and the expiry it was noted with (Unix ns).
 type notedRoute struct {
-	r   route
-	exp int64
+	R   Route
+	Exp int64
 }
 
 // route is the scope of evidence: the method and the first two segments of
 // the path ("POST", "/v1/charges" for /v1/charges/ch_1/refunds). Both are
 // substrings of the request's, so building one does not allocate.
-type route struct{ method, prefix string }
+type Route struct{ Method, Prefix string }
 
-func (ev *evidence) note(r route, now int64) {
+func (ev *Evidence) Note(r Route, now int64) {
 	if ev.recent(r, now) {
 		return // fresh enough, and known without the lock
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if exp, ok := ev.routes[r]; ok && exp-now > int64(dedupeEvidenceTTL/2) {
+	if exp, ok := ev.Routes[r]; ok && exp-now > int64(DedupeEvidenceTTL/2) {
 		return // fresh enough
 	}
-	if ev.routes == nil {
-		ev.routes = make(map[route]int64)
+	if ev.Routes == nil {
+		ev.Routes = make(map[Route]int64)
 	}
-	if len(ev.routes) >= maxEvidenceRoutes {
-		for k, exp := range ev.routes {
+	if len(ev.Routes) >= maxEvidenceRoutes {
+		for k, exp := range ev.Routes {
 			if exp <= now {
-				delete(ev.routes, k)
+				delete(ev.Routes, k)
 			}
 		}
-		if len(ev.routes) >= maxEvidenceRoutes {
+		if len(ev.Routes) >= maxEvidenceRoutes {
 			return // keep what is known; an unknown route is simply not trusted
 		}
 	}
-	exp := clock.Later(now, dedupeEvidenceTTL)
-	ev.routes[r] = exp
-	ev.fresh.Store(&notedRoute{r, exp})
+	exp := clock.Later(now, DedupeEvidenceTTL)
+	ev.Routes[r] = exp
+	ev.Fresh.Store(&notedRoute{r, exp})
 }
 
-func (ev *evidence) has(r route, now int64) bool {
-	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now {
+func (ev *Evidence) Has(r Route, now int64) bool {
+	if f := ev.Fresh.Load(); f != nil && f.R == r && f.Exp > now {
 		return true
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	exp, ok := ev.routes[r]
+	exp, ok := ev.Routes[r]
 	return ok && exp > now
 }
 
 // recent reports whether r is the route noted last, with evidence fresh
 // enough at now that noting it again does nothing (note).
-func (ev *evidence) recent(r route, now int64) bool {
-	f := ev.fresh.Load()
-	return f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2)
+func (ev *Evidence) recent(r Route, now int64) bool {
+	f := ev.Fresh.Load()
+	return f != nil && f.R == r && f.Exp-now > int64(DedupeEvidenceTTL/2)
 }
 
 // renews reports whether noting req's route at now could change ev: false
 // when note would do nothing (recent). Then an answer need not be looked
 // at for evidence. No route is built while nothing was noted.
-func (ev *evidence) renews(req *http.Request, now int64) bool {
-	return ev.fresh.Load() == nil || !ev.recent(routeOf(req), now)
+func (ev *Evidence) Renews(req *http.Request, now int64) bool {
+	return ev.Fresh.Load() == nil || !ev.recent(RouteOf(req), now)
 }
 
 // routeOf returns req's route.
-func routeOf(req *http.Request) route {
+func RouteOf(req *http.Request) Route {
 	p := req.URL.Path
 	end := len(p)
 	seg := 0
@@ -103,5 +103,5 @@ func routeOf(req *http.Request) route {
 			}
 		}
 	}
-	return route{req.Method, p[:end]}
+	return Route{req.Method, p[:end]}
 }

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"time"
@@ -8,7 +8,7 @@ import (
 
 // breakerConfig is a host's breaker: the root's CircuitBreaker, its zero
 // fields resolved to their defaults.
-type breakerConfig struct {
+type BreakerConfig struct {
 	FailureRatio   float64
 	MinRequests    uint32
 	Window         time.Duration
@@ -30,9 +30,9 @@ func (e errorString) Error() string { return string(e) }
 
 // newBreaker builds h's breaker. OnStateChange runs under gobreaker's mutex,
 // so it only records; the Transport dispatches events after the call returns.
-func newBreaker(s breakerConfig, h *hostState, now func() time.Time) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+func newBreaker(s BreakerConfig, h *State, now func() time.Time) *gobreaker.TwoStepCircuitBreaker[struct{}] {
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:         h.name,
+		Name:         h.Name,
 		MaxRequests:  s.HalfOpenProbes,
 		Interval:     s.Window,
 		BucketPeriod: s.Window / 10,
@@ -44,7 +44,7 @@ func newBreaker(s breakerConfig, h *hostState, now func() time.Time) *gobreaker.
 		IsExcluded: func(err error) bool { return err == errBreakerExcluded },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
-				h.openUntil.Store(now().Add(s.OpenTimeout).UnixNano())
+				h.OpenUntil.Store(now().Add(s.OpenTimeout).UnixNano())
 			}
 			h.recordTransition(from, to)
 		},

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"math"
@@ -21,17 +21,17 @@ import (
 //
 // cold (Unix ns) is when the Retry-After a cold host's operation waits
 // out ends: one such wait at a time (coldWait).
-type firsts struct {
-	w    atomic.Uint64
+type Firsts struct {
+	W    atomic.Uint64
 	cold atomic.Int64
 }
 
 const (
-	firstsPer   = 200              // first attempts per bucket
-	firstsAge   = 10 * time.Second // a bucket's longest span
-	firstsMin   = 20               // first attempts the current bucket needs to be judged alone
-	firstsRatio = 6                // healthy: at least 6 healthy per failed one
-	firstsAlpha = 0.01             // how rarely a healthy host shows what shows shedding
+	FirstsPer   = 200              // first attempts per bucket
+	FirstsAge   = 10 * time.Second // a bucket's longest span
+	FirstsMin   = 20               // first attempts the current bucket needs to be judged alone
+	FirstsRatio = 6                // healthy: at least 6 healthy per failed one
+	FirstsAlpha = 0.01             // how rarely a healthy host shows what shows shedding
 )
 
 // firstsFewest[n] is the fewest failed of n first attempts (at most two
@@ -42,8 +42,8 @@ const (
 // of ten behind a balancer (1 in 10 failed) is not taken for a host that
 // sheds a third or half of its requests. Built on first use: the failure
 // path only.
-var firstsFewest = sync.OnceValue(func() (t [2*firstsPer + 1]uint16) {
-	const p = 1.0 / (firstsRatio + 1)
+var FirstsFewest = sync.OnceValue(func() (t [2*FirstsPer + 1]uint16) {
+	const p = 1.0 / (FirstsRatio + 1)
 	for n := 1; n < len(t); n++ {
 		tail := 0.0 // P(at least k failed of n), k from n down
 		for k := n; k >= 0; k-- {
@@ -51,7 +51,7 @@ var firstsFewest = sync.OnceValue(func() (t [2*firstsPer + 1]uint16) {
 			lk, _ := math.Lgamma(float64(k + 1))
 			lnk, _ := math.Lgamma(float64(n - k + 1))
 			tail += math.Exp(lg - lk - lnk + float64(k)*math.Log(p) + float64(n-k)*math.Log(1-p))
-			if tail >= firstsAlpha {
+			if tail >= FirstsAlpha {
 				if k < n {
 					t[n] = uint16(k + 1)
 				}
@@ -65,7 +65,7 @@ var firstsFewest = sync.OnceValue(func() (t [2*firstsPer + 1]uint16) {
 // showsShedding reports whether failed of n first attempts show that the
 // host sheds (firstsFewest).
 func showsShedding(n, failed uint64) bool {
-	few := uint64(firstsFewest()[min(n, 2*firstsPer)])
+	few := uint64(FirstsFewest()[min(n, 2*FirstsPer)])
 	return few > 0 && failed >= few
 }
 
@@ -73,31 +73,31 @@ func showsShedding(n, failed uint64) bool {
 // attempts of the bucket before and of the current one, buckets that aged
 // out emptied (an aged current bucket counts as the one before). fresh
 // reports whether the current bucket can take more: not aged, not full.
-func firstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bool) {
+func FirstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bool) {
 	pOK, pFail, cOK, cFail = w>>24&0xff, w>>16&0xff, w>>8&0xff, w&0xff
 	age := time.Duration(now-uint32(w>>32)) * time.Millisecond
 	switch {
-	case age > 2*firstsAge:
+	case age > 2*FirstsAge:
 		return 0, 0, 0, 0, false
-	case age > firstsAge:
+	case age > FirstsAge:
 		return cOK, cFail, 0, 0, false
 	}
-	return pOK, pFail, cOK, cFail, cOK+cFail < firstsPer
+	return pOK, pFail, cOK, cFail, cOK+cFail < FirstsPer
 }
 
-func firstsNow(now int64) uint32 { return uint32(now / 1e6) }
+func FirstsNow(now int64) uint32 { return uint32(now / 1e6) }
 
 // note counts a first attempt that ended at now, healthy if ok (a failure
 // otherwise: a 5xx, a 429, a timeout).
-func (f *firsts) note(now int64, ok bool) {
-	ms := firstsNow(now)
+func (f *Firsts) Note(now int64, ok bool) {
+	ms := FirstsNow(now)
 	for {
-		cur := f.w.Load()
-		pOK, pFail, cOK, cFail, fresh := firstsCounts(cur, ms)
+		cur := f.W.Load()
+		pOK, pFail, cOK, cFail, fresh := FirstsCounts(cur, ms)
 		start := cur >> 32
 		if !fresh {
 			start = uint64(ms)
-			if cOK+cFail >= firstsPer { // full: it becomes the bucket before
+			if cOK+cFail >= FirstsPer { // full: it becomes the bucket before
 				pOK, pFail, cOK, cFail = cOK, cFail, 0, 0
 			}
 		}
@@ -107,7 +107,7 @@ func (f *firsts) note(now int64, ok bool) {
 			cFail++
 		}
 		next := start<<32 | pOK<<24 | pFail<<16 | cOK<<8 | cFail
-		if f.w.CompareAndSwap(cur, next) {
+		if f.W.CompareAndSwap(cur, next) {
 			return
 		}
 	}
@@ -120,9 +120,9 @@ func (f *firsts) note(now int64, ok bool) {
 // is not hidden by the healthy bucket before it. So a cold host (a CLI, a
 // cron job, a quiet service) is not judged shedding for want of traffic,
 // and its 503's Retry-After is waited out.
-func (f *firsts) shedding(now int64) bool {
-	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
-	if cOK+cFail >= firstsMin && showsShedding(cOK+cFail, cFail) {
+func (f *Firsts) Shedding(now int64) bool {
+	pOK, pFail, cOK, cFail, _ := FirstsCounts(f.W.Load(), FirstsNow(now))
+	if cOK+cFail >= FirstsMin && showsShedding(cOK+cFail, cFail) {
 		return true
 	}
 	return showsShedding(pOK+cOK+pFail+cFail, pFail+cFail)
@@ -130,9 +130,9 @@ func (f *firsts) shedding(now int64) bool {
 
 // warm reports whether the host's window holds at least firstsMin first
 // attempts at now: enough to tell whether it sheds.
-func (f *firsts) warm(now int64) bool {
-	pOK, pFail, cOK, cFail, _ := firstsCounts(f.w.Load(), firstsNow(now))
-	return pOK+pFail+cOK+cFail >= firstsMin
+func (f *Firsts) Warm(now int64) bool {
+	pOK, pFail, cOK, cFail, _ := FirstsCounts(f.W.Load(), FirstsNow(now))
+	return pOK+pFail+cOK+cFail >= FirstsMin
 }
 
 // coldWait reports whether an operation may wait out, from now, a delay d
@@ -144,8 +144,8 @@ func (f *firsts) warm(now int64) bool {
 // to. A fleet of cold clients on a shedding server sends one retry each,
 // not one per failure until the window can tell. A warm host has no such
 // bound.
-func (f *firsts) coldWait(now int64, d time.Duration) bool {
-	if f.warm(now) {
+func (f *Firsts) ColdWait(now int64, d time.Duration) bool {
+	if f.Warm(now) {
 		return true
 	}
 	for {

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"sync"
@@ -17,33 +17,33 @@ import (
 // tokens, budget. It holds what they need to know about the host, each part
 // with its owner. It is created on a host's first request. It is evicted
 // once the host has been idle for a window (see hosts).
-type hostState struct {
-	name    string
-	tokens  *retryTokens // nil when retry tokens are off
-	budget  budget       // nil when no budget is configured
-	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
-	limiter *rate.Limiter // nil without a RateLimit
+type State struct {
+	Name    string
+	Tokens  *retryTokens // nil when retry tokens are off
+	Budget  Budget       // nil when no budget is configured
+	Breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	Limiter *rate.Limiter // nil without a RateLimit
 
 	// pauses: what the server asked of the host's requests (Retry-After,
 	// pushback).
-	pauses pauses
+	Pauses pauses
 	// openUntil (Unix ns) is when an open breaker will let a probe through.
-	openUntil atomic.Int64
+	OpenUntil atomic.Int64
 	// lastUsed (Unix ns) is when a request last used the host: hosts idle
 	// for a window are evicted.
-	lastUsed atomic.Int64
+	LastUsed atomic.Int64
 
 	// evidence: the routes whose server showed it dedupes by key.
-	evidence evidence
+	Evidence Evidence
 	// shares: what each route took of the retry tokens and has not earned
 	// back (routeshare.go).
-	shares routeShares
+	shares RouteShares
 	// transitions: the breaker's, recorded under gobreaker's lock,
 	// dispatched later.
 	transitions transitions
 	// latency: the host's attempt latencies (latency.go). Last: it has a
 	// cache line of its own.
-	latency latency
+	Latency Latency
 }
 
 // pauses is what the server asked of a host's requests: the gate's to
@@ -53,18 +53,18 @@ type pauses struct {
 	// with a server-directed delay; retryPauseUntil holds back retries only,
 	// after a 503 with one (a first attempt still goes out: the server may
 	// be back, and a single attempt is what a bare client would send).
-	pauseUntil      atomic.Int64
-	retryPauseUntil atomic.Int64
+	PauseUntil      atomic.Int64
+	RetryPauseUntil atomic.Int64
 	// renewed: the latest answer that asked for a pause came while a
 	// pause was still on, or was a 503 (set only when the host's first
 	// attempts show that it sheds, see observe). While that pause lasts, the host is shedding.
-	renewed atomic.Bool
+	Renewed atomic.Bool
 	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
 	// no retry is sent to the host before then.
-	pushbackUntil atomic.Int64
+	PushbackUntil atomic.Int64
 	// firsts: how the host's recent first attempts ended; it decides
 	// whether a 503's delay pauses the host or one operation (observe).
-	firsts firsts
+	Firsts Firsts
 }
 
 // transitions are a breaker's state changes, recorded under gobreaker's
@@ -82,24 +82,24 @@ type transition struct{ from, to gobreaker.State }
 
 // hostConfig is how a Transport configures its hosts: each new host's
 // retry control, and what its gate reads of the Transport.
-type hostConfig struct {
-	clock          *clock.Clock
-	tokens         *retrycontrol.TokensConfig // nil: retry tokens off
-	budget         func(host string) budget   // nil: no budget
-	breaker        *breakerConfig             // nil: no breaker
-	quantile       float64                    // the hedge delay's latency quantile, 0 if none
-	rateLimit      rate.Limit
-	rateBurst      int
-	attemptTimeout time.Duration
+type Config struct {
+	Clock          *clock.Clock
+	Tokens         *retrycontrol.TokensConfig // nil: retry tokens off
+	Budget         func(host string) Budget   // nil: no budget
+	Breaker        *BreakerConfig             // nil: no breaker
+	Quantile       float64                    // the hedge delay's latency quantile, 0 if none
+	RateLimit      rate.Limit
+	RateBurst      int
+	AttemptTimeout time.Duration
 	// retriesOnly: an open breaker refuses retries only
 	// (CircuitBreaker.RetriesOnly).
-	retriesOnly bool
+	RetriesOnly bool
 	// onTransition hears the breakers' transitions, nil if nothing does.
-	onTransition func(host string, from, to gobreaker.State)
+	OnTransition func(host string, from, to gobreaker.State)
 }
 
 // budget is a host's retry budget: the root's Budget.
-type budget interface {
+type Budget interface {
 	DepositAt(now time.Time)
 	WithdrawAt(now time.Time) bool
 	RefundAt(at time.Time)
@@ -116,12 +116,12 @@ type budget interface {
 // replaced only when it has not been used for lastReplace. So requests to
 // several hosts at once do not take turns rewriting it. It only ever holds
 // an entry of the table (see remember and sweep).
-type hosts struct {
-	cfg       *hostConfig
-	m         sync.Map // URL.Host → *hostState
-	last      atomic.Pointer[hostState]
-	idleAfter int64 // ns
-	nextSweep atomic.Int64
+type Table struct {
+	Cfg       *Config
+	M         sync.Map // URL.Host → *hostState
+	Last      atomic.Pointer[State]
+	IdleAfter int64 // ns
+	NextSweep atomic.Int64
 	sweeping  atomic.Bool
 }
 
@@ -132,13 +132,13 @@ const lastUsedStep = int64(time.Millisecond)
 
 // lastReplace is how long the cached host must have been unused before
 // another host takes its place in hosts.last.
-const lastReplace = int64(time.Second)
+const LastReplace = int64(time.Second)
 
 // host returns the state of the named host, creating it if needed, and
 // marks it used at now. The common case is the cached host with no sweep
 // due: two loads and a comparison of names.
-func (hs *hosts) host(name string, ns int64) *hostState {
-	if h := hs.last.Load(); h != nil && ns < hs.nextSweep.Load() && h.name == name {
+func (hs *Table) Host(name string, ns int64) *State {
+	if h := hs.Last.Load(); h != nil && ns < hs.NextSweep.Load() && h.Name == name {
 		h.used(ns)
 		return h
 	}
@@ -147,15 +147,15 @@ func (hs *hosts) host(name string, ns int64) *hostState {
 
 // find is host past the cache, or with a sweep due: it sweeps first,
 // so that a host found below is not then evicted as idle.
-func (hs *hosts) find(name string, ns int64) *hostState {
+func (hs *Table) find(name string, ns int64) *State {
 	hs.sweepIfDue(ns)
 	h := hs.cached(name)
 	if h == nil {
-		if v, ok := hs.m.Load(name); ok {
-			h = v.(*hostState)
+		if v, ok := hs.M.Load(name); ok {
+			h = v.(*State)
 		} else {
-			v, _ := hs.m.LoadOrStore(name, hs.cfg.newHost(name, ns))
-			h = v.(*hostState)
+			v, _ := hs.M.LoadOrStore(name, hs.Cfg.newHost(name, ns))
+			h = v.(*State)
 		}
 		hs.remember(h, ns)
 	}
@@ -164,24 +164,24 @@ func (hs *hosts) find(name string, ns int64) *hostState {
 }
 
 // cached returns the named host's state if hosts.last holds it, else nil.
-func (hs *hosts) cached(name string) *hostState {
-	if h := hs.last.Load(); h != nil && h.name == name {
+func (hs *Table) cached(name string) *State {
+	if h := hs.Last.Load(); h != nil && h.Name == name {
 		return h
 	}
 	return nil
 }
 
 // used marks h used at ns (Unix ns).
-func (h *hostState) used(ns int64) {
-	if ns-h.lastUsed.Load() >= lastUsedStep {
-		h.lastUsed.Store(ns)
+func (h *State) used(ns int64) {
+	if ns-h.LastUsed.Load() >= lastUsedStep {
+		h.LastUsed.Store(ns)
 	}
 }
 
 // sweepIfDue sweeps the idle hosts if a sweep is due at ns (Unix ns).
-func (hs *hosts) sweepIfDue(ns int64) {
-	if n := hs.nextSweep.Load(); ns >= n {
-		hs.sweep(ns)
+func (hs *Table) sweepIfDue(ns int64) {
+	if n := hs.NextSweep.Load(); ns >= n {
+		hs.Sweep(ns)
 	}
 }
 
@@ -190,36 +190,36 @@ func (hs *hosts) sweepIfDue(ns int64) {
 // entry removes it from the cache after removing it from the table.
 // remember stores first and checks the table after. So whichever runs
 // first, the cache never keeps an entry the table no longer has.
-func (hs *hosts) remember(h *hostState, ns int64) {
-	if cur := hs.last.Load(); cur != nil {
-		if ns-cur.lastUsed.Load() < lastReplace {
+func (hs *Table) remember(h *State, ns int64) {
+	if cur := hs.Last.Load(); cur != nil {
+		if ns-cur.LastUsed.Load() < LastReplace {
 			return // used lately
 		}
 	}
-	hs.last.Store(h)
-	if v, ok := hs.m.Load(h.name); !ok || v != h {
-		hs.last.CompareAndSwap(h, nil)
+	hs.Last.Store(h)
+	if v, ok := hs.M.Load(h.Name); !ok || v != h {
+		hs.Last.CompareAndSwap(h, nil)
 	}
 }
 
 // newHost returns the state of a host new to the table, used at ns.
-func (hc *hostConfig) newHost(name string, ns int64) *hostState {
-	h := &hostState{name: name}
-	h.lastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
-	if hc.tokens != nil {
-		h.tokens = newRetryTokens(*hc.tokens)
+func (hc *Config) newHost(name string, ns int64) *State {
+	h := &State{Name: name}
+	h.LastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
+	if hc.Tokens != nil {
+		h.Tokens = NewRetryTokens(*hc.Tokens)
 	}
-	if hc.budget != nil {
-		h.budget = hc.budget(name)
+	if hc.Budget != nil {
+		h.Budget = hc.Budget(name)
 	}
-	if hc.breaker != nil {
-		h.breaker = newBreaker(*hc.breaker, h, hc.clock.Now)
+	if hc.Breaker != nil {
+		h.Breaker = newBreaker(*hc.Breaker, h, hc.Clock.Now)
 	}
-	if hc.quantile > 0 {
-		h.latency.hist = newLatencies(hc.quantile)
+	if hc.Quantile > 0 {
+		h.Latency.Hist = NewLatencies(hc.Quantile)
 	}
-	if hc.rateLimit != rate.Inf {
-		h.limiter = rate.NewLimiter(hc.rateLimit, hc.rateBurst)
+	if hc.RateLimit != rate.Inf {
+		h.Limiter = rate.NewLimiter(hc.RateLimit, hc.RateBurst)
 	}
 	return h
 }
@@ -227,19 +227,19 @@ func (hc *hostConfig) newHost(name string, ns int64) *hostState {
 // sweep removes the hosts idle since before now−idleAfter, unless another
 // goroutine is sweeping. A request that still holds an evicted host's state
 // finishes with it; the next request to that host starts afresh.
-func (hs *hosts) sweep(now int64) {
+func (hs *Table) Sweep(now int64) {
 	if !hs.sweeping.CompareAndSwap(false, true) {
 		return
 	}
 	defer hs.sweeping.Store(false)
-	if now < hs.nextSweep.Load() {
+	if now < hs.NextSweep.Load() {
 		return // another goroutine swept meanwhile
 	}
-	hs.nextSweep.Store(now + hs.idleAfter)
-	hs.m.Range(func(k, v any) bool {
-		h := v.(*hostState)
-		if h.idle(now, hs.idleAfter) && hs.m.CompareAndDelete(k, v) {
-			hs.last.CompareAndSwap(h, nil)
+	hs.NextSweep.Store(now + hs.IdleAfter)
+	hs.M.Range(func(k, v any) bool {
+		h := v.(*State)
+		if h.idle(now, hs.IdleAfter) && hs.M.CompareAndDelete(k, v) {
+			hs.Last.CompareAndSwap(h, nil)
 		}
 		return true
 	})
@@ -249,14 +249,14 @@ func (hs *hosts) sweep(now int64) {
 // idleAfter, with no pause pending and no breaker open. No request may be
 // waiting in its rate limiter, which would otherwise start afresh, with a
 // full burst, for the next.
-func (h *hostState) idle(now, idleAfter int64) bool {
-	return now-h.lastUsed.Load() > idleAfter &&
-		h.pauses.over(now) &&
-		(h.breaker == nil || h.breaker.State() == gobreaker.StateClosed) &&
-		(h.limiter == nil || h.limiter.TokensAt(time.Unix(0, now)) >= 0)
+func (h *State) idle(now, idleAfter int64) bool {
+	return now-h.LastUsed.Load() > idleAfter &&
+		h.Pauses.over(now) &&
+		(h.Breaker == nil || h.Breaker.State() == gobreaker.StateClosed) &&
+		(h.Limiter == nil || h.Limiter.TokensAt(time.Unix(0, now)) >= 0)
 }
 
-func (h *hostState) recordTransition(from, to gobreaker.State) {
+func (h *State) recordTransition(from, to gobreaker.State) {
 	h.transitions.record(transition{from, to})
 }
 
@@ -271,13 +271,13 @@ func (ts *transitions) record(x transition) {
 // dispatchTransitions hands h's breaker transitions to hc.onTransition,
 // if any. They belong to the host, not to the request that happened to
 // observe them.
-func (h *hostState) dispatchTransitions(hc *hostConfig) {
+func (h *State) dispatchTransitions(hc *Config) {
 	tr := h.transitions.take()
-	if hc.onTransition == nil {
+	if hc.OnTransition == nil {
 		return
 	}
 	for _, x := range tr {
-		hc.onTransition(h.name, x.from, x.to)
+		hc.OnTransition(h.Name, x.from, x.to)
 	}
 }
 
@@ -296,19 +296,19 @@ func (ts *transitions) take() []transition {
 
 // over reports whether no pause and no pushback is pending at now (Unix ns).
 func (ps *pauses) over(now int64) bool {
-	return ps.pauseUntil.Load() <= now && ps.retryPauseUntil.Load() <= now && ps.pushbackUntil.Load() <= now
+	return ps.PauseUntil.Load() <= now && ps.RetryPauseUntil.Load() <= now && ps.PushbackUntil.Load() <= now
 }
 
 // pause holds back requests to the host until now+d: every request if all,
 // else retries only. It never shortens an existing pause.
-func (ps *pauses) pause(now int64, d time.Duration, all bool) {
-	p := &ps.retryPauseUntil
+func (ps *pauses) Pause(now int64, d time.Duration, all bool) {
+	p := &ps.RetryPauseUntil
 	if all {
-		p = &ps.pauseUntil
+		p = &ps.PauseUntil
 	}
 	until := clock.Later(now, d)
 	cur := p.Load()
-	ps.renewed.Store(!all || cur > now)
+	ps.Renewed.Store(!all || cur > now)
 	for cur < until && !p.CompareAndSwap(cur, until) {
 		cur = p.Load()
 	}
@@ -319,15 +319,15 @@ func (ps *pauses) pause(now int64, d time.Duration, all bool) {
 // would only add load to a host that sheds it: the gate refuses it before
 // any wait, and the caller has the last answer at once, as from a bare
 // client. A 429's pause set once is waited out, and the retry sent.
-func (ps *pauses) shedding(now int64) bool {
-	return ps.renewed.Load() && ps.pausedFor(now, true) > 0
+func (ps *pauses) Shedding(now int64) bool {
+	return ps.Renewed.Load() && ps.pausedFor(now, true) > 0
 }
 
 // clearPauses zeroes the pauses that ended at ns (Unix ns) or before, so
 // that first attempts stop reading the clock for them (see wait). A pause
 // renewed meanwhile is kept.
-func (ps *pauses) clearPauses(ns int64) {
-	for _, p := range [...]*atomic.Int64{&ps.pauseUntil, &ps.retryPauseUntil} {
+func (ps *pauses) ClearPauses(ns int64) {
+	for _, p := range [...]*atomic.Int64{&ps.PauseUntil, &ps.RetryPauseUntil} {
 		if u := p.Load(); u != 0 && u <= ns {
 			p.CompareAndSwap(u, 0)
 		}
@@ -336,11 +336,11 @@ func (ps *pauses) clearPauses(ns int64) {
 
 // pushBack records the server's pushback: no retry to the host until now+d.
 // It never shortens an existing pushback.
-func (ps *pauses) pushBack(now int64, d time.Duration) {
+func (ps *pauses) PushBack(now int64, d time.Duration) {
 	until := clock.Later(now, d)
 	for {
-		cur := ps.pushbackUntil.Load()
-		if cur >= until || ps.pushbackUntil.CompareAndSwap(cur, until) {
+		cur := ps.PushbackUntil.Load()
+		if cur >= until || ps.PushbackUntil.CompareAndSwap(cur, until) {
 			return
 		}
 	}
@@ -348,16 +348,16 @@ func (ps *pauses) pushBack(now int64, d time.Duration) {
 
 // pushedBack reports whether the server's pushback holds retries at now.
 func (ps *pauses) pushedBack(now int64) bool {
-	u := ps.pushbackUntil.Load()
+	u := ps.PushbackUntil.Load()
 	return u != 0 && now < u
 }
 
 // pausedFor returns how long attempt n (0 for a first attempt) must still
 // wait for a server-directed pause at now.
 func (ps *pauses) pausedFor(now int64, retry bool) time.Duration {
-	u := ps.pauseUntil.Load()
+	u := ps.PauseUntil.Load()
 	if retry {
-		u = max(u, ps.retryPauseUntil.Load())
+		u = max(u, ps.RetryPauseUntil.Load())
 	}
 	if u == 0 {
 		return 0
@@ -369,26 +369,26 @@ func (ps *pauses) pausedFor(now int64, retry bool) time.Duration {
 // to its host h: it releases the reservation with a healthy answer, and
 // the host hears its latency and, for a first attempt, its health. A
 // plain call (plain.go) ends so too.
-func (h *hostState) succeeded(g *applicant, a *wire.Attempt, res *reservation) {
-	res.release(g, healthOK)
-	h.latency.observe(a.Took)
-	if !res.retry {
-		h.noteFirst(a.End, true)
+func (h *State) Succeeded(g *Applicant, a *wire.Attempt, res *Reservation) {
+	res.Release(g, HealthOK)
+	h.Latency.Observe(a.Took)
+	if !res.Retry {
+		h.NoteFirst(a.End, true)
 	}
 }
 
 // cut records, for the hedge delay's quantile, how long a loser cut short
 // without an answer had taken: a lower bound of its latency.
-func (l *latency) cut(a *wire.Attempt) {
-	if l.hist != nil && a.Sent {
-		l.hist.record(a.Took)
+func (l *Latency) Cut(a *wire.Attempt) {
+	if l.Hist != nil && a.Sent {
+		l.Hist.Record(a.Took)
 	}
 }
 
 // noteFirst notes a first attempt's answer to h at end, healthy if ok, in
 // the window of the host's recent first attempts (firsts.go).
-func (h *hostState) noteFirst(end int64, ok bool) { h.pauses.firsts.note(end, ok) }
+func (h *State) NoteFirst(end int64, ok bool) { h.Pauses.Firsts.Note(end, ok) }
 
 // firstsShedding reports whether h's recent first attempts show that it
 // sheds at now (firsts.go).
-func (h *hostState) firstsShedding(now int64) bool { return h.pauses.firsts.shedding(now) }
+func (h *State) FirstsShedding(now int64) bool { return h.Pauses.Firsts.Shedding(now) }

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import "github.com/resilienthttp/resilient/internal/retrycontrol"
 
@@ -7,7 +7,7 @@ import "github.com/resilienthttp/resilient/internal/retrycontrol"
 // refunds a retry that took a token and was then not sent.
 type retryTokens struct{ retrycontrol.Tokens }
 
-func newRetryTokens(c retrycontrol.TokensConfig) *retryTokens {
+func NewRetryTokens(c retrycontrol.TokensConfig) *retryTokens {
 	rt := new(retryTokens)
 	rt.Init(c)
 	return rt
@@ -15,13 +15,13 @@ func newRetryTokens(c retrycontrol.TokensConfig) *retryTokens {
 
 // tokenUnit is one token in millitokens, the unit of capacity and of a
 // route's share (routeshare.go).
-const tokenUnit = retrycontrol.TokenUnit
+const TokenUnit = retrycontrol.TokenUnit
 
 // capacity is the bucket's size at now, in millitokens.
-func (rt *retryTokens) capacity(now int64) int64 { return rt.CapacityNanos(now) }
+func (rt *retryTokens) Capacity(now int64) int64 { return rt.CapacityNanos(now) }
 
 // params returns the resolved configuration the gate reads.
-func (rt *retryTokens) params() tokenParams { return tokenParams{refill: rt.RefillMilli()} }
+func (rt *retryTokens) Params() tokenParams { return tokenParams{Refill: rt.RefillMilli()} }
 
 // tokenParams: refill is the millitokens a healthy answer earns.
-type tokenParams struct{ refill int64 }
+type tokenParams struct{ Refill int64 }

@@ -1,4 +1,4 @@
-package resilient
+package host
 
 import (
 	"context"
@@ -30,43 +30,43 @@ import (
 
 // applicant is what the gate knows of the call whose attempts it admits.
 // A call embeds it (transport.go) and fills it once per call.
-type applicant struct {
+type Applicant struct {
 	// hc is the Transport's configuration of its hosts.
-	hc *hostConfig
+	Cfg *Config
 	// ctx is the caller's: its deadline bounds the waits, its end ends
 	// them.
-	ctx context.Context
+	Ctx context.Context
 	// req is the caller's request: its route shares the host's retry
 	// tokens (routeshare.go).
-	req *http.Request
+	Req *http.Request
 	// joined: the call waited for its key's call in flight (flight.go):
 	// its first attempt is a first attempt of its own, not a retry.
-	joined bool
-	hop    bool // a redirect hop: not a new operation
+	Joined bool
+	Hop    bool // a redirect hop: not a new operation
 	// single: the call sends one attempt, an outer loop retrying
 	// (outerloop.go): the loop waits as it chooses, save for the server's
 	// delay (outerWait). lax: its attempt is never refused (loopsite.go).
-	single, lax bool
+	Single, Lax bool
 	// asked (Unix ns): the time the server named for the operation's next
 	// try, 0 if none (serverasked.go). unlinked: an outer loop's call
 	// that nothing ties to an earlier one (WithOuterRetries(true) without
 	// marks): it may be a retry, and waits as one (outerWait).
-	asked    int64
-	unlinked bool
+	Asked    int64
+	Unlinked bool
 	// cold: the retry waits out a 503's Retry-After on a host with too
 	// few first attempts to tell whether it sheds (firsts.coldWait). It
 	// is judged again when the wait ends (reservation.wait).
-	cold bool
+	Cold bool
 }
 
 // reservation is one attempt's admission.
-type reservation struct {
-	h        *hostState
-	retry    bool          // attempt n > 0 of the operation
-	first    bool          // the first attempt of this RoundTrip call
+type Reservation struct {
+	H        *State
+	Retry    bool          // attempt n > 0 of the operation
+	First    bool          // the first attempt of this RoundTrip call
 	hop      bool          // a redirect hop: not a new operation
-	delay    time.Duration // the wait before sending, backoff and pause
-	token    bool          // a retry token was taken
+	Delay    time.Duration // the wait before sending, backoff and pause
+	Token    bool          // a retry token was taken
 	share    *routeShare   // the route's share the token was also taken from; nil if none
 	budgetAt int64         // when the budget paid for the retry (Unix ns), if budgeted
 	budgeted bool
@@ -76,16 +76,16 @@ type reservation struct {
 	// the time wait returned at, which is when the attempt starts. Read
 	// again only after something may have blocked, so that an attempt
 	// that waits for nothing reads the clock once before it is sent.
-	at int64 // Unix ns, by the Transport's clock
+	At int64 // Unix ns, by the Transport's clock
 }
 
 // health is what an attempt's outcome says about its host.
-type health uint8
+type Health uint8
 
 const (
-	healthNeutral health = iota // says nothing: a cancelled caller, a 409 in progress, a 429 with a delay
-	healthOK                    // the host answered as it should (2xx–4xx)
-	healthFailure               // the host is unhealthy: 5xx, timeout, reset, refused
+	HealthNeutral Health = iota // says nothing: a cancelled caller, a 409 in progress, a 429 with a delay
+	HealthOK                    // the host answered as it should (2xx–4xx)
+	HealthFailure               // the host is unhealthy: 5xx, timeout, reset, refused
 )
 
 // reserve decides at now, into r, whether attempt n of g may be sent after
@@ -95,48 +95,48 @@ const (
 // A retry polling for the end of an operation in progress elsewhere
 // (polling) takes no token. An error is the reason the retry is refused;
 // nothing was taken.
-func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time.Duration, polling bool, now int64) error {
+func (h *State) Reserve(r *Reservation, g *Applicant, i, n int, backoff time.Duration, polling bool, now int64) error {
 	// A call that waited for its key's call in flight (applicant.joined)
 	// sends its first attempt as a first attempt: it retries nothing.
-	r.reset(h, now, n > 0 && (i > 0 || !g.joined), i == 0, g.hop)
-	r.delay = 0
-	if r.first && r.retry && g.single && !g.lax {
+	r.Reset(h, now, n > 0 && (i > 0 || !g.Joined), i == 0, g.Hop)
+	r.Delay = 0
+	if r.First && r.Retry && g.Single && !g.Lax {
 		var err error
-		r.delay, err = h.reserveOuterRetry(r, g, now)
+		r.Delay, err = h.reserveOuterRetry(r, g, now)
 		return err
 	}
-	if r.first {
+	if r.First {
 		// A 429's pause holds first attempts too, when it fits; when it
 		// does not, the attempt goes out as a bare client's would.
 		switch {
-		case !g.single:
-			if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
-				r.delay = p
+		case !g.Single:
+			if p := h.Pauses.pausedFor(now, false); p > 0 && g.Fits(now, p) {
+				r.Delay = p
 			}
-		case r.retry || g.lax || g.unlinked:
-			r.delay = h.outerWait(g, now) // a loop's re-send: as the loop chose, and the server asked
+		case r.Retry || g.Lax || g.Unlinked:
+			r.Delay = h.outerWait(g, now) // a loop's re-send: as the loop chose, and the server asked
 		}
 		// An outer retry loop's call (the key's attempt n > 0) is a retry:
 		// it spends a token when there is one, so that the retries inside
 		// it are held to the budget; it is never refused, as a bare
 		// client's call would not be. (An outer loop's retry that the gate
 		// governs, outerloop.go, is admitted below as any retry.)
-		if r.retry && h.tokens != nil && h.tokens.TakeAtNanos(now) {
+		if r.Retry && h.Tokens != nil && h.Tokens.TakeAtNanos(now) {
 			r.took(nil)
 		}
 		return nil
 	}
-	if h.pauses.pushedBack(now) {
+	if h.Pauses.pushedBack(now) {
 		return reason.ErrPushback
 	}
-	if h.pauses.shedding(now) {
+	if h.Pauses.Shedding(now) {
 		return reason.ErrDelayTooLong
 	}
-	r.delay = max(backoff, h.pauses.pausedFor(now, true))
-	if !g.fits(now, r.delay+g.expectedLatency(h)) {
+	r.Delay = max(backoff, h.Pauses.pausedFor(now, true))
+	if !g.Fits(now, r.Delay+g.expectedLatency(h)) {
 		return reason.ErrDelayTooLong
 	}
-	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+	if h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen {
 		return reason.ErrCircuitOpen
 	}
 	if polling {
@@ -159,18 +159,18 @@ func (h *hostState) reserve(r *reservation, g *applicant, i, n int, backoff time
 // the backoff: the loop waited as it chose. It waits what is left of the
 // server's delay (outerWait) rather than refuse: a refusal is an error the
 // loop retries at once.
-func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now int64) (time.Duration, error) {
-	if h.pauses.pushedBack(now) {
+func (h *State) reserveOuterRetry(r *Reservation, g *Applicant, now int64) (time.Duration, error) {
+	if h.Pauses.pushedBack(now) {
 		return 0, reason.ErrPushback
 	}
 	wait := h.outerWait(g, now)
-	if !g.fits(now, wait+g.expectedLatency(h)) {
+	if !g.Fits(now, wait+g.expectedLatency(h)) {
 		wait = 0 // the server's time and an answer do not fit: the attempt goes as the loop sends it
 	}
-	if !g.fits(now, g.expectedLatency(h)) {
+	if !g.Fits(now, g.expectedLatency(h)) {
 		return 0, reason.ErrDelayTooLong
 	}
-	if h.breaker != nil && h.breaker.State() == gobreaker.StateOpen {
+	if h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen {
 		return 0, reason.ErrCircuitOpen
 	}
 	return wait, r.spend(g, now)
@@ -182,9 +182,9 @@ func (h *hostState) reserveOuterRetry(r *reservation, g *applicant, now int64) (
 // delay. It sets
 // the fields one by one (bench/README.md, "Why the hot path is written
 // this way").
-func (r *reservation) reset(h *hostState, now int64, retry, first, hop bool) {
-	r.h, r.done, r.at = h, nil, now
-	r.retry, r.first, r.hop, r.token, r.released = retry, first, hop, false, false
+func (r *Reservation) Reset(h *State, now int64, retry, first, hop bool) {
+	r.H, r.done, r.At = h, nil, now
+	r.Retry, r.First, r.hop, r.Token, r.released = retry, first, hop, false, false
 	r.budgetAt, r.budgeted, r.share = 0, false, nil
 }
 
@@ -192,23 +192,23 @@ func (r *reservation) reset(h *hostState, now int64, retry, first, hop bool) {
 // from the host's bucket and from the share of g's route (routeshare.go),
 // and the budget's share. On error (reason.ErrTokensExhausted, reason.ErrBudgetExhausted)
 // nothing is held.
-func (r *reservation) spend(g *applicant, now int64) error {
-	h := r.h
-	if h.tokens != nil {
-		s, ok := h.shares.take(routeOf(g.req), h.tokens.capacity(now))
+func (r *Reservation) spend(g *Applicant, now int64) error {
+	h := r.H
+	if h.Tokens != nil {
+		s, ok := h.shares.Take(RouteOf(g.Req), h.Tokens.Capacity(now))
 		if !ok {
 			return reason.ErrTokensExhausted
 		}
-		if !h.tokens.TakeAtNanos(now) {
+		if !h.Tokens.TakeAtNanos(now) {
 			if s != nil {
-				h.shares.give(s, tokenUnit)
+				h.shares.Give(s, TokenUnit)
 			}
 			return reason.ErrTokensExhausted
 		}
 		r.took(s)
 	}
 	if !r.withdraw(now) {
-		r.cancel()
+		r.Cancel()
 		return reason.ErrBudgetExhausted
 	}
 	return nil
@@ -216,17 +216,17 @@ func (r *reservation) spend(g *applicant, now int64) error {
 
 // took records that r took a retry token, from the share s of its route
 // too unless s is nil.
-func (r *reservation) took(s *routeShare) {
-	r.token, r.share = true, s
+func (r *Reservation) took(s *routeShare) {
+	r.Token, r.share = true, s
 }
 
 // withdraw has the host's budget, if it has one, pay for r's retry at now,
 // and reports whether it did.
-func (r *reservation) withdraw(now int64) bool {
-	if r.h.budget == nil {
+func (r *Reservation) withdraw(now int64) bool {
+	if r.H.Budget == nil {
 		return true
 	}
-	if !r.h.budget.WithdrawAt(clock.Wall(now)) {
+	if !r.H.Budget.WithdrawAt(clock.Wall(now)) {
 		return false
 	}
 	r.budgetAt, r.budgeted = now, true
@@ -239,62 +239,62 @@ func (r *reservation) withdraw(now int64) bool {
 // sentinel, the context's error, or errRequestCanceled).
 //
 // r.at is then when the attempt starts.
-func (r *reservation) wait(g *applicant) error {
-	if r.delay > 0 {
-		if err := sleep(g.ctx, g.cancelled(), r.delay); err != nil {
-			r.cancel()
+func (r *Reservation) Wait(g *Applicant) error {
+	if r.Delay > 0 {
+		if err := sleep(g.Ctx, g.Cancelled(), r.Delay); err != nil {
+			r.Cancel()
 			return err
 		}
-		r.at = g.hc.clock.Nanos()
-	} else if err := g.gone(); err != nil {
-		r.cancel()
+		r.At = g.Cfg.Clock.Nanos()
+	} else if err := g.Gone(); err != nil {
+		r.Cancel()
 		return err
 	}
-	h := r.h
-	if !r.first && h.pauses.pushbackUntil.Load() != 0 {
+	h := r.H
+	if !r.First && h.Pauses.PushbackUntil.Load() != 0 {
 		// The server pushed back while the retry waited its backoff.
-		if now := g.hc.clock.Nanos(); h.pauses.pushedBack(now) {
-			r.at = now
-			r.cancel()
+		if now := g.Cfg.Clock.Nanos(); h.Pauses.pushedBack(now) {
+			r.At = now
+			r.Cancel()
 			return reason.ErrPushback
 		}
 	}
-	if g.cold && !r.first {
+	if g.Cold && !r.First {
 		// The first attempts sent while a cold host's retry waited may
 		// show that the host sheds: the retry is not sent (see observe).
-		g.cold = false
-		if now := g.hc.clock.Nanos(); h.firstsShedding(now) {
-			r.at = now
-			r.cancel()
+		g.Cold = false
+		if now := g.Cfg.Clock.Nanos(); h.FirstsShedding(now) {
+			r.At = now
+			r.Cancel()
 			return reason.ErrDelayTooLong
 		}
 	}
-	if r.first && h.pauses.pauseUntil.Load() != 0 && !g.single {
+	if r.First && h.Pauses.PauseUntil.Load() != 0 && !g.Single {
 		waited, at, err := r.waitPause(g)
 		if err != nil {
-			r.cancel()
+			r.Cancel()
 			return err
 		}
-		r.delay, r.at = r.delay+waited, at
+		r.Delay, r.At = r.Delay+waited, at
 	}
-	if h.limiter != nil {
-		if err := h.limiter.Wait(g.ctx); err != nil {
-			r.cancel()
-			if ctxErr := g.ctx.Err(); ctxErr != nil {
+	if h.Limiter != nil {
+		if err := h.Limiter.Wait(g.Ctx); err != nil {
+			r.Cancel()
+			if ctxErr := g.Ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
 			return reason.ErrRateLimited // the limiter refuses waits past the deadline
 		}
-		r.at = g.hc.clock.Nanos()
+		r.At = g.Cfg.Clock.Nanos()
 	}
-	if h.breaker != nil {
-		if err := r.allow(g, r.first && g.hc.retriesOnly); err != nil {
-			r.cancel()
+	if h.Breaker != nil {
+		if err := r.allow(g, r.First && g.Cfg.RetriesOnly); err != nil {
+			r.Cancel()
 			return err
 		}
 	}
-	if !r.retry && !r.hop {
-		r.sizes()
+	if !r.Retry && !r.hop {
+		r.Sizes()
 	}
 	return nil
 }
@@ -311,15 +311,15 @@ func (r *reservation) wait(g *applicant) error {
 // retry loop drives waits for nothing of the Transport's.
 //
 // It returns how long it waited, and when it returned.
-func (r *reservation) waitPause(g *applicant) (time.Duration, int64, error) {
-	h := r.h
-	now := g.hc.clock.Nanos()
-	h.pauses.clearPauses(now)
-	if p := h.pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
-		if err := sleep(g.ctx, g.cancelled(), p); err != nil {
+func (r *Reservation) waitPause(g *Applicant) (time.Duration, int64, error) {
+	h := r.H
+	now := g.Cfg.Clock.Nanos()
+	h.Pauses.ClearPauses(now)
+	if p := h.Pauses.pausedFor(now, false); p > 0 && g.Fits(now, p) {
+		if err := sleep(g.Ctx, g.Cancelled(), p); err != nil {
 			return 0, now, err
 		}
-		return p, g.hc.clock.Nanos(), nil
+		return p, g.Cfg.Clock.Nanos(), nil
 	}
 	return 0, now, nil
 }
@@ -327,10 +327,10 @@ func (r *reservation) waitPause(g *applicant) (time.Duration, int64, error) {
 // allow passes the host's breaker (the host has one): an open breaker
 // refuses (reason.ErrCircuitOpen), unless uncounted, which sends the attempt
 // uncounted (a retries-only breaker never holds back a first attempt).
-func (r *reservation) allow(g *applicant, uncounted bool) error {
-	h := r.h
-	done, err := h.breaker.Allow()
-	h.dispatchTransitions(g.hc)
+func (r *Reservation) allow(g *Applicant, uncounted bool) error {
+	h := r.H
+	done, err := h.Breaker.Allow()
+	h.dispatchTransitions(g.Cfg)
 	switch {
 	case err == nil:
 		r.done = done
@@ -343,18 +343,18 @@ func (r *reservation) allow(g *applicant, uncounted bool) error {
 // sizes has a first attempt of an operation (not a redirect hop, not an
 // outer retry loop's retry), starting at r.at, size the retry tokens and
 // the budget.
-func (r *reservation) sizes() {
-	if r.h.tokens != nil {
-		r.h.tokens.FirstAtNanos(r.at)
+func (r *Reservation) Sizes() {
+	if r.H.Tokens != nil {
+		r.H.Tokens.FirstAtNanos(r.At)
 	}
-	if r.h.budget != nil {
-		r.h.budget.DepositAt(clock.Wall(r.at))
+	if r.H.Budget != nil {
+		r.H.Budget.DepositAt(clock.Wall(r.At))
 	}
 }
 
 // settled marks r released, and reports whether it was not yet: a
 // reservation is released once.
-func (r *reservation) settled() bool {
+func (r *Reservation) settled() bool {
 	if r.released {
 		return false
 	}
@@ -364,18 +364,18 @@ func (r *reservation) settled() bool {
 
 // cancel releases a reservation whose attempt was not sent: what the retry
 // took is given back, and the breaker does not count it.
-func (r *reservation) cancel() {
+func (r *Reservation) Cancel() {
 	if !r.settled() {
 		return
 	}
-	if r.token {
-		r.h.tokens.Refund()
+	if r.Token {
+		r.H.Tokens.Refund()
 		if r.share != nil {
-			r.h.shares.give(r.share, tokenUnit)
+			r.H.shares.Give(r.share, TokenUnit)
 		}
 	}
 	if r.budgeted {
-		r.h.budget.RefundAt(clock.Wall(r.budgetAt))
+		r.H.Budget.RefundAt(clock.Wall(r.budgetAt))
 	}
 	if r.done != nil {
 		r.done(errBreakerExcluded)
@@ -384,27 +384,27 @@ func (r *reservation) cancel() {
 
 // release releases the reservation of an attempt of g that was sent, with
 // what its outcome says of the host.
-func (r *reservation) release(g *applicant, hl health) {
+func (r *Reservation) Release(g *Applicant, hl Health) {
 	if !r.settled() {
 		return
 	}
-	h := r.h
-	if hl == healthOK && h.tokens != nil {
-		h.tokens.Earn()
-		if h.shares.owing.Load() != 0 {
-			h.shares.earn(routeOf(g.req), h.tokens.params().refill)
+	h := r.H
+	if hl == HealthOK && h.Tokens != nil {
+		h.Tokens.Earn()
+		if h.shares.Owing.Load() != 0 {
+			h.shares.Earn(RouteOf(g.Req), h.Tokens.Params().Refill)
 		}
 	}
 	if r.done != nil {
 		switch hl {
-		case healthOK:
+		case HealthOK:
 			r.done(nil)
-		case healthFailure:
+		case HealthFailure:
 			r.done(errBreakerFailure)
 		default:
 			r.done(errBreakerExcluded)
 		}
-		h.dispatchTransitions(g.hc)
+		h.dispatchTransitions(g.Cfg)
 	}
 }
 
@@ -413,9 +413,9 @@ func (r *reservation) release(g *applicant, hl health) {
 
 // expectedLatency is how long an attempt to h usually takes, bounded by the
 // attempt timeout.
-func (g *applicant) expectedLatency(h *hostState) time.Duration {
-	d := time.Duration(h.latency.avg.Load())
-	if at := g.hc.attemptTimeout; at > 0 {
+func (g *Applicant) expectedLatency(h *State) time.Duration {
+	d := time.Duration(h.Latency.Avg.Load())
+	if at := g.Cfg.AttemptTimeout; at > 0 {
 		d = min(d, at)
 	}
 	return d
@@ -423,8 +423,8 @@ func (g *applicant) expectedLatency(h *hostState) time.Duration {
 
 // fits reports whether waiting d from now leaves time before the caller's
 // deadline.
-func (g *applicant) fits(now int64, d time.Duration) bool {
-	dl, ok := g.ctx.Deadline()
+func (g *Applicant) Fits(now int64, d time.Duration) bool {
+	dl, ok := g.Ctx.Deadline()
 	return !ok || clock.Later(now, d) < retrycontrol.UnixNanos(dl)
 }
 
@@ -442,36 +442,36 @@ func sleep(ctx context.Context, cancel <-chan struct{}, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-cancel:
-		return errRequestCanceled
+		return ErrRequestCanceled
 	}
 }
 
 // errRequestCanceled is why a call ends when its caller closed the
 // request's Cancel channel: net/http's own words for it.
-var errRequestCanceled = errors.New("net/http: request canceled")
+var ErrRequestCanceled = errors.New("net/http: request canceled")
 
 // cancelled returns the caller's Request.Cancel, nil if none (or if g has
 // no request: the gate's own tests admit without one). It is deprecated,
 // but http.Transport honours it as it honours the context, so the
 // Transport's waits do too: a caller that closed it is gone, and no retry
 // is sent for it.
-func (g *applicant) cancelled() <-chan struct{} {
-	if g.req == nil {
+func (g *Applicant) Cancelled() <-chan struct{} {
+	if g.Req == nil {
 		return nil
 	}
-	return g.req.Cancel //lint:ignore SA1019 a field net/http still honours
+	return g.Req.Cancel //lint:ignore SA1019 a field net/http still honours
 }
 
 // gone returns why the caller gave up, nil if it has not: its context's
 // error, or errRequestCanceled once it closed Request.Cancel.
-func (g *applicant) gone() error {
-	if err := g.ctx.Err(); err != nil {
+func (g *Applicant) Gone() error {
+	if err := g.Ctx.Err(); err != nil {
 		return err
 	}
-	if c := g.cancelled(); c != nil {
+	if c := g.Cancelled(); c != nil {
 		select {
 		case <-c:
-			return errRequestCanceled
+			return ErrRequestCanceled
 		default:
 		}
 	}
@@ -484,26 +484,26 @@ func (g *applicant) gone() error {
 // bucket or budget, a rate limiter without a token at hand, or a deadline
 // too close. The error says why, and nothing is held. The reservation is
 // released like a retry's.
-func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
-	r := reservation{h: h, retry: true, at: now}
+func (h *State) ReserveHedge(g *Applicant, now int64) (Reservation, error) {
+	r := Reservation{H: h, Retry: true, At: now}
 	switch {
-	case h.pauses.pushedBack(now):
+	case h.Pauses.pushedBack(now):
 		return r, reason.ErrPushback
-	case h.pauses.pausedFor(now, true) > 0, g.asked > now, !g.fits(now, g.expectedLatency(h)):
+	case h.Pauses.pausedFor(now, true) > 0, g.Asked > now, !g.Fits(now, g.expectedLatency(h)):
 		return r, reason.ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
-	case h.breaker != nil && h.breaker.State() == gobreaker.StateOpen:
+	case h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen:
 		return r, reason.ErrCircuitOpen
 	}
 	if err := r.spend(g, now); err != nil {
 		return r, err
 	}
-	if h.limiter != nil && !h.limiter.AllowN(clock.Wall(now), 1) {
-		r.cancel()
+	if h.Limiter != nil && !h.Limiter.AllowN(clock.Wall(now), 1) {
+		r.Cancel()
 		return r, reason.ErrDelayTooLong
 	}
-	if h.breaker != nil {
+	if h.Breaker != nil {
 		if err := r.allow(g, false); err != nil {
-			r.cancel()
+			r.Cancel()
 			return r, err
 		}
 	}
@@ -516,12 +516,12 @@ func (h *hostState) reserveHedge(g *applicant, now int64) (reservation, error) {
 // not fit before the deadline: the attempt then goes as the loop sends
 // it. A pushback is not waited: it asks for no retry (reserveOuterRetry
 // refuses it).
-func (h *hostState) outerWait(g *applicant, now int64) time.Duration {
-	p := h.pauses.pausedFor(now, true)
-	if g.asked > now {
-		p = max(p, time.Duration(g.asked-now))
+func (h *State) outerWait(g *Applicant, now int64) time.Duration {
+	p := h.Pauses.pausedFor(now, true)
+	if g.Asked > now {
+		p = max(p, time.Duration(g.Asked-now))
 	}
-	if p > 0 && g.fits(now, p) {
+	if p > 0 && g.Fits(now, p) {
 		return p
 	}
 	return 0
