@@ -24,9 +24,11 @@
 // baseline are listed; they have no earlier API to break.
 //
 // Write: go run ./scripts/apidiff -write [-rev e10c1d1] checks out REV in a
-// temporary git worktree (detached, removed afterwards), lists its published
-// packages there and writes their export data into scripts/apidiff/baseline,
-// replacing what was there.
+// temporary git worktree ($TMPDIR/resilient-apidiff-<commit>, detached,
+// removed afterwards; a fixed path, since the export data records the
+// files' paths), lists its published packages there and writes their export
+// data into scripts/apidiff/baseline, replacing what was there. Written twice,
+// the baseline is byte-identical.
 //
 // Both need apidiff at the pinned version (the export data's reader and writer
 // must agree): ./scripts/test installs it with
@@ -184,12 +186,12 @@ func writeBaseline(root, rev, tool string, stdout io.Writer) error {
 		return fmt.Errorf("%s is not a commit here (a shallow clone? fetch it first): %w", rev, err)
 	}
 	full = strings.TrimSpace(full)
-	tmp, err := os.MkdirTemp("", "apidiff-baseline-")
-	if err != nil {
-		return err
+	// The export data holds the files' paths: a fixed one keeps the
+	// baseline byte-identical from one writing to the next.
+	tree := filepath.Join(os.TempDir(), "resilient-apidiff-"+full[:12])
+	if _, err := os.Stat(tree); err == nil {
+		return fmt.Errorf("%s exists (a write that did not finish?): git worktree remove --force %s", tree, tree)
 	}
-	defer os.RemoveAll(tmp)
-	tree := filepath.Join(tmp, "tree")
 	if _, err := output(root, "git", "worktree", "add", "--detach", tree, full); err != nil {
 		return err
 	}
