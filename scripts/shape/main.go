@@ -1,7 +1,7 @@
-// Command shape measures the root package against the limits of issue #25:
-// exported identifiers, function length, struct size and how many functions
-// write each struct field. It prints what it finds and exits 1 when a limit is
-// exceeded.
+// Command shape measures the root package against the limits of issues #25
+// and #47: the number of non-test Go files, exported identifiers, function
+// length, struct size and how many functions write each struct field. It
+// prints what it finds and exits 1 when a limit is exceeded.
 //
 //	go run ./scripts/shape [-v] [DIR]
 package main
@@ -14,6 +14,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,7 @@ import (
 )
 
 const (
+	maxFiles      = 20 // non-test .go files: the public surface only (#47)
 	maxExported   = 90
 	maxFuncLines  = 60
 	maxFields     = 12
@@ -31,17 +33,27 @@ const (
 var exemptStructs = map[string]bool{"config": true}
 
 func main() {
-	verbose := flag.Bool("v", false, "list every exported identifier and every field's writers")
-	flag.Parse()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command; it returns the exit status: 0 within the limits, 1 a
+// limit exceeded, 2 the package could not be read.
+func run(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("shape", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	verbose := fl.Bool("v", false, "list every file, exported identifier and field's writers")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
 	dir := "."
-	if flag.NArg() > 0 {
-		dir = flag.Arg(0)
+	if fl.NArg() > 0 {
+		dir = fl.Arg(0)
 	}
 	fset := token.NewFileSet()
 	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, err)
+		return 2
 	}
 	sort.Strings(names)
 	var files []*ast.File
@@ -52,18 +64,30 @@ func main() {
 		}
 		f, err := parser.ParseFile(fset, n, nil, parser.ParseComments)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			fmt.Fprintln(stderr, err)
+			return 2
 		}
 		files = append(files, f)
 	}
 	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
 	info := &types.Info{Selections: map[*ast.SelectorExpr]*types.Selection{}, Defs: map[*ast.Ident]types.Object{}, Uses: map[*ast.Ident]types.Object{}}
 	if _, err := conf.Check("root", fset, files, info); err != nil {
-		fmt.Fprintln(os.Stderr, "typecheck:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "typecheck:", err)
+		return 2
 	}
 	bad := false
+
+	// Files: the root package is the public surface; the machinery lives
+	// in internal/ packages (#47).
+	fmt.Fprintf(stdout, "files (non-test .go): %d (limit %d)\n", len(files), maxFiles)
+	if len(files) > maxFiles {
+		bad = true
+	}
+	if *verbose {
+		for _, f := range files {
+			fmt.Fprintln(stdout, "  ", filepath.Base(fset.Position(f.Pos()).Filename))
+		}
+	}
 
 	// Exported identifiers.
 	var exported []string
@@ -127,13 +151,13 @@ func main() {
 			}
 		}
 	}
-	fmt.Printf("exported identifiers: %d (limit %d)\n", len(exported), maxExported)
+	fmt.Fprintf(stdout, "exported identifiers: %d (limit %d)\n", len(exported), maxExported)
 	if len(exported) > maxExported {
 		bad = true
 	}
 	if *verbose {
 		for _, e := range exported {
-			fmt.Println("  ", e)
+			fmt.Fprintln(stdout, "  ", e)
 		}
 	}
 
@@ -151,9 +175,9 @@ func main() {
 			}
 		}
 	}
-	fmt.Printf("functions over %d lines: %d\n", maxFuncLines, len(long))
+	fmt.Fprintf(stdout, "functions over %d lines: %d\n", maxFuncLines, len(long))
 	for _, l := range long {
-		fmt.Println("  ", l)
+		fmt.Fprintln(stdout, "  ", l)
 	}
 	bad = bad || len(long) > 0
 
@@ -182,9 +206,9 @@ func main() {
 			return true
 		})
 	}
-	fmt.Printf("structs over %d fields (config exempt): %d\n", maxFields, len(big))
+	fmt.Fprintf(stdout, "structs over %d fields (config exempt): %d\n", maxFields, len(big))
 	for _, b := range big {
-		fmt.Println("  ", b)
+		fmt.Fprintln(stdout, "  ", b)
 	}
 	bad = bad || len(big) > 0
 
@@ -275,14 +299,15 @@ func main() {
 		}
 	}
 	sort.Strings(many)
-	fmt.Printf("fields written from more than %d functions: %d\n", maxFieldWrite, len(many))
+	fmt.Fprintf(stdout, "fields written from more than %d functions: %d\n", maxFieldWrite, len(many))
 	for _, m := range many {
-		fmt.Println("  ", m)
+		fmt.Fprintln(stdout, "  ", m)
 	}
 	bad = bad || len(many) > 0
 	if bad {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func derefNamed(t types.Type) types.Type {

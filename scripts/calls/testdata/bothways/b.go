@@ -1,0 +1,4 @@
+package p
+
+// B calls back into a.go, twice.
+func B() { A2(); A2() }

@@ -1,0 +1,4 @@
+package p
+
+// A calls into b.go; b.go never calls back.
+func A() { B() }

@@ -1,0 +1,4 @@
+package p
+
+// B is called by a.go.
+func B() {}

@@ -1,0 +1,4 @@
+package x
+
+// B calls back into a.go.
+func B() { C() }

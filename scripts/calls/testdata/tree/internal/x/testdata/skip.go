@@ -1,0 +1,4 @@
+package skip
+
+// testdata is not a package of the tree: never checked.
+func S() { T() }

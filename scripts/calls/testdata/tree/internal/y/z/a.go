@@ -1,0 +1,4 @@
+package z
+
+// A calls into b.go, one way only.
+func A() { B() }

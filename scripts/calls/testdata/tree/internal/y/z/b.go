@@ -1,0 +1,4 @@
+package z
+
+// B calls nothing.
+func B() {}
