@@ -15,7 +15,17 @@ import "github.com/resilienthttp/resilient/internal/pgtest"
 
 // Server is a PostgreSQL server started by Start from a data directory of
 // its own, on a loopback port.
-type Server = pgtest.Server
+type Server struct{ s *pgtest.Server }
+
+// DSN returns the server's connection string: user postgres, database
+// postgres, trust authentication, on 127.0.0.1.
+func (s *Server) DSN() string { return s.s.DSN() }
+
+// Dir returns the server's temporary directory.
+func (s *Server) Dir() string { return s.s.Dir() }
+
+// Stop stops the server and removes its directory.
+func (s *Server) Stop() { s.s.Stop() }
 
 // Bin finds a PostgreSQL program: on PATH, else in Debian's
 // /usr/lib/postgresql/<version>/bin (highest version first).
@@ -23,4 +33,10 @@ func Bin(name string) (string, error) { return pgtest.Bin(name) }
 
 // Start runs initdb in a new temporary directory under parent ("" for the
 // system's) and starts the server; see the package documentation.
-func Start(parent string) (*Server, error) { return pgtest.Start(parent) }
+func Start(parent string) (*Server, error) {
+	s, err := pgtest.Start(parent)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{s}, nil
+}
