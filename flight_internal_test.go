@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/loops"
+
 	"github.com/resilienthttp/resilient/internal/host"
 
 	"github.com/resilienthttp/resilient/fakeserver"
@@ -124,7 +126,7 @@ func TestCallersOfOneOperationTakeTurns(t *testing.T) {
 				assert.Zero(t, st.InProgressConflicts, "no 409 in progress")
 				assert.EqualValues(t, flightCallers, st.Requests, "one attempt per caller")
 				assert.EqualValues(t, flightCallers-1, st.Replays, "the others are replays")
-				assert.Zero(t, tr.flights.size(), "no entry outlives its calls")
+				assert.Zero(t, tr.flights.Size(), "no entry outlives its calls")
 				h, ok := tr.hosts.M.Load("api.test")
 				require.True(t, ok)
 				assert.EqualValues(t, 3, h.(*host.State).Tokens.AvailableAt(time.Now()), "a caller that waited retries nothing: no token taken")
@@ -178,7 +180,7 @@ func TestCallerWaitingForItsOperationEndsByItsDeadline(t *testing.T) {
 							key = re.Key
 						}
 						assert.Equal(t, key, re.Key, "caller %d: the operation's key", i)
-						if errors.Is(r.err, errInFlight) {
+						if errors.Is(r.err, loops.ErrInFlight) {
 							inFlight++
 							assert.Zero(t, re.Attempts, "caller %d", i)
 						} else if i < len(got)-1 {
@@ -196,7 +198,7 @@ func TestCallerWaitingForItsOperationEndsByItsDeadline(t *testing.T) {
 						assert.EqualValues(t, 1, st.Requests, "one attempt reached the server")
 					}
 					assert.Zero(t, st.InProgressConflicts)
-					assert.Zero(t, tr.flights.size())
+					assert.Zero(t, tr.flights.Size())
 				})
 			})
 		}

@@ -1,9 +1,10 @@
 package resilient
 
+import "github.com/resilienthttp/resilient/internal/loops"
+
 // The rules this file carries out (request, header, identical, site) and
 // why each is as strong as what it may decide are in doc.go, under "Loops
 // without marks". The request rule's admission is reserveOuterRetry's.
-
 
 // recognise looks for the failure that c sends again, when failures are
 // remembered. c's operation op has its key and body ready. When recognise
@@ -12,27 +13,27 @@ package resilient
 // the operation's key: the failed call's, by the request rule.
 func (c *call) recognise(op *operation) (*outerCall, string) {
 	lp := &c.t.loops
-	lp.mu.Lock()
-	some := lp.hosts[c.Req.URL.Host] > 0
-	lp.mu.Unlock()
+	lp.Mu.Lock()
+	some := lp.Hosts[c.Req.URL.Host] > 0
+	lp.Mu.Unlock()
 	if !some {
 		return nil, op.key
 	}
 	lc := c.loopState()
-	at := lc.origin()
-	bp := bodyPrintOf(&op.body, c.Req.ContentLength)
+	at := lc.Origin()
+	bp := loops.BodyPrintOf(&op.body, c.Req.ContentLength)
 	ns := c.cfg.nanos()
-	lp.mu.Lock()
-	f, rule, strong := lp.match(c.Req, at, bp, ns)
+	lp.Mu.Lock()
+	f, rule, strong := lp.Match(c.Req, at, bp, ns)
 	if f == nil {
-		lp.mu.Unlock()
+		lp.Mu.Unlock()
 		return nil, op.key
 	}
-	f.claimed = true
-	lp.site(at.site, ns).set(true, 0) // the site loops
-	base, key := f.attempts, f.key
-	lp.mu.Unlock()
-	lc.from, lc.rule = f, rule
+	f.Claimed = true
+	lp.Site(at.Site, ns).Set(true, 0) // the site loops
+	base, key := f.Attempts, f.Key
+	lp.Mu.Unlock()
+	lc.From, lc.Rule = f, rule
 	// The re-send is never refused: another call may look the same, and
 	// even the loop's own retry, refused, is an error the Transport
 	// cannot know how the loop takes (a hand-written loop may spend an
@@ -41,7 +42,7 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	if !strong {
 		return o, op.key // a first attempt, under a key of its own
 	}
-	lc.base = base // the loop's retry: it takes a retry token if one is left
+	lc.Base = base // the loop's retry: it takes a retry token if one is left
 	if key == "" || op.own || op.key == "" {
 		key = op.key
 	}
@@ -57,18 +58,18 @@ func (c *call) deferToSite() bool {
 		return false
 	}
 	lc := c.loopState()
-	if lc.asked {
+	if lc.Asked {
 		return false // asked before: the site had not shown a loop
 	}
-	lc.asked = true
-	at := lc.origin()
+	lc.Asked = true
+	at := lc.Origin()
 	lp := &c.t.loops
-	lp.mu.Lock()
-	learned := lp.learned(at.site, c.cfg.nanos())
-	lp.mu.Unlock()
+	lp.Mu.Lock()
+	learned := lp.Learned(at.Site, c.cfg.nanos())
+	lp.Mu.Unlock()
 	if learned {
-		lc.rule = ruleSite
-		c.led.deferred(ruleSite)
+		lc.Rule = loops.RuleSite
+		c.led.deferred(loops.RuleSite)
 	}
 	return learned
 }
@@ -79,30 +80,30 @@ func (c *call) deferToSite() bool {
 // failed: the fingerprint is then unknown).
 func (c *call) failedRetryably(rewound bool) {
 	if o := c.outer; o != nil && o.marked && c.Asked != 0 && c.op.key != "" {
-		c.t.asked.set(c.op.key, c.Asked, c.cfg.nanos()) // the SDK's next try waits for it
+		c.t.asked.Set(c.op.key, c.Asked, c.cfg.nanos()) // the SDK's next try waits for it
 	}
 	if (c.outer != nil && c.outer.marked) || c.op.hop || c.outerMode() != outerAuto {
 		return
 	}
 	lc := c.loopState()
-	f := &failure{req: c.Req, header: headerPtr(c.Req.Header), body: c.Req.Body, sig: sigOf(c.Req), host: c.Req.URL.Host,
-		print: bodyPrint{length: c.Req.ContentLength}, from: lc.origin(), attempts: lc.base + c.led.attempts, at: c.cfg.nanos()}
+	f := &loops.Failure{Req: c.Req, Header: loops.HeaderPtr(c.Req.Header), Body: c.Req.Body, Sig: loops.SigOf(c.Req), Host: c.Req.URL.Host,
+		Print: loops.BodyPrint{Length: c.Req.ContentLength}, From: lc.Origin(), Attempts: lc.Base + c.led.attempts, At: c.cfg.nanos()}
 	if rewound {
-		f.print = bodyPrintOf(&c.op.body, c.Req.ContentLength)
+		f.Print = loops.BodyPrintOf(&c.op.body, c.Req.ContentLength)
 	}
 	if !c.op.own {
-		f.key = c.op.key
+		f.Key = c.op.key
 	}
 	if c.Asked != 0 {
-		c.t.asked.set(f, c.Asked, f.at) // the loop's re-send waits for it
+		c.t.asked.Set(f, c.Asked, f.At) // the loop's re-send waits for it
 	}
-	c.t.loops.record(f, lc.from == nil)
+	c.t.loops.Record(f, lc.From == nil)
 }
 
 // loopState returns c's loopCall, made on first use.
-func (c *call) loopState() *loopCall {
+func (c *call) loopState() *loops.Call {
 	if c.loop == nil {
-		c.loop = &loopCall{}
+		c.loop = &loops.Call{}
 	}
 	return c.loop
 }

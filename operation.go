@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/loops"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 
 	"github.com/resilienthttp/resilient/persist"
@@ -62,7 +64,7 @@ type operation struct {
 //
 // hs is what checkRequest found of req, if hs.checked; prepare checks req
 // itself otherwise.
-func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, hs wire.HeaderScan, keys *wire.KeySource, pending *pendingCalls, claims bool, scan *call) (*outerCall, *refusal) {
+func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, hs wire.HeaderScan, keys *wire.KeySource, pending *loops.Pending, claims bool, scan *call) (*outerCall, *refusal) {
 	if !hs.Checked {
 		var err error
 		if hs, err = wire.CheckRequest(req, cfg.keyHeader, cfg.attemptHeader); err != nil {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/resilienthttp/resilient/internal/loops"
+
 	"github.com/resilienthttp/resilient/internal/wire"
 )
 
@@ -99,12 +101,12 @@ func (cfg *config) scopedOuterMode(ctx context.Context, req *http.Request) outer
 // defers to its loop (Report.Deferred).
 func (c *call) deferredBy() string {
 	switch {
-	case c.loop != nil && c.loop.rule != "":
-		return c.loop.rule
+	case c.loop != nil && c.loop.Rule != "":
+		return c.loop.Rule
 	case c.outer.marked:
-		return ruleMark
+		return loops.RuleMark
 	}
-	return ruleOption
+	return loops.RuleOption
 }
 
 // outerCall is the part of a call that an outer retry loop concerns.
@@ -127,7 +129,7 @@ type outerCall struct {
 // key. Where the Transport chooses the key, it is the SDK's call id or the
 // key of the pending call this one continues. outerKey is called once the
 // body is ready, before anything is sent.
-func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCalls) (*outerCall, string) {
+func (op *operation) outerKey(cfg *config, req *http.Request, pending *loops.Pending) (*outerCall, string) {
 	m, ok := wire.ReadMark(req.Header)
 	if !ok || op.hop {
 		return nil, op.key
@@ -150,7 +152,7 @@ func (op *operation) outerKey(cfg *config, req *http.Request, pending *pendingCa
 		return o, op.key // no match possible: the minted key stands
 	}
 	o.print = fp
-	return o, pending.key(fp, m.Count, op.key, cfg.nanos())
+	return o, pending.Key(fp, m.Count, op.key, cfg.nanos())
 }
 
 // outerStart decides whether a call sends one attempt for an outer loop. It

@@ -12,10 +12,10 @@ package resilient
 // operation c, an outer loop's call, continues: 0 if none.
 func (c *call) askedBefore(now int64) int64 {
 	switch {
-	case c.loop != nil && c.loop.from != nil:
-		return c.t.asked.get(c.loop.from, now)
+	case c.loop != nil && c.loop.From != nil:
+		return c.t.asked.Get(c.loop.From, now)
 	case c.outer != nil && c.outer.marked && c.op.key != "":
-		return c.t.asked.get(c.op.key, now)
+		return c.t.asked.Get(c.op.key, now)
 	}
 	return 0
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/resilienthttp/resilient/internal/loops"
+
 	"github.com/stretchr/testify/assert"
 )
 
@@ -11,17 +13,17 @@ import (
 // at most maxAsked; one that has passed is forgotten, to make room or when
 // read.
 func TestAskedDelaysBounded(t *testing.T) {
-	var a askedDelays
-	for i := range maxAsked {
-		a.set(strconv.Itoa(i), 100+int64(i), 0)
+	var a loops.Asked
+	for i := range loops.MaxAsked {
+		a.Set(strconv.Itoa(i), 100+int64(i), 0)
 	}
-	a.set("new", 500, 0)
-	assert.Zero(t, a.get("new", 0), "full of delays still on: not kept")
-	assert.Equal(t, int64(100), a.get("0", 0))
-	a.set("new", 500, 150) // "0"…"49" have passed at 150: room
-	assert.Equal(t, int64(500), a.get("new", 150))
-	assert.Zero(t, a.get("60", 160), "passed")
-	assert.LessOrEqual(t, len(a.until), maxAsked)
-	a.set("new", 400, 150)
-	assert.Equal(t, int64(500), a.get("new", 150), "a later time is never shortened")
+	a.Set("new", 500, 0)
+	assert.Zero(t, a.Get("new", 0), "full of delays still on: not kept")
+	assert.Equal(t, int64(100), a.Get("0", 0))
+	a.Set("new", 500, 150) // "0"…"49" have passed at 150: room
+	assert.Equal(t, int64(500), a.Get("new", 150))
+	assert.Zero(t, a.Get("60", 160), "passed")
+	assert.LessOrEqual(t, len(a.Until), loops.MaxAsked)
+	a.Set("new", 400, 150)
+	assert.Equal(t, int64(500), a.Get("new", 150), "a later time is never shortened")
 }

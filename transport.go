@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/resilienthttp/resilient/internal/loops"
+
 	"github.com/resilienthttp/resilient/internal/host"
 
 	"github.com/resilienthttp/resilient/internal/wire"
@@ -35,20 +37,20 @@ type Transport struct {
 	base   http.RoundTripper
 	cfg    config
 	hosts  host.Table
-	recent recentKeys
+	recent loops.Recent
 	// flights: the calls of the application's keys in flight, so that
 	// callers of one operation take turns (flight.go).
-	flights flights
+	flights loops.Flights
 	keys    wire.KeySource
 	// pending: the recent calls of outer retry loops that send no call id
 	// (outerloop.go); touched by marked requests only.
-	pending pendingCalls
+	pending loops.Pending
 	// loops: the recent retryable failures of calls without marks and
 	// the call sites that loop (loopsite.go); written on failure only.
-	loops loops
+	loops loops.Sites
 	// asked: the times servers named for outer loops' next tries
 	// (serverasked.go).
-	asked askedDelays
+	asked loops.Asked
 	// plain: the configuration lets requests be plain calls (plain.go).
 	plain bool
 	// wire: what sending an attempt needs (send.go), from cfg.
@@ -84,7 +86,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 
 // loopsKnown reports whether t remembers a failure of a call without
 // marks, or a call site that loops (loopsite.go).
-func (t *Transport) loopsKnown() bool { return t.loops.n.Load() != 0 }
+func (t *Transport) loopsKnown() bool { return t.loops.N.Load() != 0 }
 
 // CloseIdleConnections closes idle connections of the base transport, if it
 // supports it (http.Client.CloseIdleConnections calls it).
@@ -114,7 +116,7 @@ type call struct {
 	outer *outerCall
 	// loop: what a call without marks holds of a loop (loopsite.go),
 	// nil until it fails or is recognised as a loop's re-send.
-	loop *loopCall
+	loop *loops.Call
 	// endsOnSuccess: nothing observes c (call.unobserved), so a plain
 	// success of its first attempt ends it at once (call.succeeded).
 	endsOnSuccess bool
@@ -202,11 +204,11 @@ func (c *call) resolve(hs wire.HeaderScan) error {
 // c. The outcome is unknown, since the operation is in flight in this
 // process.
 func (c *call) takeTurn() (joined bool, err error) {
-	waited, err := c.t.flights.acquire(c.Ctx, c.Cancelled(), c.op.key)
+	waited, err := c.t.flights.Acquire(c.Ctx, c.Cancelled(), c.op.key)
 	if err != nil {
 		c.led.ambiguous = true
 		c.op.body.Close()
-		return false, c.fail(err, CategoryCanceled, errInFlight)
+		return false, c.fail(err, CategoryCanceled, loops.ErrInFlight)
 	}
 	// A call that waited follows one of its operation whose answer it
 	// does not know: the effect may exist until an answer of its own
@@ -222,13 +224,13 @@ func (c *call) takeTurn() (joined bool, err error) {
 func (c *call) firstNumber(own bool, now int64) int {
 	base := 0
 	if own {
-		base = c.t.recent.attempts(c.op.key, now)
+		base = c.t.recent.Attempts(c.op.key, now)
 	}
 	cfg := c.cfg
 	if c.outer != nil || base > 0 || cfg.outer == outerAlways || cfg.outerHosts != nil || outerContexts.Load() {
 		mode := c.outerMode()
 		if c.loop != nil {
-			base = max(base, c.loop.base)
+			base = max(base, c.loop.Base)
 		}
 		c.outer, base = outerStart(c.outer, mode, base)
 		if c.outer.sendsOne() {
@@ -420,13 +422,13 @@ func (c *call) refuse(a *wire.Attempt, d Decision, reason error, waited bool) (*
 // a retry may continue. Then it ends c's turn for its key (flight.go).
 func (c *call) ended(a *wire.Attempt, base int, own bool) {
 	if own {
-		c.t.recent.record(c.op.key, base+c.led.attempts, c.cfg.nanos())
+		c.t.recent.Record(c.op.key, base+c.led.attempts, c.cfg.nanos())
 	}
 	if o := c.outer; o != nil && o.print != "" && a.Resp != nil && a.Resp.StatusCode >= 200 && a.Resp.StatusCode < 300 {
-		c.t.pending.forget(o.print, c.op.key)
+		c.t.pending.Forget(o.print, c.op.key)
 	}
-	c.loop.ended(&c.t.loops)
+	c.loop.Ended(&c.t.loops)
 	if own {
-		c.t.flights.release(c.op.key) // last: the next call reads the attempts recorded above
+		c.t.flights.Release(c.op.key) // last: the next call reads the attempts recorded above
 	}
 }

@@ -1,50 +1,50 @@
-package resilient
+package loops
 
 import "sync"
 
 // maxAsked bounds the delays kept.
-const maxAsked = 4096
+const MaxAsked = 4096
 
 // askedDelays are the times servers named for operations' next tries, by
 // operation: an outer loop's key (string), or the failure a loop without
 // marks sends again (*failure). Touched on the failure path and by the
 // calls of outer loops only.
-type askedDelays struct {
+type Asked struct {
 	mu    sync.Mutex
-	until map[any]int64 // Unix ns
+	Until map[any]int64 // Unix ns
 }
 
 // set records that the operation k is not to be tried again before until,
 // at now.
-func (a *askedDelays) set(k any, until, now int64) {
+func (a *Asked) Set(k any, until, now int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.until == nil {
-		a.until = make(map[any]int64)
+	if a.Until == nil {
+		a.Until = make(map[any]int64)
 	}
-	if len(a.until) >= maxAsked {
-		for k, u := range a.until {
+	if len(a.Until) >= MaxAsked {
+		for k, u := range a.Until {
 			if u <= now {
-				delete(a.until, k)
+				delete(a.Until, k)
 			}
 		}
-		if len(a.until) >= maxAsked {
+		if len(a.Until) >= MaxAsked {
 			return // full of delays still on: this one is not kept
 		}
 	}
-	a.until[k] = max(a.until[k], until)
+	a.Until[k] = max(a.Until[k], until)
 }
 
 // get returns the time recorded for k, 0 if none is still on at now.
-func (a *askedDelays) get(k any, now int64) int64 {
+func (a *Asked) Get(k any, now int64) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	u, ok := a.until[k]
+	u, ok := a.Until[k]
 	if !ok {
 		return 0
 	}
 	if u <= now {
-		delete(a.until, k)
+		delete(a.Until, k)
 		return 0
 	}
 	return u

@@ -1,4 +1,4 @@
-package resilient
+package loops
 
 import (
 	"sync"
@@ -8,10 +8,10 @@ import (
 // pendingWindow is how long a pending call is remembered after its last
 // attempt. It is longer than the longest wait of the SDKs that send no call
 // id. A Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min.
-const pendingWindow = 3 * time.Minute
+const PendingWindow = 3 * time.Minute
 
 // maxPendingCalls bounds the calls remembered.
-const maxPendingCalls = 4096
+const MaxPendingCalls = 4096
 
 // pendingCalls remembers the recent calls of outer loops that send a retry
 // count but no call id (Stainless SDKs). It keys them by request
@@ -24,10 +24,10 @@ const maxPendingCalls = 4096
 // it get new keys meanwhile. So a retry finds either its own call among the
 // others, or none of them. It never takes another call's key because its
 // own was forgotten. A streamed body is not matched at all.
-type pendingCalls struct {
+type Pending struct {
 	mu    sync.Mutex
-	calls map[string]*pendingSet // by fingerprint
-	n     int                    // calls in all sets
+	Calls map[string]*pendingSet // by fingerprint
+	N     int                    // calls in all sets
 	// gone holds, for a window, the fingerprints whose sets evict dropped
 	// (Unix ns until when). A retry of a forgotten call must not match a
 	// later call of the same fingerprint. So retries of them get new keys
@@ -40,7 +40,7 @@ type pendingCalls struct {
 // pendingSet is the calls of one fingerprint.
 type pendingSet struct {
 	last  int64 // Unix ns of the latest attempt of any of them
-	calls []pendingCall
+	Calls []pendingCall
 }
 
 type pendingCall struct {
@@ -52,17 +52,17 @@ type pendingCall struct {
 // It is the key of the one pending call of fp whose latest mark is
 // count-1. Otherwise it is minted, the key of a new call, which key
 // records.
-func (p *pendingCalls) key(fp string, count int, minted string, ns int64) string {
+func (p *Pending) Key(fp string, count int, minted string, ns int64) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.calls[fp]
-	if s != nil && ns-s.last > int64(pendingWindow) {
+	s := p.Calls[fp]
+	if s != nil && ns-s.last > int64(PendingWindow) {
 		p.drop(fp, s)
 		s = nil
 	}
 	if s != nil && count > 0 && ns >= p.lossyUntil && p.gone[fp] <= ns {
 		match := -1
-		for i, pc := range s.calls {
+		for i, pc := range s.Calls {
 			if pc.count != count-1 {
 				continue
 			}
@@ -73,43 +73,43 @@ func (p *pendingCalls) key(fp string, count int, minted string, ns int64) string
 			match = i
 		}
 		if match >= 0 {
-			s.calls[match].count = count
+			s.Calls[match].count = count
 			s.last = ns
-			return s.calls[match].key
+			return s.Calls[match].key
 		}
 	}
-	if p.calls == nil {
-		p.calls = make(map[string]*pendingSet)
+	if p.Calls == nil {
+		p.Calls = make(map[string]*pendingSet)
 	}
-	if p.n >= maxPendingCalls {
+	if p.N >= MaxPendingCalls {
 		p.evict(ns)
-		s = p.calls[fp] // evict may have dropped it
+		s = p.Calls[fp] // evict may have dropped it
 	}
 	if s == nil {
 		s = &pendingSet{}
-		p.calls[fp] = s
+		p.Calls[fp] = s
 	}
-	p.resize(s, append(s.calls, pendingCall{key: minted, count: count}))
+	p.resize(s, append(s.Calls, pendingCall{key: minted, count: count}))
 	s.last = ns
 	return minted
 }
 
 // forget removes the call with key from fp's set.
-func (p *pendingCalls) forget(fp, key string) {
+func (p *Pending) Forget(fp, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.calls[fp]
+	s := p.Calls[fp]
 	if s == nil {
 		return
 	}
-	for i, pc := range s.calls {
+	for i, pc := range s.Calls {
 		if pc.key == key {
-			p.resize(s, append(s.calls[:i], s.calls[i+1:]...))
+			p.resize(s, append(s.Calls[:i], s.Calls[i+1:]...))
 			break
 		}
 	}
-	if len(s.calls) == 0 {
-		delete(p.calls, fp)
+	if len(s.Calls) == 0 {
+		delete(p.Calls, fp)
 	}
 }
 
@@ -117,11 +117,11 @@ func (p *pendingCalls) forget(fp, key string) {
 // it drops the set idle longest and every set last used within a quarter
 // of its idle time after it. So a full table does not scan all sets on
 // every new call.
-func (p *pendingCalls) evict(ns int64) {
+func (p *Pending) evict(ns int64) {
 	oldest := ns
 	dropped := false
-	for fp, s := range p.calls {
-		if ns-s.last > int64(pendingWindow) {
+	for fp, s := range p.Calls {
+		if ns-s.last > int64(PendingWindow) {
 			p.drop(fp, s)
 			dropped = true
 			continue
@@ -132,7 +132,7 @@ func (p *pendingCalls) evict(ns int64) {
 		return
 	}
 	cut := oldest + (ns-oldest)/4
-	for fp, s := range p.calls {
+	for fp, s := range p.Calls {
 		if s.last <= cut {
 			p.drop(fp, s)
 			p.tomb(fp, ns)
@@ -142,32 +142,32 @@ func (p *pendingCalls) evict(ns int64) {
 
 // tomb records that fp's calls were forgotten at ns with a retry still
 // possible (see gone).
-func (p *pendingCalls) tomb(fp string, ns int64) {
+func (p *Pending) tomb(fp string, ns int64) {
 	if p.gone == nil {
 		p.gone = make(map[string]int64)
 	}
-	if len(p.gone) >= maxPendingCalls {
+	if len(p.gone) >= MaxPendingCalls {
 		for g, until := range p.gone {
 			if until <= ns {
 				delete(p.gone, g)
 			}
 		}
-		if len(p.gone) >= maxPendingCalls {
+		if len(p.gone) >= MaxPendingCalls {
 			clear(p.gone)
-			p.lossyUntil = ns + int64(pendingWindow)
+			p.lossyUntil = ns + int64(PendingWindow)
 		}
 	}
-	p.gone[fp] = ns + int64(pendingWindow)
+	p.gone[fp] = ns + int64(PendingWindow)
 }
 
 // drop forgets fp's set s.
-func (p *pendingCalls) drop(fp string, s *pendingSet) {
+func (p *Pending) drop(fp string, s *pendingSet) {
 	p.resize(s, nil)
-	delete(p.calls, fp)
+	delete(p.Calls, fp)
 }
 
 // resize makes calls the calls of set s, keeping the count of all calls.
-func (p *pendingCalls) resize(s *pendingSet, calls []pendingCall) {
-	p.n += len(calls) - len(s.calls)
-	s.calls = calls
+func (p *Pending) resize(s *pendingSet, calls []pendingCall) {
+	p.N += len(calls) - len(s.Calls)
+	s.Calls = calls
 }

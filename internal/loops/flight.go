@@ -1,4 +1,4 @@
-package resilient
+package loops
 
 import (
 	"context"
@@ -27,14 +27,14 @@ import (
 
 // errInFlight is the cause of an *Error returned to a call whose context
 // ended while the same operation was in flight in this process.
-var errInFlight = errors.New("resilient: operation in flight in this process")
+var ErrInFlight = errors.New("resilient: operation in flight in this process")
 
 // flights are a Transport's calls of the application's keys that are in
 // flight or waiting for their turn, by key. An entry lives while a call
 // holds or waits for it: memory follows the calls in progress. A key whose
 // call has no other waiting for it maps to nil: the common case, one call
 // of a key at a time, takes the lock twice and allocates nothing.
-type flights struct {
+type Flights struct {
 	mu sync.Mutex
 	m  map[string]*flight
 }
@@ -53,7 +53,7 @@ type flight struct {
 // if none); it reports whether the call had to wait for another. Unless it
 // returns an error, ctx's or errRequestCanceled (then nothing is held), the
 // call must release key when it ends.
-func (fs *flights) acquire(ctx context.Context, cancel <-chan struct{}, key string) (waited bool, err error) {
+func (fs *Flights) Acquire(ctx context.Context, cancel <-chan struct{}, key string) (waited bool, err error) {
 	fs.mu.Lock()
 	f, ok := fs.m[key]
 	if !ok {
@@ -87,7 +87,7 @@ func (fs *flights) acquire(ctx context.Context, cancel <-chan struct{}, key stri
 
 // release ends the turn of the call of key that acquired it: the next
 // waiting call, if any, takes it.
-func (fs *flights) release(key string) {
+func (fs *Flights) Release(key string) {
 	fs.mu.Lock()
 	f := fs.m[key]
 	if f == nil {
@@ -101,7 +101,7 @@ func (fs *flights) release(key string) {
 }
 
 // leave drops a call's reference to f, and the entry with the last one.
-func (fs *flights) leave(key string, f *flight) {
+func (fs *Flights) leave(key string, f *flight) {
 	fs.mu.Lock()
 	if f.refs--; f.refs == 0 {
 		delete(fs.m, key)
@@ -110,7 +110,7 @@ func (fs *flights) leave(key string, f *flight) {
 }
 
 // size returns the number of keys with a call in flight or waiting.
-func (fs *flights) size() int {
+func (fs *Flights) Size() int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return len(fs.m)

@@ -1,4 +1,4 @@
-package resilient
+package loops
 
 import (
 	"bytes"
@@ -38,46 +38,46 @@ const (
 // loops remembers the recent retryable failures of calls without marks,
 // by which a loop's re-send is recognised, and the call sites that have
 // shown a loop. Only the failure path writes it.
-type loops struct {
+type Sites struct {
 	// n is the failures remembered: with none, a call reads nothing else.
-	n        atomic.Int32
-	mu       sync.Mutex
-	byReq    map[*http.Request]*failure
-	byHeader map[unsafe.Pointer]*failure
-	bySig    map[string]*failure // by method and URL
-	hosts    map[string]int      // failures per host
+	N        atomic.Int32
+	Mu       sync.Mutex
+	byReq    map[*http.Request]*Failure
+	byHeader map[unsafe.Pointer]*Failure
+	bySig    map[string]*Failure // by method and URL
+	Hosts    map[string]int      // failures per host
 	sites    map[uint64]*loopSite
 }
 
 // failure is a call that ended with a retryable failure.
-type failure struct {
-	req    *http.Request
-	header unsafe.Pointer // the Header map, nil if none
-	body   io.ReadCloser  // the caller's body that call sent
-	sig    string         // method and URL
-	host   string
-	print  bodyPrint
-	from   origin
+type Failure struct {
+	Req    *http.Request
+	Header unsafe.Pointer // the Header map, nil if none
+	Body   io.ReadCloser  // the caller's body that call sent
+	Sig    string         // method and URL
+	Host   string
+	Print  BodyPrint
+	From   origin
 	// key is the Transport's key of that call, which the request rule
 	// gives to the re-send; "" for none or the application's.
-	key      string
-	attempts int   // the attempts sent under the call's key so far
-	at       int64 // Unix ns of the call's end
+	Key      string
+	Attempts int   // the attempts sent under the call's key so far
+	At       int64 // Unix ns of the call's end
 	// claimed: a re-send of it is in flight; live: it is remembered.
-	claimed, live bool
+	Claimed, live bool
 }
 
 // bodyPrint identifies a body: its SHA-256, when known, and its length.
-type bodyPrint struct {
+type BodyPrint struct {
 	sum    [sha256.Size]byte
 	known  bool
-	length int64
+	Length int64
 }
 
 // origin is where a call comes from: its call site (callSite) and its
 // goroutine. A loop sends its attempts from one goroutine; calls from
 // other goroutines are other calls, however alike.
-type origin struct{ site, g uint64 }
+type origin struct{ Site, g uint64 }
 
 // loopSite is what a call site has shown.
 type loopSite struct {
@@ -90,34 +90,34 @@ type loopSite struct {
 
 // loopCall is what a call without marks holds of a loop: made once the
 // call fails, or when it is recognised as a re-send.
-type loopCall struct {
+type Call struct {
 	at    origin
 	sited bool // at is computed
 	// from: the failure this call sends again (nil if none); base: the
 	// attempts before it the call continues (0: a new operation).
-	from *failure
-	base int
-	rule string
+	From *Failure
+	Base int
+	Rule string
 	// asked: deferToSite read the site once.
-	asked bool
+	Asked bool
 }
 
 // match returns, under lp.mu, the failure at ns that req sends again. req
 // comes from at, and its body is bp. match also returns the rule that found
 // it, and whether the request rule holds (the key may be shared).
-func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*failure, string, bool) {
-	fresh := func(f *failure) bool { return f != nil && f.from == at && ns-f.at <= int64(loopWindow) }
+func (lp *Sites) Match(req *http.Request, at origin, bp BodyPrint, ns int64) (*Failure, string, bool) {
+	fresh := func(f *Failure) bool { return f != nil && f.From == at && ns-f.At <= int64(loopWindow) }
 	if f := lp.byReq[req]; fresh(f) {
-		strong := !f.claimed && bp.known && f.print.known && bp.sum == f.print.sum && !sameBody(req.Body, f.body)
+		strong := !f.Claimed && bp.known && f.Print.known && bp.sum == f.Print.sum && !sameBody(req.Body, f.Body)
 		return f, ruleRequest, strong
 	}
-	if h := headerPtr(req.Header); h != nil {
+	if h := HeaderPtr(req.Header); h != nil {
 		if f := lp.byHeader[h]; fresh(f) {
 			return f, ruleHeader, false
 		}
 	}
-	if f := lp.bySig[sigOf(req)]; fresh(f) && bp.length == f.print.length &&
-		(!bp.known || !f.print.known || bp.sum == f.print.sum) {
+	if f := lp.bySig[SigOf(req)]; fresh(f) && bp.Length == f.Print.Length &&
+		(!bp.known || !f.Print.known || bp.sum == f.Print.sum) {
 		return f, ruleIdentical, false
 	}
 	return nil, "", false
@@ -125,90 +125,90 @@ func (lp *loops) match(req *http.Request, at origin, bp bodyPrint, ns int64) (*f
 
 // ended forgets, when c, a re-send, ends, the failure it sent again:
 // another re-send of it now continues c's failure, if c failed.
-func (lc *loopCall) ended(lp *loops) {
-	if lc == nil || lc.from == nil {
+func (lc *Call) Ended(lp *Sites) {
+	if lc == nil || lc.From == nil {
 		return
 	}
-	lp.mu.Lock()
-	lp.forget(lc.from)
-	lp.mu.Unlock()
+	lp.Mu.Lock()
+	lp.forget(lc.From)
+	lp.Mu.Unlock()
 }
 
 // origin returns where lc's call comes from, computed once.
-func (lc *loopCall) origin() origin {
+func (lc *Call) Origin() origin {
 	if !lc.sited {
-		lc.at, lc.sited = origin{site: callSite(), g: goid()}, true
+		lc.at, lc.sited = origin{Site: callSite(), g: goid()}, true
 	}
 	return lc.at
 }
 
 // record remembers f; first says that f's call was no re-send: its site,
 // if learned, awaits the loop's re-send of it.
-func (lp *loops) record(f *failure, first bool) {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
+func (lp *Sites) Record(f *Failure, first bool) {
+	lp.Mu.Lock()
+	defer lp.Mu.Unlock()
 	if lp.byReq == nil {
-		lp.byReq = make(map[*http.Request]*failure)
-		lp.byHeader = make(map[unsafe.Pointer]*failure)
-		lp.bySig = make(map[string]*failure)
-		lp.hosts = make(map[string]int)
+		lp.byReq = make(map[*http.Request]*Failure)
+		lp.byHeader = make(map[unsafe.Pointer]*Failure)
+		lp.bySig = make(map[string]*Failure)
+		lp.Hosts = make(map[string]int)
 	}
-	if int(lp.n.Load()) >= maxLoopFailures {
-		lp.sweep(f.at)
-		if int(lp.n.Load()) >= maxLoopFailures {
+	if int(lp.N.Load()) >= maxLoopFailures {
+		lp.sweep(f.At)
+		if int(lp.N.Load()) >= maxLoopFailures {
 			return // forget this one rather than grow: its re-send is a new call
 		}
 	}
-	for _, old := range [...]*failure{lp.byReq[f.req], lp.byHeader[f.header], lp.bySig[f.sig]} {
+	for _, old := range [...]*Failure{lp.byReq[f.Req], lp.byHeader[f.Header], lp.bySig[f.Sig]} {
 		if old != nil {
 			lp.forget(old)
 		}
 	}
 	f.live = true
-	lp.byReq[f.req] = f
-	if f.header != nil {
-		lp.byHeader[f.header] = f
+	lp.byReq[f.Req] = f
+	if f.Header != nil {
+		lp.byHeader[f.Header] = f
 	}
-	lp.bySig[f.sig] = f
-	lp.hosts[f.host]++
-	lp.n.Add(1)
-	if s := lp.site(f.from.site, f.at); first && s.learned && s.awaiting == 0 {
-		s.set(true, f.at) // awaits the loop's re-send
+	lp.bySig[f.Sig] = f
+	lp.Hosts[f.Host]++
+	lp.N.Add(1)
+	if s := lp.Site(f.From.Site, f.At); first && s.learned && s.awaiting == 0 {
+		s.Set(true, f.At) // awaits the loop's re-send
 	}
 }
 
 // forget removes f, under lp.mu, wherever it is still indexed.
-func (lp *loops) forget(f *failure) {
+func (lp *Sites) forget(f *Failure) {
 	if !f.live {
 		return
 	}
 	f.live = false
-	if lp.byReq[f.req] == f {
-		delete(lp.byReq, f.req)
+	if lp.byReq[f.Req] == f {
+		delete(lp.byReq, f.Req)
 	}
-	if f.header != nil && lp.byHeader[f.header] == f {
-		delete(lp.byHeader, f.header)
+	if f.Header != nil && lp.byHeader[f.Header] == f {
+		delete(lp.byHeader, f.Header)
 	}
-	if lp.bySig[f.sig] == f {
-		delete(lp.bySig, f.sig)
+	if lp.bySig[f.Sig] == f {
+		delete(lp.bySig, f.Sig)
 	}
-	if lp.hosts[f.host]--; lp.hosts[f.host] <= 0 {
-		delete(lp.hosts, f.host)
+	if lp.Hosts[f.Host]--; lp.Hosts[f.Host] <= 0 {
+		delete(lp.Hosts, f.Host)
 	}
-	lp.n.Add(-1)
+	lp.N.Add(-1)
 }
 
 // sweep forgets, under lp.mu, the failures older than loopWindowFull at ns.
-func (lp *loops) sweep(ns int64) {
+func (lp *Sites) sweep(ns int64) {
 	for _, f := range lp.byReq {
-		if ns-f.at > int64(loopWindowFull) {
+		if ns-f.At > int64(loopWindowFull) {
 			lp.forget(f)
 		}
 	}
 }
 
 // site returns, under lp.mu, the state of site id, made at ns if new.
-func (lp *loops) site(id uint64, ns int64) *loopSite {
+func (lp *Sites) Site(id uint64, ns int64) *loopSite {
 	if lp.sites == nil {
 		lp.sites = make(map[uint64]*loopSite)
 	}
@@ -233,13 +233,13 @@ func (lp *loops) site(id uint64, ns int64) *loopSite {
 // learned reports, under lp.mu, whether site id has shown a loop at ns,
 // and unlearns it when a call's first failure from it was not sent again
 // within the window.
-func (lp *loops) learned(id uint64, ns int64) bool {
+func (lp *Sites) Learned(id uint64, ns int64) bool {
 	s := lp.sites[id]
 	if s == nil || !s.learned {
 		return false
 	}
 	if s.awaiting != 0 && ns-s.awaiting > int64(loopWindow) {
-		s.set(false, 0)
+		s.Set(false, 0)
 		return false
 	}
 	return true
@@ -247,7 +247,7 @@ func (lp *loops) learned(id uint64, ns int64) bool {
 
 // set records what s has shown: whether it loops, and since when a call's
 // first failure from it awaits a re-send (0: none).
-func (s *loopSite) set(learned bool, awaiting int64) {
+func (s *loopSite) Set(learned bool, awaiting int64) {
 	s.learned, s.awaiting = learned, awaiting
 }
 
@@ -301,15 +301,15 @@ func goid() uint64 {
 // (the request's ContentLength). It is only the length for a body rb
 // cannot hold (replayBody.hold): over the replay buffer, or streamed,
 // which is read only as it is sent.
-func bodyPrintOf(rb *wire.ReplayBody, length int64) bodyPrint {
+func BodyPrintOf(rb *wire.ReplayBody, length int64) BodyPrint {
 	if !rb.Hold() {
-		return bodyPrint{length: length}
+		return BodyPrint{Length: length}
 	}
-	return bodyPrint{sum: sha256.Sum256(rb.Buf), length: int64(len(rb.Buf)), known: true}
+	return BodyPrint{sum: sha256.Sum256(rb.Buf), Length: int64(len(rb.Buf)), known: true}
 }
 
 // headerPtr identifies a Header map; nil for none.
-func headerPtr(h http.Header) unsafe.Pointer {
+func HeaderPtr(h http.Header) unsafe.Pointer {
 	if h == nil {
 		return nil
 	}
@@ -318,7 +318,7 @@ func headerPtr(h http.Header) unsafe.Pointer {
 
 // sigOf is req's method, URL and header fields but those a loop changes
 // on each try (perTry): what makes two requests identical.
-func sigOf(req *http.Request) string {
+func SigOf(req *http.Request) string {
 	names := make([]string, 0, len(req.Header))
 	for k := range req.Header {
 		if !perTry[strings.ToLower(k)] {
@@ -366,11 +366,10 @@ func sameBody(a, b io.ReadCloser) (same bool) {
 
 // The rules, as Report.Deferred and Summary.Deferred name them.
 const (
-	ruleMark      = "mark"   // an SDK's marks (sdkmarks.go)
-	ruleOption    = "option" // WithOuterRetries(true), ContextWithOuterRetries
+	RuleMark      = "mark"   // an SDK's marks (sdkmarks.go)
+	RuleOption    = "option" // WithOuterRetries(true), ContextWithOuterRetries
 	ruleRequest   = "request"
 	ruleHeader    = "header"
 	ruleIdentical = "identical"
-	ruleSite      = "site"
+	RuleSite      = "site"
 )
-

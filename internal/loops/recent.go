@@ -1,4 +1,4 @@
-package resilient
+package loops
 
 import (
 	"sync"
@@ -16,7 +16,7 @@ const maxRecentKeys = 4096
 // calls. It holds the application's own keys only: a key the Transport
 // minted is never seen again. It is not on the path of requests with
 // minted keys.
-type recentKeys struct {
+type Recent struct {
 	mu   sync.Mutex
 	keys map[string]recentKey
 }
@@ -28,7 +28,7 @@ type recentKey struct {
 
 // attempts returns the number of attempts already sent under key in calls
 // that ended within recentWindow of now.
-func (r *recentKeys) attempts(key string, now int64) int {
+func (r *Recent) Attempts(key string, now int64) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.keys[key]
@@ -39,7 +39,7 @@ func (r *recentKeys) attempts(key string, now int64) int {
 }
 
 // record notes that attempts attempts have now been sent under key.
-func (r *recentKeys) record(key string, attempts int, ns int64) {
+func (r *Recent) Record(key string, attempts int, ns int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.keys == nil {
