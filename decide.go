@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/resilienthttp/resilient/internal/host"
 
@@ -148,4 +149,20 @@ func (op *operation) noteShown(cfg *config, h *host.State, req *http.Request, en
 	if !op.vouched(cfg, req) {
 		h.Evidence.Note(host.RouteOf(req), end)
 	}
+}
+
+// showsDedupe reports whether a response with header h (and replay headers
+// rh) shows that the server dedupes by its key. It does if it echoes the
+// key, says how its idempotency store answered, or says the key is in use.
+func showsDedupe(h http.Header, rh replayHeaders, keyHeader, key string, d Decision) bool {
+	if rh.present() {
+		return true
+	}
+	if d.Category == CategoryInProgress || d.Category == CategoryPayloadMismatch {
+		return true
+	}
+	if v := headerValue(h, keyHeader); v != "" {
+		return v == key || strings.Trim(v, `"`) == key
+	}
+	return false
 }

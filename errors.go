@@ -208,3 +208,9 @@ func (e *Error) Unwrap() []error {
 	}
 	return []error{e.Reason, e.Err}
 }
+
+// ErrUnsafeRetry: the request was not re-sent. It is not idempotent and may
+// have been applied. Nothing shows that the server dedupes it by its key. A
+// bare client would not have re-sent it either. Use WithDedupingServer for
+// a server known to honour keys.
+var ErrUnsafeRetry = reason.ErrUnsafeRetry

@@ -4,16 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
-	"github.com/resilienthttp/resilient/internal/host"
-
-	"github.com/resilienthttp/resilient/internal/wire"
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/resilienthttp/resilient/internal/clock"
+	"github.com/resilienthttp/resilient/internal/host"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
+	"github.com/resilienthttp/resilient/internal/wire"
 	"github.com/resilienthttp/resilient/persist"
+	"github.com/sony/gobreaker/v2"
 	"golang.org/x/time/rate"
 )
 
@@ -324,4 +323,59 @@ func (c *config) hostConfig() host.Config {
 		}
 	}
 	return hc
+}
+
+// WithTimeBudgetHeader sends the caller's remaining time with every
+// attempt, in milliseconds: X-Request-Timeout: 300. A server can then stop
+// working on a request that nobody waits for any more. The time is taken
+// when the attempt is sent. It is what is
+// left of the request context's deadline, or of the attempt timeout
+// (WithAttemptTimeout) when that ends first. http.Client.Timeout sets such
+// a deadline too. An attempt without a deadline goes without the header.
+// A header the caller set is sent as it is. Default: off.
+func WithTimeBudgetHeader() Option {
+	return func(c *config) { c.timeBudget = true }
+}
+
+// dedupingServer is one WithDedupingServer entry.
+type dedupingServer struct {
+	host, pathPrefix string
+}
+
+// WithDedupingServer declares servers known to dedupe unsafe requests by
+// their idempotency key. The Transport may then re-send a POST or PATCH
+// that may have been applied. Each entry is a host ("api.example.com",
+// with its port if the URL has one). A path prefix may follow it
+// ("api.example.com/v1/payments"). A leading "https://" or "http://" is
+// ignored, and an empty entry declares nothing. Without it, an unsafe
+// request that may have been applied is re-sent only in two cases. The
+// server has shown, on that route, that it dedupes (see ErrUnsafeRetry).
+// Or the key is the application's own.
+func WithDedupingServer(entries ...string) Option {
+	return func(c *config) {
+		for _, e := range entries {
+			e = strings.TrimPrefix(strings.TrimPrefix(e, "https://"), "http://")
+			host, path, _ := strings.Cut(e, "/")
+			if host == "" {
+				continue // an empty entry, or a bare path: no host to declare
+			}
+			c.dedupers = append(c.dedupers, dedupingServer{host: host, pathPrefix: "/" + path})
+		}
+	}
+}
+
+// declaredDeduping reports whether the application declared req's server
+// as one that dedupes.
+func (c *config) declaredDeduping(req *http.Request) bool {
+	path := req.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	for _, d := range c.dedupers {
+		host := d.host == req.URL.Host || strings.Trim(d.host, "[]") == req.URL.Hostname()
+		if host && strings.HasPrefix(path, d.pathPrefix) {
+			return true
+		}
+	}
+	return false
 }
