@@ -269,3 +269,12 @@ func (s *eventBody) send(parent context.Context) (*http.Response, error) {
 	}
 	return s.reconnecting.send(s.t.base, req)
 }
+
+// streamable wraps resp's body to reconnect (eventBody) when resp answers
+// req, a GET, with an event stream the caller asked to resume (eventStream).
+// RoundTrip calls it for a GET answered without a length.
+func (t *Transport) streamable(req *http.Request, resp *http.Response) {
+	if eventStream(req, resp) {
+		resp.Body = &eventBody{reconnecting: reconnecting{rc: resp.Body}, t: t, req: req}
+	}
+}

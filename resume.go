@@ -55,15 +55,8 @@ const minResumable = 64 << 10
 // Last-Modified at least 1 s before its Date). A caller that edits the
 // answer's header before the cut edits what is read then.
 // RoundTrip calls it for a GET answered with a length of at least
-// minResumable, or with none: an event stream the caller asked to resume
-// (eventstream.go) is wrapped then.
+// minResumable.
 func (t *Transport) resumable(req *http.Request, resp *http.Response) {
-	if resp.ContentLength < 0 {
-		if eventStream(req, resp) { // eventstream.go
-			resp.Body = &eventBody{reconnecting: reconnecting{rc: resp.Body}, t: t, req: req}
-		}
-		return
-	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent || resp.Uncompressed ||
 		req.Body != nil && req.Body != http.NoBody {
 		return // a GET with a body is not sent again

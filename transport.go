@@ -458,7 +458,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if err == nil && (resp.ContentLength >= minResumable || resp.ContentLength < 0) && req.Method == http.MethodGet {
-		t.resumable(req, resp) // resume.go
+		if resp.ContentLength < 0 {
+			t.streamable(req, resp) // eventstream.go
+		} else {
+			t.resumable(req, resp) // resume.go
+		}
 	}
 	return resp, err
 }

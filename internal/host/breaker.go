@@ -1,6 +1,8 @@
 package host
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -49,4 +51,52 @@ func newBreaker(s BreakerConfig, h *State, now func() time.Time) *gobreaker.TwoS
 			h.recordTransition(from, to)
 		},
 	})
+}
+
+// transitions are a breaker's state changes, recorded under gobreaker's
+// lock and dispatched later, outside it.
+type transitions struct {
+	has  atomic.Bool
+	mu   sync.Mutex // guards list
+	list []transition
+}
+
+type transition struct{ from, to gobreaker.State }
+
+func (h *State) recordTransition(from, to gobreaker.State) {
+	h.transitions.record(transition{from, to})
+}
+
+// record records transition x.
+func (ts *transitions) record(x transition) {
+	ts.mu.Lock()
+	ts.list = append(ts.list, x)
+	ts.mu.Unlock()
+	ts.has.Store(true)
+}
+
+// dispatchTransitions hands h's breaker transitions to hc.onTransition,
+// if any. They belong to the host, not to the request that happened to
+// observe them.
+func (h *State) dispatchTransitions(hc *Config) {
+	tr := h.transitions.take()
+	if hc.OnTransition == nil {
+		return
+	}
+	for _, x := range tr {
+		hc.OnTransition(h.Name, x.from, x.to)
+	}
+}
+
+// take returns and clears the recorded transitions.
+func (ts *transitions) take() []transition {
+	if !ts.has.Load() {
+		return nil
+	}
+	ts.mu.Lock()
+	tr := ts.list
+	ts.list = nil
+	ts.has.Store(false)
+	ts.mu.Unlock()
+	return tr
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/resilienthttp/resilient/internal/clock"
 	"github.com/resilienthttp/resilient/internal/reason"
 	"github.com/resilienthttp/resilient/internal/retrycontrol"
+	"github.com/resilienthttp/resilient/internal/wire"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -525,4 +526,16 @@ func (h *State) outerWait(g *Applicant, now int64) time.Duration {
 		return p
 	}
 	return 0
+}
+
+// succeeded is what a plain success, attempt a of g admitted by res, does
+// to its host h: it releases the reservation with a healthy answer, and
+// the host hears its latency and, for a first attempt, its health. A
+// plain call (plain.go) ends so too.
+func (h *State) Succeeded(g *Applicant, a *wire.Attempt, res *Reservation) {
+	res.Release(g, HealthOK)
+	h.Latency.Observe(a.Took)
+	if !res.Retry {
+		h.NoteFirst(a.End, true)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/resilienthttp/resilient/internal/wire"
 )
 
 // latencies is a host's recent attempt latencies in bounded memory, for a
@@ -128,4 +130,12 @@ func (l *Latency) Observe(d time.Duration) {
 		return
 	}
 	l.Avg.Store(old + (int64(d)-old)/8)
+}
+
+// cut records, for the hedge delay's quantile, how long a loser cut short
+// without an answer had taken: a lower bound of its latency.
+func (l *Latency) Cut(a *wire.Attempt) {
+	if l.Hist != nil && a.Sent {
+		l.Hist.Record(a.Took)
+	}
 }
