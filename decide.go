@@ -3,6 +3,7 @@ package resilient
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/resilienthttp/resilient/internal/host"
 
@@ -29,7 +30,8 @@ import (
 //     tokens (ErrTokensExhausted) and the budget (ErrBudgetExhausted).
 //
 // Steps 1 and 2 make an attempt's verdict (call.verdict): settle (settle.go)
-// settles the attempt with it. Steps 3 and 4 decide a retry (call.decide).
+// settles the attempt with it. Steps 3 and 4 decide a retry (decide, over
+// the facts call.facts gathers; the loop asks the gate with its answer).
 // So a 503 answering a POST with a minted key is, in order: retryable
 // (step 1); refused with ErrUnsafeRetry unless the server dedupes on its
 // route, the application vouches for it or the failure proves the POST was
@@ -78,44 +80,88 @@ func (c *call) verdict(a *wire.Attempt) verdict {
 	return v
 }
 
-// decide decides whether c retries after attempt l.cur, settled with
-// verdict l.curV: decision steps 3 and 4. The retry would be attempt n, the
-// i-th of c. It returns nil when the gate reserved it (l.res, after
-// l.delay), else why not: the verdict's stop (nil for a final answer),
-// a limit's reason, or the gate's (refused).
-func (c *call) decide(l *loop, i, n int) (stop error, refused bool) {
-	d := l.curV.d
+// facts is what the decision reads of an attempt's answer and its call:
+// the verdict (steps 1 and 2) and the call's limits (step 3). call.facts
+// gathers them. Two are questions asked in their turn, never before: the
+// backoff (it draws its jitter) and the call's loop site (asking is
+// remembered), which decide is given beside the facts. facts holds no
+// pointer into the call: it would move the call to the heap.
+type facts struct {
+	v          verdict
+	attempts   int           // the attempts the call sent
+	max        int           // WithMaxAttempts
+	outer      bool          // an outer loop sends the retries (outerCall.sendsOne)
+	replayable bool          // the body can be sent again
+	delayMax   time.Duration // WithRetryAfterMax
+	backoff    Backoff       // nil for none
+	n          int           // the retry's number
+	prev       time.Duration // the previous backoff
+	key        keyAge        // the key's age when the retry would go out
+}
+
+// next is what follows an attempt: a retry after delay, if the host's
+// gate admits it (step 4, host.State.Reserve); else the call ends, with
+// stop, nil for a final answer. polling: the retry waits for an operation
+// in progress elsewhere.
+type next struct {
+	retry   bool
+	delay   time.Duration
+	polling bool
+	stop    error
+}
+
+// decide is the decision after an attempt's verdict: steps 3 and 4 of the
+// order above. site, if not nil, is asked whether its loop site retries
+// instead (call.deferToSite). It changes nothing but what its questions
+// remember; the caller applies what it returns. The gate's reservation,
+// step 4, is the caller's, with what decide returns: it is the host's
+// decision (internal/host, gate.go), and it takes a token or the budget.
+func decide(f *facts, site *call) next {
+	d := f.v.d
 	if d.Action != Retry {
-		return l.curV.stop, false // 1–2: final, or the guard's ErrUnsafeRetry
+		return next{stop: f.v.stop} // 1–2: final, or the guard's ErrUnsafeRetry
 	}
 	// 3. the call's limits.
-	cfg := c.cfg
 	switch {
-	case c.led.attempts >= cfg.maxAttempts, c.outer.sendsOne(), c.deferToSite():
-		return ErrRetriesExhausted, false // a single attempt's: the outer loop retries
-	case !c.op.body.Replayable():
-		return ErrBodyNotReplayable, false
-	case d.Delay > cfg.retryAfterMax:
-		return ErrDelayTooLong, false
+	case f.attempts >= f.max, f.outer, site != nil && site.deferToSite():
+		return next{stop: ErrRetriesExhausted} // a single attempt's: the outer loop retries
+	case !f.replayable:
+		return next{stop: ErrBodyNotReplayable}
+	case d.Delay > f.delayMax:
+		return next{stop: ErrDelayTooLong}
 	}
 	delay := d.Delay
-	if cfg.backoff != nil {
-		delay = max(delay, cfg.backoff.Delay(n, l.delay))
+	if f.backoff != nil {
+		delay = max(delay, f.backoff.Delay(f.n, f.prev))
 	}
 	// A retry goes out after delay: the server must still hold its key.
-	if err := c.op.keyAge(cfg, cfg.now().Add(delay)); err != nil {
-		return ErrKeyExpired, false
+	if f.key.expired(delay) {
+		return next{stop: ErrKeyExpired}
 	}
-	l.delay = delay
-	// 4. the gate reserves the retry without blocking; a refused retry
-	// ends c with the last answer at once. polling: the last answer said
-	// the operation is in progress (a 409 from a call of the key in
-	// another process).
-	polling := d.Category == CategoryInProgress
-	if err := c.h.Reserve(&l.res, &c.Applicant, i, n, l.delay, polling, cfg.nanos()); err != nil {
-		return err, true
-	}
-	return nil, false
+	return next{retry: true, delay: delay, polling: d.Category == CategoryInProgress}
+}
+
+// facts gathers what the decision reads after attempt l.cur of c, settled
+// with verdict l.curV. The retry would be attempt n.
+func (c *call) facts(l *loop, n int) facts {
+	cfg := c.cfg
+	return facts{v: l.curV, attempts: c.led.attempts, max: cfg.maxAttempts, outer: c.outer.sendsOne(),
+		replayable: c.op.body.Replayable(), delayMax: cfg.retryAfterMax, backoff: cfg.backoff, n: n, prev: l.delay,
+		key: keyAge{key: c.op.key, born: c.op.born, cfg: cfg}}
+}
+
+// keyAge is what the decision reads of an operation's key: the key, the
+// time its Store record was made (zero if none) and the retention.
+type keyAge struct {
+	key  string
+	born time.Time
+	cfg  *config
+}
+
+// expired reports whether the key is too old for a retry after delay
+// (operation.keyAge).
+func (k keyAge) expired(delay time.Duration) bool {
+	return keyAgeAt(k.cfg, k.key, k.born, k.cfg.now().Add(delay)) != nil
 }
 
 // notApplied reports whether attempt a's failure proves the server did not

@@ -250,7 +250,8 @@ func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
 			h := tr.hosts.Host("api.test", now.UnixNano())
 			allocs := testing.AllocsPerRun(100, func() {
 				var r host.Reservation
-				if err := h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
+				var err error
+				if r, err = h.Reserve(g, 0, 0, 0, false, now.UnixNano()); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.Wait(g); err != nil {
@@ -273,7 +274,7 @@ func BenchmarkGateFirstAttempt(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var r host.Reservation
-		h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano())
+		r, _ = h.Reserve(g, 0, 0, 0, false, now.UnixNano())
 		r.Wait(g)
 		r.Release(g, host.HealthOK)
 	}
@@ -308,7 +309,9 @@ func TestReserveResetsEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	require.NoError(t, h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano()))
+	var err error
+	r, err = h.Reserve(g, 0, 0, 0, false, now.UnixNano())
+	require.NoError(t, err)
 	want := host.Reservation{H: h, First: true, At: now.UnixNano()}
 	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }

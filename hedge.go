@@ -275,12 +275,11 @@ func (c *call) hedged(res *host.Reservation, i, n, hedges int, delay time.Durati
 		}
 		// A winning copy has the others settled as losers before the
 		// ledger notes it, so that the Report lists them first.
-		var v verdict
-		c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, func(v verdict) {
+		v, _ := c.settle(&a, &cp.res, ro, cp.wait, cp.hedge, func(v verdict) {
 			if wins(ro, &a, v) {
 				c.settleLosers(round)
 			}
-		}, &v)
+		})
 		if wins(ro, &a, v) {
 			c.keepCopy(&a, cp.cancel)
 			return a, v, sent
@@ -365,8 +364,7 @@ func (c *call) settleLosers(round *hedgeRound) {
 			c.withdraw(cp)
 			continue
 		}
-		var v verdict
-		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil, &v)
+		c.settle(&a, &cp.res, loser, cp.wait, cp.hedge, nil)
 		if a.Resp != nil {
 			wire.Discard(a.Resp)
 		}

@@ -221,12 +221,15 @@ type refusal struct {
 // application's own, not a UUIDv7. Every attempt is checked, retries
 // included, at the time its backoff ends. A pause or a rate limit may make
 // it go later.
-func (op *operation) keyAge(cfg *config, at time.Time) error {
-	if cfg.keyRetention <= 0 || op.key == "" {
+func (op *operation) keyAge(cfg *config, at time.Time) error { return keyAgeAt(cfg, op.key, op.born, at) }
+
+// keyAgeAt is operation.keyAge for a key and the time its record was
+// made (born, zero if none).
+func keyAgeAt(cfg *config, key string, born time.Time, at time.Time) error {
+	if cfg.keyRetention <= 0 || key == "" {
 		return nil
 	}
-	born := op.born
-	if t, ok := wire.KeyTime(op.key); ok && (born.IsZero() || t.Before(born)) {
+	if t, ok := wire.KeyTime(key); ok && (born.IsZero() || t.Before(born)) {
 		born = t
 	}
 	if born.IsZero() {
@@ -317,3 +320,22 @@ func NewKey() (string, error) {
 // at most 255 bytes, printable ASCII (0x20–0x7E, no leading or trailing
 // space). The error wraps ErrInvalidKey and never echoes the key.
 func ValidateKey(key string) error { return wire.ValidateKey(key) }
+
+// send sends attempt n, the i-th of op's call, admitted at start: the
+// send step of every attempt, the plain call's included. A first attempt
+// with nothing to add to the caller's request req goes as it is
+// (op.asIs, wire.SendAsIs); any other is a copy carrying the key and
+// attempt headers (wire.Sender). held is the answer the attempt replaces.
+// The result is written to a, in place: a returned attempt would be
+// copied.
+func (op *operation) send(t *Transport, ctx context.Context, req *http.Request, i, n int, start int64, held *http.Response, a *wire.Attempt) {
+	if i == 0 && op.asIs {
+		op.body.Take() // the base transport owns it now
+		wire.SendAsIs(&t.wire, req, a, n, start)
+		return
+	}
+	var p wire.Plan
+	op.plan(&p, ctx, i, n, start, held)
+	s := op.sender(t, req)
+	s.Send(a, &p)
+}

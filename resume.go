@@ -581,7 +581,8 @@ func admitResume(r *host.Reservation, cfg *config, g *host.Applicant, h *host.St
 			backoff = max(backoff, cfg.backoff.Delay(n.tries, 0))
 		}
 	}
-	if err := h.Reserve(r, g, 1, 1, backoff, free, now); err != nil {
+	var err error
+	if *r, err = h.Reserve(g, 1, 1, backoff, free, now); err != nil {
 		return err
 	}
 	return r.Wait(g)

@@ -27,9 +27,8 @@ const (
 // settle is the one settle step of every attempt: the loop's, a hedged
 // round's copy (racing, or alone once the others have ended) and a loser.
 // a was admitted by res and sent after wait; hedge says it was a hedge.
-// Its verdict is written to v, in place; done says that a, a plain
-// success, ended the call already (its response is the caller's). In
-// order:
+// It returns a's verdict; done says that a, a plain success, ended the
+// call already (its response is the caller's). In order:
 //
 //  1. a plain success that ends an unobserved call (call.succeeded);
 //  2. a loser cut short without an answer: cancelled, not classified;
@@ -46,19 +45,19 @@ const (
 // counts its time until then for the host's quantile, as a lower bound of
 // what it would have taken. So the slow answers hedging cuts short are
 // not forgotten.
-func (c *call) settle(a *wire.Attempt, res *host.Reservation, ro role, wait time.Duration, hedge bool, before func(verdict), v *verdict) (done bool) {
+func (c *call) settle(a *wire.Attempt, res *host.Reservation, ro role, wait time.Duration, hedge bool, before func(verdict)) (v verdict, done bool) {
 	if c.endsOnSuccess && res.First && plainSuccess(a.Resp, a.Err) {
 		c.succeeded(a, res)
-		return true
+		return verdict{}, true
 	}
 	if ro == loser && a.Resp == nil {
 		res.Release(&c.Applicant, host.HealthNeutral)
 		c.h.Latency.Cut(a)
-		*v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.Err}
+		v = verdict{d: Decision{Action: Terminal, Category: CategoryCanceled}, err: a.Err}
 		c.led.note(a, v.d, wait, hedge)
-		return false
+		return v, false
 	}
-	*v = c.verdict(a)
+	v = c.verdict(a)
 	a.Err = v.err
 	if a.Sent {
 		hl := healthOf(a.Resp, a.Err, v.d)
@@ -70,15 +69,15 @@ func (c *call) settle(a *wire.Attempt, res *host.Reservation, ro role, wait time
 		if !res.Retry && hl != host.HealthNeutral {
 			c.h.NoteFirst(a.End, hl == host.HealthOK)
 		}
-		c.observe(a, *v)
+		c.observe(a, v)
 	} else {
 		res.Cancel()
 	}
 	if before != nil {
-		before(*v)
+		before(v)
 	}
 	c.led.note(a, v.d, wait, hedge)
-	return false
+	return v, false
 }
 
 // observe tells the host what attempt a showed of it: its latency, a

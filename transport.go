@@ -260,7 +260,8 @@ type loop struct {
 func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 	c.endsOnSuccess = c.unobserved()
 	if !resumed {
-		if err := c.h.Reserve(&l.res, &c.Applicant, 0, l.base, 0, false, now); err != nil {
+		var err error
+		if l.res, err = c.h.Reserve(&c.Applicant, 0, l.base, 0, false, now); err != nil {
 			return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
 		}
 	}
@@ -279,18 +280,11 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
-			switch {
-			case i == 0 && resumed: // sent by the plain call
-			case i == 0 && c.op.asIs:
-				c.op.body.Take() // the base transport owns it now
-				wire.SendAsIs(&c.t.wire, c.Req, &l.cur, n, l.res.At)
-			default:
-				var p wire.Plan
-				c.op.plan(&p, c.Ctx, i, n, l.res.At, l.prev.Resp)
-				s := c.op.sender(c.t, c.Req)
-				s.Send(&l.cur, &p)
+			if i > 0 || !resumed { // else sent by the plain call
+				c.op.send(c.t, c.Ctx, c.Req, i, n, l.res.At, l.prev.Resp, &l.cur)
 			}
-			if c.settle(&l.cur, &l.res, alone, l.res.Delay, false, nil, &l.curV) {
+			var done bool
+			if l.curV, done = c.settle(&l.cur, &l.res, alone, l.res.Delay, false, nil); done {
 				return l.cur.Resp, nil
 			}
 		}
@@ -303,10 +297,17 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			wire.Drop(l.prev.Resp) // the retry replaced it
 		}
 		i += sent // hedges took the attempt numbers after n
-		if stop, refused := c.decide(l, i+1, l.base+i+1); refused {
-			return c.refuse(&l.cur, l.curV.d, stop, false) // a retry refused before any wait
-		} else if d := l.curV.d; d.Action != Retry || stop != nil {
-			return c.finish(&l.cur, d, stop)
+		f := c.facts(l, l.base+i+1)
+		nx := decide(&f, c)
+		if !nx.retry {
+			return c.finish(&l.cur, l.curV.d, nx.stop)
+		}
+		l.delay = nx.delay
+		// 4. the gate reserves the retry without blocking; a refused
+		// retry ends c with the last answer at once.
+		var err error
+		if l.res, err = c.h.Reserve(&c.Applicant, i+1, l.base+i+1, nx.delay, nx.polling, c.cfg.nanos()); err != nil {
+			return c.refuse(&l.cur, l.curV.d, err, false) // a retry refused before any wait
 		}
 	}
 }
@@ -556,15 +557,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 	)
 	r.Reset(h, now, false, true, false)
 	r.Sizes()
-	if op.asIs {
-		op.body.Take() // the base transport owns it now
-		wire.SendAsIs(&t.wire, req, &a, 0, now)
-	} else {
-		var p wire.Plan
-		op.plan(&p, ctx, 0, 0, now, nil)
-		s := op.sender(t, req)
-		s.Send(&a, &p)
-	}
+	op.send(t, ctx, req, 0, 0, now, nil, &a)
 	if plainSuccess(a.Resp, a.Err) {
 		if op.asIs {
 			h.Succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent

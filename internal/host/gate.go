@@ -89,14 +89,21 @@ const (
 	HealthFailure               // the host is unhealthy: 5xx, timeout, reset, refused
 )
 
-// reserve decides at now, into r, whether attempt n of g may be sent after
+// Reserve decides at now whether attempt n of g may be sent after
 // at least backoff, without blocking. For a retry it checks that the wait
 // and the host's usual latency fit before the deadline. It checks that the
 // breaker is not open. Then it takes a retry token and the budget's share.
 // A retry polling for the end of an operation in progress elsewhere
 // (polling) takes no token. An error is the reason the retry is refused;
 // nothing was taken.
-func (h *State) Reserve(r *Reservation, g *Applicant, i, n int, backoff time.Duration, polling bool, now int64) error {
+func (h *State) Reserve(g *Applicant, i, n int, backoff time.Duration, polling bool, now int64) (Reservation, error) {
+	var r Reservation
+	err := h.reserve(&r, g, i, n, backoff, polling, now)
+	return r, err
+}
+
+// reserve is Reserve, into r.
+func (h *State) reserve(r *Reservation, g *Applicant, i, n int, backoff time.Duration, polling bool, now int64) error {
 	// A call that waited for its key's call in flight (applicant.joined)
 	// sends its first attempt as a first attempt: it retries nothing.
 	r.Reset(h, now, n > 0 && (i > 0 || !g.Joined), i == 0, g.Hop)
