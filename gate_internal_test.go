@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"reflect"
 	"sync"
@@ -408,18 +407,6 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 	})
 }
 
-// TestClearPauses: an ended pause is cleared, a pending one is kept.
-func TestClearPauses(t *testing.T) {
-	var h host.State
-	h.Pauses.PauseUntil.Store(100)
-	h.Pauses.RetryPauseUntil.Store(200)
-	h.Pauses.ClearPauses(150)
-	assert.Zero(t, h.Pauses.PauseUntil.Load())
-	assert.Equal(t, int64(200), h.Pauses.RetryPauseUntil.Load())
-	h.Pauses.ClearPauses(200)
-	assert.Zero(t, h.Pauses.RetryPauseUntil.Load())
-}
-
 // TestExpiredPauseIsCleared: once a server's pause has ended, the next
 // request clears it.
 func TestExpiredPauseIsCleared(t *testing.T) {
@@ -434,31 +421,4 @@ func TestExpiredPauseIsCleared(t *testing.T) {
 		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
 		assert.Zero(t, h.Pauses.PauseUntil.Load(), "the ended pause is cleared")
 	})
-}
-
-// TestFitsAnyDeadline: whether a wait fits before the caller's deadline is
-// right for any deadline, past the years whose Unix nanoseconds fit in an
-// int64 too (a context.WithTimeout of math.MaxInt64 ends in 2318).
-func TestFitsAnyDeadline(t *testing.T) {
-	now := time.Now()
-	for _, tt := range []struct {
-		name     string
-		deadline time.Time
-		wait     time.Duration
-		fits     bool
-	}{
-		{"well before", now.Add(time.Hour), time.Second, true},
-		{"past it", now.Add(time.Second), time.Hour, false},
-		{"a deadline in 2318", now.Add(math.MaxInt64), time.Hour, true},
-		{"a deadline in 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), time.Hour, true},
-		{"a deadline in 1600", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), 0, false},
-		{"the longest wait", now.Add(time.Hour), math.MaxInt64, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithDeadline(context.Background(), tt.deadline)
-			defer cancel()
-			g := host.Applicant{Ctx: ctx}
-			assert.Equal(t, tt.fits, g.Fits(now.UnixNano(), tt.wait))
-		})
-	}
 }
