@@ -3,10 +3,8 @@ package resilient
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,62 +175,6 @@ func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
 	h, _ := tr.hosts.M.Load("api.test")
 	firsts := h.(*host.State).Tokens.Firsts(time.Now())
 	assert.Equal(t, int64(1), firsts)
-}
-
-// Per-host state follows the active hosts: 100,000 hosts touched once, then
-// idle for a window, are forgotten at the next request.
-func TestIdleHostsAreEvicted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{201})...))
-		const n = 100_000
-		count := func() int {
-			c := 0
-			tr.hosts.M.Range(func(any, any) bool { c++; return true })
-			return c
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for i := range n {
-			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://h%d.test/", i), nil)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-		}
-		assert.Equal(t, n, count())
-		var full runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&full)
-		t.Logf("heap per active host: %d B", (int64(full.HeapInuse)-int64(before.HeapInuse))/n)
-		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 1, count(), "only the host just used remains")
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		retained := int64(after.HeapInuse) - int64(before.HeapInuse)
-		t.Logf("heap retained after eviction: %d B for %d hosts", retained, n)
-		assert.Less(t, retained, int64(n*100), "well under 100 B per evicted host")
-	})
-}
-
-// A host with an open breaker or a pending pause is kept, whatever its idle
-// time.
-func TestHostWithStateIsNotEvicted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(stubtest.New(stubtest.Deduping([]int{429}, "Retry-After: 30")...), WithMaxAttempts(1), WithRetryAfterMax(time.Minute))
-		resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
-		require.NoError(t, err)
-		resp.Body.Close()
-		h, _ := tr.hosts.M.Load("api.test")
-		h.(*host.State).Pauses.Pause(time.Now().UnixNano(), time.Hour, true)
-		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		tr.hosts.Host("other.test", time.Now().UnixNano())
-		_, ok := tr.hosts.M.Load("api.test")
-		assert.True(t, ok, "a paused host is kept")
-	})
 }
 
 // stalledBody yields some bytes, then blocks until closed.
