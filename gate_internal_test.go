@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -232,84 +231,6 @@ func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
 		assert.LessOrEqual(t, waited, 3, "only the cold host's retries, within the tokens")
 		assert.LessOrEqual(t, sent, 31+3, "first attempts, and the cold host's retries")
 	})
-}
-
-// TestGateAdmitsAFirstAttemptWithoutAllocating: admitting a first attempt
-// (reserve, wait: the pause check, the deposits) and releasing it allocates
-// nothing, with the defaults (retry tokens) and with a per-host budget.
-func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
-	for name, opts := range map[string][]Option{
-		"defaults": nil,
-		"budget":   {WithRetryControl(RetryTokens{}, RetryBudget{})},
-	} {
-		t.Run(name, func(t *testing.T) {
-			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
-			g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
-			now := time.Now()
-			h := tr.hosts.Host("api.test", now.UnixNano())
-			allocs := testing.AllocsPerRun(100, func() {
-				var r host.Reservation
-				if err := h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano()); err != nil {
-					t.Fatal(err)
-				}
-				if err := r.Wait(g); err != nil {
-					t.Fatal(err)
-				}
-				r.Release(g, host.HealthOK)
-			})
-			assert.Zero(t, allocs)
-		})
-	}
-}
-
-// BenchmarkGateFirstAttempt measures the admission and release of a first
-// attempt, with the defaults (retry tokens).
-func BenchmarkGateFirstAttempt(b *testing.B) {
-	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
-	now := time.Now()
-	h := tr.hosts.Host("api.test", now.UnixNano())
-	b.ReportAllocs()
-	for b.Loop() {
-		var r host.Reservation
-		h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano())
-		r.Wait(g)
-		r.Release(g, host.HealthOK)
-	}
-}
-
-// TestReserveResetsEveryField: reserve fills the reservation field by field
-// (a composite literal costs a copy); one left from the previous attempt's
-// reservation would leak into the next. Every field is set to a non-zero
-// value first, and a field added later without a reset fails here.
-func TestReserveResetsEveryField(t *testing.T) {
-	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
-	now := time.Now()
-	h := tr.hosts.Host("api.test", now.UnixNano())
-	var r host.Reservation
-	v := reflect.ValueOf(&r).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		f = reflect.NewAt(f.Type(), f.Addr().UnsafePointer()).Elem() // unexported
-		switch f.Kind() {
-		case reflect.Bool:
-			f.SetBool(true)
-		case reflect.Int64:
-			f.SetInt(7)
-		case reflect.Pointer:
-			f.Set(reflect.New(f.Type().Elem()))
-		case reflect.Func:
-			f.Set(reflect.ValueOf(func(error) {}))
-		case reflect.Struct: // time.Time
-			f.Set(reflect.ValueOf(now.Add(-time.Hour)))
-		default:
-			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
-		}
-	}
-	require.NoError(t, h.Reserve(&r, g, 0, 0, 0, false, now.UnixNano()))
-	want := host.Reservation{H: h, First: true, At: now.UnixNano()}
-	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
 }
 
 // Regression: one breaker Option used by two Transports gave them one
