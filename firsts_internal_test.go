@@ -240,3 +240,59 @@ func TestColdHostRetryJudgedAgainAfterItsWait(t *testing.T) {
 		})
 	}
 }
+
+// A host that keeps shedding (every answer 503 with Retry-After, renewed by
+// other requests) gets no retries once its first attempts show it (cold,
+// it gets the few its retry tokens allow), and no retry is slept for and
+// then dropped: the caller of each operation gets the 503 at once, decided
+// before any wait, as from a bare client. First attempts still go out.
+func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := stubtest.New(stubtest.Deduping([]int{503}, "Retry-After: 1")...)
+		tr := NewTransport(s)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var (
+			others sync.WaitGroup
+			mu     sync.Mutex
+			waited int // calls that took time: a retry was waited for
+			sent   int // attempts the others sent
+		)
+		others.Go(func() { // other operations, one starting every 100 ms
+			for ctx.Err() == nil {
+				others.Go(func() {
+					rep := new(Report)
+					start := time.Now()
+					if resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}")); err == nil {
+						resp.Body.Close()
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					sent += len(rep.Attempts)
+					if time.Since(start) > 0 {
+						waited++
+					}
+				})
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+		time.Sleep(3 * time.Second)
+		rep := new(Report)
+		start := time.Now()
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(context.Background(), rep), "{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, rep.Attempts, 1, "no retry while the host sheds")
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
+		assert.Zero(t, time.Since(start), "decided before any wait")
+		cancel()
+		others.Wait()
+		// Until firstsMin first attempts, the host is cold: no evidence
+		// that it sheds, so its 503s' retries wait the delay, as many as
+		// the retry tokens allow (a fresh bucket: 3). From then on, no
+		// retry waited while others were shed.
+		assert.LessOrEqual(t, waited, 3, "only the cold host's retries, within the tokens")
+		assert.LessOrEqual(t, sent, 31+3, "first attempts, and the cold host's retries")
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/host"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,5 +115,27 @@ func TestLatencyAverage(t *testing.T) {
 			}
 			assert.Equal(t, []time.Duration{30 * ms, 30 * ms, 30 * ms}, late, "Outcome.Now is when the answer came")
 		})
+	})
+}
+
+// A retry whose wait fits before the deadline but whose attempt, at the
+// host's usual latency, would not, is not started: the caller gets the
+// real answer at once.
+func TestRetryNotStartedWhenTheAttemptCannotFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			time.Sleep(2 * time.Second)
+			return stubtest.New(stubtest.Deduping([]int{503})...).RoundTrip(req)
+		})
+		tr := NewTransport(slow, WithBackoff(Exponential(100*time.Millisecond, 100*time.Millisecond)))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		rep := new(Report)
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, rep.Attempts, 1)
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
 	})
 }
