@@ -16,7 +16,7 @@ import (
 func TestEvidenceFreshRouteAgreesWithTheMap(t *testing.T) {
 	var ev Evidence
 	t0 := time.Unix(1_700_000_000, 0)
-	a, b := Route{Method: "POST", Prefix: "/v1/charges"}, Route{Method: "POST", Prefix: "/v1/refunds"}
+	a, b := Route{method: "POST", prefix: "/v1/charges"}, Route{method: "POST", prefix: "/v1/refunds"}
 	if ev.Has(a, t0.UnixNano()) {
 		t.Fatal("evidence before any note")
 	}
@@ -27,25 +27,25 @@ func TestEvidenceFreshRouteAgreesWithTheMap(t *testing.T) {
 			t.Errorf("%v: no evidence after a note", r)
 		}
 	}
-	if ev.Has(Route{Method: "PATCH", Prefix: "/v1/charges"}, t0.UnixNano()) {
+	if ev.Has(Route{method: "PATCH", prefix: "/v1/charges"}, t0.UnixNano()) {
 		t.Error("evidence for a route never noted")
 	}
 	// Noting a fresh route again changes nothing; past half its life it is
 	// renewed, in the map and in the fresh copy.
 	ev.Note(b, t0.Add(2*time.Minute).UnixNano())
-	if exp := ev.Fresh.Load().Exp; exp != t0.Add(time.Minute+DedupeEvidenceTTL).UnixNano() {
+	if exp := ev.fresh.Load().exp; exp != t0.Add(time.Minute+dedupeEvidenceTTL).UnixNano() {
 		t.Errorf("fresh expiry moved on a fresh note: %v", time.Unix(0, exp))
 	}
-	renew := t0.Add(time.Minute + DedupeEvidenceTTL/2 + time.Second)
+	renew := t0.Add(time.Minute + dedupeEvidenceTTL/2 + time.Second)
 	ev.Note(b, renew.UnixNano())
-	if f := ev.Fresh.Load(); f.R != b || f.Exp != renew.Add(DedupeEvidenceTTL).UnixNano() || ev.Routes[b] != f.Exp {
-		t.Errorf("renewal: fresh %+v, map %v", f, ev.Routes[b])
+	if f := ev.fresh.Load(); f.r != b || f.exp != renew.Add(dedupeEvidenceTTL).UnixNano() || ev.routes[b] != f.exp {
+		t.Errorf("renewal: fresh %+v, map %v", f, ev.routes[b])
 	}
 	// Expired: neither copy answers.
-	if ev.Has(a, t0.Add(DedupeEvidenceTTL+time.Second).UnixNano()) {
+	if ev.Has(a, t0.Add(dedupeEvidenceTTL+time.Second).UnixNano()) {
 		t.Error("a: evidence past its expiry")
 	}
-	if ev.Has(b, renew.Add(DedupeEvidenceTTL+time.Second).UnixNano()) {
+	if ev.Has(b, renew.Add(dedupeEvidenceTTL+time.Second).UnixNano()) {
 		t.Error("b: evidence past its expiry")
 	}
 }
@@ -70,7 +70,7 @@ func TestEvidenceRenewsOnlyWhenNoteWould(t *testing.T) {
 		{"nothing noted", nil, 0, true},
 		{"same route, fresh", []*http.Request{charge}, time.Minute, false},
 		{"same route by another path", []*http.Request{req("POST", "/v1/charges")}, time.Minute, false},
-		{"same route, half its life gone", []*http.Request{charge}, DedupeEvidenceTTL/2 + time.Second, true},
+		{"same route, half its life gone", []*http.Request{charge}, dedupeEvidenceTTL/2 + time.Second, true},
 		{"another route noted last", []*http.Request{charge, req("POST", "/v1/refunds")}, time.Minute, true},
 		{"another method", []*http.Request{req("PATCH", "/v1/charges")}, time.Minute, true},
 	} {
@@ -82,10 +82,10 @@ func TestEvidenceRenewsOnlyWhenNoteWould(t *testing.T) {
 			now := t0.Add(tc.at)
 			require.Equal(t, tc.renews, ev.Renews(charge, now.UnixNano()))
 			if !tc.renews {
-				fresh, routes := ev.Fresh.Load(), maps.Clone(ev.Routes)
+				fresh, routes := ev.fresh.Load(), maps.Clone(ev.routes)
 				ev.Note(RouteOf(charge), now.UnixNano())
-				require.Same(t, fresh, ev.Fresh.Load(), "a skipped note would have changed the fresh copy")
-				require.Equal(t, routes, ev.Routes, "a skipped note would have changed the map")
+				require.Same(t, fresh, ev.fresh.Load(), "a skipped note would have changed the fresh copy")
+				require.Equal(t, routes, ev.routes, "a skipped note would have changed the map")
 			}
 		})
 	}

@@ -32,19 +32,19 @@ func TestFirstsShedding(t *testing.T) {
 		{"1 in 5 failed of two buckets", 320, 80, 0, true},
 		{"most failed", FirstsMin, 2 * FirstsMin, 0, true},
 		{"all failed, just enough", 0, FirstsMin, 0, true},
-		{"an aged bucket still counts", 0, FirstsMin, FirstsAge + time.Second, true},
-		{"forgotten after two ages", 0, FirstsMin, 2*FirstsAge + time.Second, false},
+		{"an aged bucket still counts", 0, FirstsMin, firstsAge + time.Second, true},
+		{"forgotten after two ages", 0, FirstsMin, 2*firstsAge + time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var f Firsts
 			for range tt.ok {
-				f.Note(t0.UnixNano(), true)
+				f.note(t0.UnixNano(), true)
 			}
 			for range tt.failed {
-				f.Note(t0.UnixNano(), false)
+				f.note(t0.UnixNano(), false)
 			}
-			assert.Equal(t, tt.want, f.Shedding(t0.Add(tt.after).UnixNano()))
+			assert.Equal(t, tt.want, f.shedding(t0.Add(tt.after).UnixNano()))
 		})
 	}
 }
@@ -57,28 +57,28 @@ func TestFirstsWindowSlides(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	notes := func(f *Firsts, n int, at time.Time, ok bool) {
 		for range n {
-			f.Note(at.UnixNano(), ok)
+			f.note(at.UnixNano(), ok)
 		}
 	}
 	var full Firsts
 	notes(&full, FirstsPer, t0, true)
-	full.Note(t0.UnixNano(), false) // a new bucket
-	assert.False(t, full.Shedding(t0.UnixNano()), "the full bucket still counts")
+	full.note(t0.UnixNano(), false) // a new bucket
+	assert.False(t, full.shedding(t0.UnixNano()), "the full bucket still counts")
 
 	var pushed Firsts
 	notes(&pushed, FirstsPer, t0, true)
 	notes(&pushed, 2*FirstsPer, t0, false)
-	assert.True(t, pushed.Shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
+	assert.True(t, pushed.shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
 
 	var aged Firsts
 	notes(&aged, FirstsPer/2, t0, true)
-	later := t0.Add(FirstsAge + time.Millisecond)
-	aged.Note(later.UnixNano(), false) // the aged bucket becomes the one before
-	assert.False(t, aged.Shedding(later.UnixNano()), "%d healthy before, 1 failed now", FirstsPer/2)
+	later := t0.Add(firstsAge + time.Millisecond)
+	aged.note(later.UnixNano(), false) // the aged bucket becomes the one before
+	assert.False(t, aged.shedding(later.UnixNano()), "%d healthy before, 1 failed now", FirstsPer/2)
 	var agedFail Firsts
 	notes(&agedFail, FirstsMin, t0, false)
-	assert.True(t, agedFail.Shedding(t0.UnixNano()))
-	assert.False(t, agedFail.Shedding(t0.Add(3*FirstsAge).UnixNano()), "all aged out")
+	assert.True(t, agedFail.shedding(t0.UnixNano()))
+	assert.False(t, agedFail.shedding(t0.Add(3*firstsAge).UnixNano()), "all aged out")
 }
 
 // A fresh surge of failures is not hidden by a healthy bucket before it:
@@ -101,19 +101,19 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var f Firsts
 			for range FirstsPer {
-				f.Note(t0.UnixNano(), true)
+				f.note(t0.UnixNano(), true)
 			}
 			for range tt.ok {
-				f.Note(t0.UnixNano(), true)
+				f.note(t0.UnixNano(), true)
 			}
 			for range tt.failed {
-				f.Note(t0.UnixNano(), false)
+				f.note(t0.UnixNano(), false)
 			}
-			pOK, pFail, cOK, cFail, _ := FirstsCounts(f.W.Load(), FirstsNow(t0.UnixNano()))
+			pOK, pFail, cOK, cFail, _ := firstsCounts(f.W.Load(), firstsNow(t0.UnixNano()))
 			require.Equal(t, [4]uint64{FirstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
 			ok, failed := pOK+cOK, pFail+cFail
-			require.GreaterOrEqual(t, ok, FirstsRatio*failed, "the window alone is healthy")
-			assert.Equal(t, tt.want, f.Shedding(t0.UnixNano()))
+			require.GreaterOrEqual(t, ok, firstsRatio*failed, "the window alone is healthy")
+			assert.Equal(t, tt.want, f.shedding(t0.UnixNano()))
 		})
 	}
 }
@@ -123,8 +123,8 @@ func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
 // shows less than 1 % of the time: the binomial tail, computed here by
 // another route (products, not log-gamma).
 func TestFirstsFewestIsTheBinomialTail(t *testing.T) {
-	const p = 1.0 / (FirstsRatio + 1)
-	got := FirstsFewest()
+	const p = 1.0 / (firstsRatio + 1)
+	got := firstsFewest()
 	for n := range 2*FirstsPer + 1 {
 		want := 0
 		for k := 0; k <= n; k++ {
@@ -132,7 +132,7 @@ func TestFirstsFewestIsTheBinomialTail(t *testing.T) {
 			for j := k; j <= n; j++ {
 				tail += binomial(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
 			}
-			if tail < FirstsAlpha {
+			if tail < firstsAlpha {
 				want = k
 				break
 			}
@@ -165,11 +165,11 @@ func TestFirstsFewFailedOfFew(t *testing.T) {
 	for _, tt := range tests {
 		var f Firsts
 		for range tt.ok {
-			f.Note(t0, true)
+			f.note(t0, true)
 		}
 		for range tt.failed {
-			f.Note(t0, false)
+			f.note(t0, false)
 		}
-		assert.Equal(t, tt.want, f.Shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
+		assert.Equal(t, tt.want, f.shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
 	}
 }

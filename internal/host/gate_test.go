@@ -34,7 +34,7 @@ func TestFitsAnyDeadline(t *testing.T) {
 			ctx, cancel := context.WithDeadline(context.Background(), tt.deadline)
 			defer cancel()
 			g := Applicant{Ctx: ctx}
-			assert.Equal(t, tt.fits, g.Fits(now.UnixNano(), tt.wait))
+			assert.Equal(t, tt.fits, g.fits(now.UnixNano(), tt.wait))
 		})
 	}
 }

@@ -50,13 +50,13 @@ func TestHostCache(t *testing.T) {
 			assert.Same(t, a, hs.Host("a.test", time.Now().UnixNano()))
 			assert.Same(t, b, hs.Host("b.test", time.Now().UnixNano()))
 		}
-		time.Sleep(time.Duration(LastReplace))
+		time.Sleep(time.Duration(lastReplace))
 		assert.Same(t, b, hs.Host("b.test", time.Now().UnixNano()))
 		assert.Same(t, b, hs.Last.Load(), "an unused cached host gives way")
 		assert.True(t, cacheHolds(hs))
 
 		time.Sleep(2 * 10 * time.Second) // twice RetryTokens' default Window
-		hs.Sweep(time.Now().UnixNano())
+		hs.sweep(time.Now().UnixNano())
 		_, ok := hs.M.Load("b.test")
 		assert.False(t, ok, "b was idle for a window")
 		assert.Nil(t, hs.Last.Load(), "the evicted host left the cache")
@@ -151,7 +151,7 @@ func TestCachedHostRunsADueSweep(t *testing.T) {
 		assert.Same(t, a, hs.Host("a.test", now.UnixNano()), "the cached host stays")
 		_, ok := hs.M.Load("b.test")
 		assert.False(t, ok, "the sweep due ran and evicted the idle host")
-		assert.Equal(t, now.UnixNano(), a.LastUsed.Load())
+		assert.Equal(t, now.UnixNano(), a.lastUsed.Load())
 		assert.Greater(t, hs.NextSweep.Load(), now.UnixNano())
 	})
 }

@@ -9,10 +9,10 @@ import (
 
 func TestLatencyBucketsBoundEveryDuration(t *testing.T) {
 	for _, d := range []time.Duration{0, 1, time.Microsecond, 1500 * time.Microsecond, 20 * time.Millisecond, time.Second, time.Minute, time.Hour} {
-		b := LatencyBucket(d)
-		assert.True(t, b >= 0 && b < LatencyBuckets, "%v: bucket %d", d, b)
-		if d >= 1<<LatencyMinExp && d < 1<<LatencyMaxExp {
-			up := LatencyUpper(b)
+		b := latencyBucket(d)
+		assert.True(t, b >= 0 && b < latencyBuckets, "%v: bucket %d", d, b)
+		if d >= 1<<latencyMinExp && d < 1<<latencyMaxExp {
+			up := latencyUpper(b)
 			assert.Greater(t, up, d, "%v: upper edge", d)
 			assert.LessOrEqual(t, float64(up), float64(d)*1.26, "%v: a bucket is at most 25 %% wide", d)
 		}
@@ -34,17 +34,17 @@ func TestLatencyQuantile(t *testing.T) {
 		{"p50", 0.5, 600, 400, 10 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewLatencies(tc.q)
+			l := newLatencies(tc.q)
 			for range tc.fast {
-				l.Record(10 * time.Millisecond)
+				l.record(10 * time.Millisecond)
 			}
 			for range tc.slow {
-				l.Record(200 * time.Millisecond)
+				l.record(200 * time.Millisecond)
 			}
 			got, ok := l.Quantile(tc.q)
 			assert.Equal(t, tc.known, ok)
 			if ok {
-				assert.Equal(t, LatencyUpper(LatencyBucket(tc.want)), got)
+				assert.Equal(t, latencyUpper(latencyBucket(tc.want)), got)
 			}
 		})
 	}
@@ -53,20 +53,20 @@ func TestLatencyQuantile(t *testing.T) {
 // The histogram halves its counts every window, so it follows a host whose
 // latency changed.
 func TestLatencyFollowsTheRecentPast(t *testing.T) {
-	l := NewLatencies(0.95)
+	l := newLatencies(0.95)
 	for range 5000 {
-		l.Record(200 * time.Millisecond)
+		l.record(200 * time.Millisecond)
 	}
 	for range 5000 {
-		l.Record(10 * time.Millisecond)
+		l.record(10 * time.Millisecond)
 	}
 	got, ok := l.Quantile(0.95)
 	assert.True(t, ok)
-	assert.Equal(t, LatencyUpper(LatencyBucket(10*time.Millisecond)), got)
+	assert.Equal(t, latencyUpper(latencyBucket(10*time.Millisecond)), got)
 }
 
 func TestLatencyRecordDoesNotAllocate(t *testing.T) {
-	l := NewLatencies(0.95)
-	assert.Zero(t, testing.AllocsPerRun(1000, func() { l.Record(3 * time.Millisecond) }))
+	l := newLatencies(0.95)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { l.record(3 * time.Millisecond) }))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { l.Quantile(0.95) }))
 }

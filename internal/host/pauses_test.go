@@ -11,9 +11,9 @@ func TestClearPauses(t *testing.T) {
 	var h State
 	h.Pauses.PauseUntil.Store(100)
 	h.Pauses.RetryPauseUntil.Store(200)
-	h.Pauses.ClearPauses(150)
+	h.Pauses.clearPauses(150)
 	assert.Zero(t, h.Pauses.PauseUntil.Load())
 	assert.Equal(t, int64(200), h.Pauses.RetryPauseUntil.Load())
-	h.Pauses.ClearPauses(200)
+	h.Pauses.clearPauses(200)
 	assert.Zero(t, h.Pauses.RetryPauseUntil.Load())
 }

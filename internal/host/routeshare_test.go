@@ -17,44 +17,44 @@ import (
 func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	rt := NewRetryTokens(retrycontrol.TokensConfig{})
-	var rs RouteShares
-	r := Route{Method: "POST", Prefix: "/v1/charges"}
+	var rs routeShares
+	r := Route{method: "POST", prefix: "/v1/charges"}
 	now := time.Now()
 	for i := range 10000 {
 		switch rng.IntN(4) {
 		case 0:
 			rt.FirstAt(now)
 		case 1: // a retry, as spend takes it
-			s, ok := rs.Take(r, rt.Capacity(now.UnixNano()))
+			s, ok := rs.take(r, rt.Capacity(now.UnixNano()))
 			took := rt.TakeAt(now)
 			require.Equal(t, took, ok, "step %d: the share decides as the bucket", i)
 			if ok && rng.IntN(4) == 0 { // not sent: cancel
 				rt.Refund()
-				rs.Give(s, TokenUnit)
+				rs.give(s, TokenUnit)
 			}
 		default: // a healthy answer
 			rt.Earn()
-			rs.Earn(r, rt.Params().Refill)
+			rs.earn(r, rt.Params().Refill)
 		}
-		s := rs.Get(r)
-		require.Equal(t, rt.Deficit(), s.Deficit.Load(), "step %d", i)
-		require.Equal(t, s.Deficit.Load() != 0, rs.Owing.Load() == 1, "step %d: owing", i)
+		s := rs.get(r)
+		require.Equal(t, rt.Deficit(), s.deficit.Load(), "step %d", i)
+		require.Equal(t, s.deficit.Load() != 0, rs.owing.Load() == 1, "step %d: owing", i)
 	}
 }
 
 // TestRouteSharesAreBounded: a host keeps at most maxRouteShares shares;
 // a route beyond them is governed by the host's bucket alone.
 func TestRouteSharesAreBounded(t *testing.T) {
-	var rs RouteShares
-	for i := range MaxRouteShares + 10 {
-		s, ok := rs.Take(Route{Method: "POST", Prefix: "/v1/r" + strconv.Itoa(i)}, TokenUnit)
+	var rs routeShares
+	for i := range maxRouteShares + 10 {
+		s, ok := rs.take(Route{method: "POST", prefix: "/v1/r" + strconv.Itoa(i)}, TokenUnit)
 		assert.True(t, ok)
-		assert.Equal(t, i < MaxRouteShares, s != nil, "route %d", i)
+		assert.Equal(t, i < maxRouteShares, s != nil, "route %d", i)
 	}
-	assert.EqualValues(t, MaxRouteShares, rs.N.Load())
-	_, ok := rs.Take(Route{Method: "POST", Prefix: "/v1/r0"}, TokenUnit)
+	assert.EqualValues(t, maxRouteShares, rs.n.Load())
+	_, ok := rs.take(Route{method: "POST", prefix: "/v1/r0"}, TokenUnit)
 	assert.False(t, ok, "a share that took the whole capacity takes no more")
-	rs.Earn(Route{Method: "POST", Prefix: "/v1/r0"}, TokenUnit)
-	_, ok = rs.Take(Route{Method: "POST", Prefix: "/v1/r0"}, TokenUnit)
+	rs.earn(Route{method: "POST", prefix: "/v1/r0"}, TokenUnit)
+	_, ok = rs.take(Route{method: "POST", prefix: "/v1/r0"}, TokenUnit)
 	assert.True(t, ok, "its own healthy answer earned it back")
 }

@@ -12,7 +12,7 @@ import (
 // read.
 func TestAskedDelaysBounded(t *testing.T) {
 	var a Asked
-	for i := range MaxAsked {
+	for i := range maxAsked {
 		a.Set(strconv.Itoa(i), 100+int64(i), 0)
 	}
 	a.Set("new", 500, 0)
@@ -21,7 +21,7 @@ func TestAskedDelaysBounded(t *testing.T) {
 	a.Set("new", 500, 150) // "0"…"49" have passed at 150: room
 	assert.Equal(t, int64(500), a.Get("new", 150))
 	assert.Zero(t, a.Get("60", 160), "passed")
-	assert.LessOrEqual(t, len(a.Until), MaxAsked)
+	assert.LessOrEqual(t, len(a.until), maxAsked)
 	a.Set("new", 400, 150)
 	assert.Equal(t, int64(500), a.Get("new", 150), "a later time is never shortened")
 }
