@@ -2,7 +2,6 @@ package resilient
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -16,115 +15,6 @@ import (
 
 	"github.com/resilienthttp/resilient/internal/stubtest"
 )
-
-// The window judges the host shedding from firstsMin first attempts with
-// more than 1 in 7 failed, and never from fewer (a cold host); a bucket
-// closes after firstsPer first attempts or firstsAge, and what is older
-// than two buckets is forgotten.
-func TestFirstsShedding(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	tests := []struct {
-		name       string
-		ok, failed int
-		after      time.Duration // when healthy is asked, after the notes
-		want       bool
-	}{
-		{"nothing sent: no evidence", 0, 0, 0, false},
-		{"too few to judge, one failed", 0, 1, 0, false},
-		{"too few to judge, two of three failed", 1, 2, 0, false},
-		{"few, but most failed", 1, host.FirstsMin - 2, 0, true},
-		{"enough, all healthy", host.FirstsMin, 0, 0, false},
-		{"1 in 7 failed", 6 * host.FirstsMin, host.FirstsMin, 0, false},
-		{"a third failed (a host shedding a third)", 2 * host.FirstsMin, host.FirstsMin, 0, true},
-		{"1 in 10 failed of two buckets (one bad backend of ten)", 360, 40, 0, false},
-		{"1 in 5 failed of two buckets", 320, 80, 0, true},
-		{"most failed", host.FirstsMin, 2 * host.FirstsMin, 0, true},
-		{"all failed, just enough", 0, host.FirstsMin, 0, true},
-		{"an aged bucket still counts", 0, host.FirstsMin, host.FirstsAge + time.Second, true},
-		{"forgotten after two ages", 0, host.FirstsMin, 2*host.FirstsAge + time.Second, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var f host.Firsts
-			for range tt.ok {
-				f.Note(t0.UnixNano(), true)
-			}
-			for range tt.failed {
-				f.Note(t0.UnixNano(), false)
-			}
-			assert.Equal(t, tt.want, f.Shedding(t0.Add(tt.after).UnixNano()))
-		})
-	}
-}
-
-// The window holds the last one to two buckets of first attempts: a full
-// bucket counts as the bucket before while the next fills; two buckets of
-// failures push earlier healthy ones out; a bucket aged out starts afresh,
-// its counts kept as the bucket before.
-func TestFirstsWindowSlides(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	notes := func(f *host.Firsts, n int, at time.Time, ok bool) {
-		for range n {
-			f.Note(at.UnixNano(), ok)
-		}
-	}
-	var full host.Firsts
-	notes(&full, host.FirstsPer, t0, true)
-	full.Note(t0.UnixNano(), false) // a new bucket
-	assert.False(t, full.Shedding(t0.UnixNano()), "the full bucket still counts")
-
-	var pushed host.Firsts
-	notes(&pushed, host.FirstsPer, t0, true)
-	notes(&pushed, 2*host.FirstsPer, t0, false)
-	assert.True(t, pushed.Shedding(t0.UnixNano()), "two buckets of failures: the healthy ones are out of the window")
-
-	var aged host.Firsts
-	notes(&aged, host.FirstsPer/2, t0, true)
-	later := t0.Add(host.FirstsAge + time.Millisecond)
-	aged.Note(later.UnixNano(), false) // the aged bucket becomes the one before
-	assert.False(t, aged.Shedding(later.UnixNano()), "%d healthy before, 1 failed now", host.FirstsPer/2)
-	var agedFail host.Firsts
-	notes(&agedFail, host.FirstsMin, t0, false)
-	assert.True(t, agedFail.Shedding(t0.UnixNano()))
-	assert.False(t, agedFail.Shedding(t0.Add(3*host.FirstsAge).UnixNano()), "all aged out")
-}
-
-// A fresh surge of failures is not hidden by a healthy bucket before it:
-// once the current bucket holds firstsMin first attempts, it must pass the
-// ratio too. Below firstsMin it is judged with the window only.
-func TestFirstsCurrentBucketMustBeHealthyToo(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	tests := []struct {
-		name       string
-		ok, failed int // in the current bucket, after a full healthy one
-		want       bool
-	}{
-		{"1 in 7 failed now", 6 * 3, 3, false},
-		{"2 in 5 failed now", 12, 8, true},
-		{"3 in 20 failed now: within what a healthy host shows", 17, 3, false},
-		{"a surge too small to judge alone", 0, host.FirstsMin - 1, false},
-		{"a surge of firstsMin failures", 0, host.FirstsMin, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var f host.Firsts
-			for range host.FirstsPer {
-				f.Note(t0.UnixNano(), true)
-			}
-			for range tt.ok {
-				f.Note(t0.UnixNano(), true)
-			}
-			for range tt.failed {
-				f.Note(t0.UnixNano(), false)
-			}
-			pOK, pFail, cOK, cFail, _ := host.FirstsCounts(f.W.Load(), host.FirstsNow(t0.UnixNano()))
-			require.Equal(t, [4]uint64{host.FirstsPer, 0, uint64(tt.ok), uint64(tt.failed)}, [4]uint64{pOK, pFail, cOK, cFail})
-			ok, failed := pOK+cOK, pFail+cFail
-			require.GreaterOrEqual(t, ok, host.FirstsRatio*failed, "the window alone is healthy")
-			assert.Equal(t, tt.want, f.Shedding(t0.UnixNano()))
-		})
-	}
-}
 
 // answers is a server that answers each request with the next of its
 // statuses (the last one repeated); "503+" is a 503 with Retry-After: 1.
@@ -231,62 +121,6 @@ func TestRetryAfter503PausesTheOperationOnlyUnlessFirstAttemptsShowShedding(t *t
 				assert.Equal(t, tt.hostHeld, v.(*host.State).Pauses.Shedding(start.UnixNano()), "the host's retries held")
 			})
 		})
-	}
-}
-
-// firstsFewest holds, for each n up to two buckets, the fewest failed of
-// n first attempts that a healthy host (each failing with probability 1/7)
-// shows less than 1 % of the time: the binomial tail, computed here by
-// another route (products, not log-gamma).
-func TestFirstsFewestIsTheBinomialTail(t *testing.T) {
-	const p = 1.0 / (host.FirstsRatio + 1)
-	got := host.FirstsFewest()
-	for n := range 2*host.FirstsPer + 1 {
-		want := 0
-		for k := 0; k <= n; k++ {
-			tail := 0.0
-			for j := k; j <= n; j++ {
-				tail += binomial(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
-			}
-			if tail < host.FirstsAlpha {
-				want = k
-				break
-			}
-		}
-		require.Equal(t, want, int(got[n]), "n = %d", n)
-	}
-	assert.Equal(t, [...]uint16{0, 0, 0, 3, 4, 4}, [6]uint16(got[:6]), "a cold client's one or two failed calls are no evidence")
-}
-
-func binomial(n, k int) float64 {
-	r := 1.0
-	for i := 1; i <= k; i++ {
-		r = r * float64(n-k+i) / float64(i)
-	}
-	return r
-}
-
-// Fewer than firstsMin first attempts judge the host shedding only when as
-// many failed as a healthy host would rarely show: never one or two calls
-// of a cold client, always three of three.
-func TestFirstsFewFailedOfFew(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0).UnixNano()
-	tests := []struct {
-		ok, failed int
-		want       bool
-	}{
-		{0, 1, false}, {0, 2, false}, {1, 1, false}, {0, 3, true}, {1, 2, false}, {1, 3, false},
-		{0, 4, true}, {6, 4, false}, {5, 5, true}, {11, 8, true}, {12, 7, false}, {17, 2, false},
-	}
-	for _, tt := range tests {
-		var f host.Firsts
-		for range tt.ok {
-			f.Note(t0, true)
-		}
-		for range tt.failed {
-			f.Note(t0, false)
-		}
-		assert.Equal(t, tt.want, f.Shedding(t0), "%d healthy, %d failed", tt.ok, tt.failed)
 	}
 }
 
@@ -405,4 +239,60 @@ func TestColdHostRetryJudgedAgainAfterItsWait(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A host that keeps shedding (every answer 503 with Retry-After, renewed by
+// other requests) gets no retries once its first attempts show it (cold,
+// it gets the few its retry tokens allow), and no retry is slept for and
+// then dropped: the caller of each operation gets the 503 at once, decided
+// before any wait, as from a bare client. First attempts still go out.
+func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := stubtest.New(stubtest.Deduping([]int{503}, "Retry-After: 1")...)
+		tr := NewTransport(s)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var (
+			others sync.WaitGroup
+			mu     sync.Mutex
+			waited int // calls that took time: a retry was waited for
+			sent   int // attempts the others sent
+		)
+		others.Go(func() { // other operations, one starting every 100 ms
+			for ctx.Err() == nil {
+				others.Go(func() {
+					rep := new(Report)
+					start := time.Now()
+					if resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}")); err == nil {
+						resp.Body.Close()
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					sent += len(rep.Attempts)
+					if time.Since(start) > 0 {
+						waited++
+					}
+				})
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+		time.Sleep(3 * time.Second)
+		rep := new(Report)
+		start := time.Now()
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(context.Background(), rep), "{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, rep.Attempts, 1, "no retry while the host sheds")
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
+		assert.Zero(t, time.Since(start), "decided before any wait")
+		cancel()
+		others.Wait()
+		// Until firstsMin first attempts, the host is cold: no evidence
+		// that it sheds, so its 503s' retries wait the delay, as many as
+		// the retry tokens allow (a fresh bucket: 3). From then on, no
+		// retry waited while others were shed.
+		assert.LessOrEqual(t, waited, 3, "only the cold host's retries, within the tokens")
+		assert.LessOrEqual(t, sent, 31+3, "first attempts, and the cold host's retries")
+	})
 }

@@ -9,74 +9,11 @@ import (
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/host"
+	"github.com/resilienthttp/resilient/internal/stubtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestLatencyBucketsBoundEveryDuration(t *testing.T) {
-	for _, d := range []time.Duration{0, 1, time.Microsecond, 1500 * time.Microsecond, 20 * time.Millisecond, time.Second, time.Minute, time.Hour} {
-		b := host.LatencyBucket(d)
-		assert.True(t, b >= 0 && b < host.LatencyBuckets, "%v: bucket %d", d, b)
-		if d >= 1<<host.LatencyMinExp && d < 1<<host.LatencyMaxExp {
-			up := host.LatencyUpper(b)
-			assert.Greater(t, up, d, "%v: upper edge", d)
-			assert.LessOrEqual(t, float64(up), float64(d)*1.26, "%v: a bucket is at most 25 %% wide", d)
-		}
-	}
-}
-
-func TestLatencyQuantile(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		q     float64
-		fast  int // 10 ms samples
-		slow  int // 200 ms samples
-		want  time.Duration
-		known bool
-	}{
-		{"too few samples", 0.95, 50, 0, 0, false},
-		{"p95 among 2 % slow", 0.95, 980, 20, 10 * time.Millisecond, true},
-		{"p99 among 2 % slow", 0.99, 980, 20, 200 * time.Millisecond, true},
-		{"p50", 0.5, 600, 400, 10 * time.Millisecond, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := host.NewLatencies(tc.q)
-			for range tc.fast {
-				l.Record(10 * time.Millisecond)
-			}
-			for range tc.slow {
-				l.Record(200 * time.Millisecond)
-			}
-			got, ok := l.Quantile(tc.q)
-			assert.Equal(t, tc.known, ok)
-			if ok {
-				assert.Equal(t, host.LatencyUpper(host.LatencyBucket(tc.want)), got)
-			}
-		})
-	}
-}
-
-// The histogram halves its counts every window, so it follows a host whose
-// latency changed.
-func TestLatencyFollowsTheRecentPast(t *testing.T) {
-	l := host.NewLatencies(0.95)
-	for range 5000 {
-		l.Record(200 * time.Millisecond)
-	}
-	for range 5000 {
-		l.Record(10 * time.Millisecond)
-	}
-	got, ok := l.Quantile(0.95)
-	assert.True(t, ok)
-	assert.Equal(t, host.LatencyUpper(host.LatencyBucket(10*time.Millisecond)), got)
-}
-
-func TestLatencyRecordDoesNotAllocate(t *testing.T) {
-	l := host.NewLatencies(0.95)
-	assert.Zero(t, testing.AllocsPerRun(1000, func() { l.Record(3 * time.Millisecond) }))
-	assert.Zero(t, testing.AllocsPerRun(100, func() { l.Quantile(0.95) }))
-}
 
 // slowBase answers each request with the next status of codes after the
 // next delay of delays (the last of each repeats).
@@ -178,5 +115,27 @@ func TestLatencyAverage(t *testing.T) {
 			}
 			assert.Equal(t, []time.Duration{30 * ms, 30 * ms, 30 * ms}, late, "Outcome.Now is when the answer came")
 		})
+	})
+}
+
+// A retry whose wait fits before the deadline but whose attempt, at the
+// host's usual latency, would not, is not started: the caller gets the
+// real answer at once.
+func TestRetryNotStartedWhenTheAttemptCannotFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			time.Sleep(2 * time.Second)
+			return stubtest.New(stubtest.Deduping([]int{503})...).RoundTrip(req)
+		})
+		tr := NewTransport(slow, WithBackoff(Exponential(100*time.Millisecond, 100*time.Millisecond)))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		rep := new(Report)
+		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, rep.Attempts, 1)
+		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
 	})
 }

@@ -3,7 +3,6 @@ package resilient
 import (
 	"context"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/resilienthttp/resilient/internal/host"
 
-	"github.com/resilienthttp/resilient/internal/retrycontrol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -86,52 +84,4 @@ func TestDeadRouteDoesNotStarveItsNeighbour(t *testing.T) {
 		capacity := int(h.(*host.State).Tokens.Capacity(time.Now().UnixNano()) / host.TokenUnit)
 		assert.LessOrEqual(t, srv.sent["/v1/a"], ops/2+capacity, "the dead route retried at most the bucket's capacity")
 	})
-}
-
-// TestRouteShareOfTheOnlyRouteIsTheBucket: a host's only route takes,
-// earns and gives back what the host's bucket does, so its share refuses
-// nothing the bucket would not.
-func TestRouteShareOfTheOnlyRouteIsTheBucket(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	rt := host.NewRetryTokens(retrycontrol.TokensConfig{})
-	var rs host.RouteShares
-	r := host.Route{Method: "POST", Prefix: "/v1/charges"}
-	now := time.Now()
-	for i := range 10000 {
-		switch rng.IntN(4) {
-		case 0:
-			rt.FirstAt(now)
-		case 1: // a retry, as spend takes it
-			s, ok := rs.Take(r, rt.Capacity(now.UnixNano()))
-			took := rt.TakeAt(now)
-			require.Equal(t, took, ok, "step %d: the share decides as the bucket", i)
-			if ok && rng.IntN(4) == 0 { // not sent: cancel
-				rt.Refund()
-				rs.Give(s, host.TokenUnit)
-			}
-		default: // a healthy answer
-			rt.Earn()
-			rs.Earn(r, rt.Params().Refill)
-		}
-		s := rs.Get(r)
-		require.Equal(t, rt.Deficit(), s.Deficit.Load(), "step %d", i)
-		require.Equal(t, s.Deficit.Load() != 0, rs.Owing.Load() == 1, "step %d: owing", i)
-	}
-}
-
-// TestRouteSharesAreBounded: a host keeps at most maxRouteShares shares;
-// a route beyond them is governed by the host's bucket alone.
-func TestRouteSharesAreBounded(t *testing.T) {
-	var rs host.RouteShares
-	for i := range host.MaxRouteShares + 10 {
-		s, ok := rs.Take(host.Route{Method: "POST", Prefix: "/v1/r" + strconv.Itoa(i)}, host.TokenUnit)
-		assert.True(t, ok)
-		assert.Equal(t, i < host.MaxRouteShares, s != nil, "route %d", i)
-	}
-	assert.EqualValues(t, host.MaxRouteShares, rs.N.Load())
-	_, ok := rs.Take(host.Route{Method: "POST", Prefix: "/v1/r0"}, host.TokenUnit)
-	assert.False(t, ok, "a share that took the whole capacity takes no more")
-	rs.Earn(host.Route{Method: "POST", Prefix: "/v1/r0"}, host.TokenUnit)
-	_, ok = rs.Take(host.Route{Method: "POST", Prefix: "/v1/r0"}, host.TokenUnit)
-	assert.True(t, ok, "its own healthy answer earned it back")
 }

@@ -12,7 +12,7 @@ import (
 // dedupeEvidenceTTL is how long a server's showing that it dedupes a route
 // is trusted: long enough to cover every retry of an operation, short
 // enough that a deployment that stops honouring keys is noticed.
-const DedupeEvidenceTTL = time.Hour
+const dedupeEvidenceTTL = time.Hour
 
 // maxEvidenceRoutes bounds the routes remembered per host.
 const maxEvidenceRoutes = 256
@@ -23,21 +23,21 @@ const maxEvidenceRoutes = 256
 // route noted last is also kept in fresh, so that noting it again while its
 // evidence is fresh, the common case, takes no lock.
 type Evidence struct {
-	Fresh  atomic.Pointer[notedRoute] // the route last written to routes
+	fresh  atomic.Pointer[notedRoute] // the route last written to routes
 	mu     sync.Mutex
-	Routes map[Route]int64 // → expiry, Unix ns
+	routes map[Route]int64 // → expiry, Unix ns
 }
 
 // notedRoute is a route and the expiry it was noted with (Unix ns).
 type notedRoute struct {
-	R   Route
-	Exp int64
+	r   Route
+	exp int64
 }
 
 // route is the scope of evidence: the method and the first two segments of
 // the path ("POST", "/v1/charges" for /v1/charges/ch_1/refunds). Both are
 // substrings of the request's, so building one does not allocate.
-type Route struct{ Method, Prefix string }
+type Route struct{ method, prefix string }
 
 func (ev *Evidence) Note(r Route, now int64) {
 	if ev.recent(r, now) {
@@ -45,49 +45,49 @@ func (ev *Evidence) Note(r Route, now int64) {
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if exp, ok := ev.Routes[r]; ok && exp-now > int64(DedupeEvidenceTTL/2) {
+	if exp, ok := ev.routes[r]; ok && exp-now > int64(dedupeEvidenceTTL/2) {
 		return // fresh enough
 	}
-	if ev.Routes == nil {
-		ev.Routes = make(map[Route]int64)
+	if ev.routes == nil {
+		ev.routes = make(map[Route]int64)
 	}
-	if len(ev.Routes) >= maxEvidenceRoutes {
-		for k, exp := range ev.Routes {
+	if len(ev.routes) >= maxEvidenceRoutes {
+		for k, exp := range ev.routes {
 			if exp <= now {
-				delete(ev.Routes, k)
+				delete(ev.routes, k)
 			}
 		}
-		if len(ev.Routes) >= maxEvidenceRoutes {
+		if len(ev.routes) >= maxEvidenceRoutes {
 			return // keep what is known; an unknown route is simply not trusted
 		}
 	}
-	exp := clock.Later(now, DedupeEvidenceTTL)
-	ev.Routes[r] = exp
-	ev.Fresh.Store(&notedRoute{r, exp})
+	exp := clock.Later(now, dedupeEvidenceTTL)
+	ev.routes[r] = exp
+	ev.fresh.Store(&notedRoute{r, exp})
 }
 
 func (ev *Evidence) Has(r Route, now int64) bool {
-	if f := ev.Fresh.Load(); f != nil && f.R == r && f.Exp > now {
+	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now {
 		return true
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	exp, ok := ev.Routes[r]
+	exp, ok := ev.routes[r]
 	return ok && exp > now
 }
 
 // recent reports whether r is the route noted last, with evidence fresh
 // enough at now that noting it again does nothing (note).
 func (ev *Evidence) recent(r Route, now int64) bool {
-	f := ev.Fresh.Load()
-	return f != nil && f.R == r && f.Exp-now > int64(DedupeEvidenceTTL/2)
+	f := ev.fresh.Load()
+	return f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2)
 }
 
 // renews reports whether noting req's route at now could change ev: false
 // when note would do nothing (recent). Then an answer need not be looked
 // at for evidence. No route is built while nothing was noted.
 func (ev *Evidence) Renews(req *http.Request, now int64) bool {
-	return ev.Fresh.Load() == nil || !ev.recent(RouteOf(req), now)
+	return ev.fresh.Load() == nil || !ev.recent(RouteOf(req), now)
 }
 
 // routeOf returns req's route.

@@ -28,10 +28,10 @@ type Firsts struct {
 
 const (
 	FirstsPer   = 200              // first attempts per bucket
-	FirstsAge   = 10 * time.Second // a bucket's longest span
+	firstsAge   = 10 * time.Second // a bucket's longest span
 	FirstsMin   = 20               // first attempts the current bucket needs to be judged alone
-	FirstsRatio = 6                // healthy: at least 6 healthy per failed one
-	FirstsAlpha = 0.01             // how rarely a healthy host shows what shows shedding
+	firstsRatio = 6                // healthy: at least 6 healthy per failed one
+	firstsAlpha = 0.01             // how rarely a healthy host shows what shows shedding
 )
 
 // firstsFewest[n] is the fewest failed of n first attempts (at most two
@@ -42,8 +42,8 @@ const (
 // of ten behind a balancer (1 in 10 failed) is not taken for a host that
 // sheds a third or half of its requests. Built on first use: the failure
 // path only.
-var FirstsFewest = sync.OnceValue(func() (t [2*FirstsPer + 1]uint16) {
-	const p = 1.0 / (FirstsRatio + 1)
+var firstsFewest = sync.OnceValue(func() (t [2*FirstsPer + 1]uint16) {
+	const p = 1.0 / (firstsRatio + 1)
 	for n := 1; n < len(t); n++ {
 		tail := 0.0 // P(at least k failed of n), k from n down
 		for k := n; k >= 0; k-- {
@@ -51,7 +51,7 @@ var FirstsFewest = sync.OnceValue(func() (t [2*FirstsPer + 1]uint16) {
 			lk, _ := math.Lgamma(float64(k + 1))
 			lnk, _ := math.Lgamma(float64(n - k + 1))
 			tail += math.Exp(lg - lk - lnk + float64(k)*math.Log(p) + float64(n-k)*math.Log(1-p))
-			if tail >= FirstsAlpha {
+			if tail >= firstsAlpha {
 				if k < n {
 					t[n] = uint16(k + 1)
 				}
@@ -65,7 +65,7 @@ var FirstsFewest = sync.OnceValue(func() (t [2*FirstsPer + 1]uint16) {
 // showsShedding reports whether failed of n first attempts show that the
 // host sheds (firstsFewest).
 func showsShedding(n, failed uint64) bool {
-	few := uint64(FirstsFewest()[min(n, 2*FirstsPer)])
+	few := uint64(firstsFewest()[min(n, 2*FirstsPer)])
 	return few > 0 && failed >= few
 }
 
@@ -73,27 +73,27 @@ func showsShedding(n, failed uint64) bool {
 // attempts of the bucket before and of the current one, buckets that aged
 // out emptied (an aged current bucket counts as the one before). fresh
 // reports whether the current bucket can take more: not aged, not full.
-func FirstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bool) {
+func firstsCounts(w uint64, now uint32) (pOK, pFail, cOK, cFail uint64, fresh bool) {
 	pOK, pFail, cOK, cFail = w>>24&0xff, w>>16&0xff, w>>8&0xff, w&0xff
 	age := time.Duration(now-uint32(w>>32)) * time.Millisecond
 	switch {
-	case age > 2*FirstsAge:
+	case age > 2*firstsAge:
 		return 0, 0, 0, 0, false
-	case age > FirstsAge:
+	case age > firstsAge:
 		return cOK, cFail, 0, 0, false
 	}
 	return pOK, pFail, cOK, cFail, cOK+cFail < FirstsPer
 }
 
-func FirstsNow(now int64) uint32 { return uint32(now / 1e6) }
+func firstsNow(now int64) uint32 { return uint32(now / 1e6) }
 
 // note counts a first attempt that ended at now, healthy if ok (a failure
 // otherwise: a 5xx, a 429, a timeout).
-func (f *Firsts) Note(now int64, ok bool) {
-	ms := FirstsNow(now)
+func (f *Firsts) note(now int64, ok bool) {
+	ms := firstsNow(now)
 	for {
 		cur := f.W.Load()
-		pOK, pFail, cOK, cFail, fresh := FirstsCounts(cur, ms)
+		pOK, pFail, cOK, cFail, fresh := firstsCounts(cur, ms)
 		start := cur >> 32
 		if !fresh {
 			start = uint64(ms)
@@ -120,8 +120,8 @@ func (f *Firsts) Note(now int64, ok bool) {
 // is not hidden by the healthy bucket before it. So a cold host (a CLI, a
 // cron job, a quiet service) is not judged shedding for want of traffic,
 // and its 503's Retry-After is waited out.
-func (f *Firsts) Shedding(now int64) bool {
-	pOK, pFail, cOK, cFail, _ := FirstsCounts(f.W.Load(), FirstsNow(now))
+func (f *Firsts) shedding(now int64) bool {
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.W.Load(), firstsNow(now))
 	if cOK+cFail >= FirstsMin && showsShedding(cOK+cFail, cFail) {
 		return true
 	}
@@ -131,7 +131,7 @@ func (f *Firsts) Shedding(now int64) bool {
 // warm reports whether the host's window holds at least firstsMin first
 // attempts at now: enough to tell whether it sheds.
 func (f *Firsts) Warm(now int64) bool {
-	pOK, pFail, cOK, cFail, _ := FirstsCounts(f.W.Load(), FirstsNow(now))
+	pOK, pFail, cOK, cFail, _ := firstsCounts(f.W.Load(), firstsNow(now))
 	return pOK+pFail+cOK+cFail >= FirstsMin
 }
 

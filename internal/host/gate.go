@@ -118,7 +118,7 @@ func (h *State) reserve(r *Reservation, g *Applicant, i, n int, backoff time.Dur
 		// does not, the attempt goes out as a bare client's would.
 		switch {
 		case !g.Single:
-			if p := h.Pauses.pausedFor(now, false); p > 0 && g.Fits(now, p) {
+			if p := h.Pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 				r.Delay = p
 			}
 		case r.Retry || g.Lax || g.Unlinked:
@@ -141,7 +141,7 @@ func (h *State) reserve(r *Reservation, g *Applicant, i, n int, backoff time.Dur
 		return reason.ErrDelayTooLong
 	}
 	r.Delay = max(backoff, h.Pauses.pausedFor(now, true))
-	if !g.Fits(now, r.Delay+g.expectedLatency(h)) {
+	if !g.fits(now, r.Delay+g.expectedLatency(h)) {
 		return reason.ErrDelayTooLong
 	}
 	if h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen {
@@ -172,10 +172,10 @@ func (h *State) reserveOuterRetry(r *Reservation, g *Applicant, now int64) (time
 		return 0, reason.ErrPushback
 	}
 	wait := h.outerWait(g, now)
-	if !g.Fits(now, wait+g.expectedLatency(h)) {
+	if !g.fits(now, wait+g.expectedLatency(h)) {
 		wait = 0 // the server's time and an answer do not fit: the attempt goes as the loop sends it
 	}
-	if !g.Fits(now, g.expectedLatency(h)) {
+	if !g.fits(now, g.expectedLatency(h)) {
 		return 0, reason.ErrDelayTooLong
 	}
 	if h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen {
@@ -203,13 +203,13 @@ func (r *Reservation) Reset(h *State, now int64, retry, first, hop bool) {
 func (r *Reservation) spend(g *Applicant, now int64) error {
 	h := r.H
 	if h.Tokens != nil {
-		s, ok := h.shares.Take(RouteOf(g.Req), h.Tokens.Capacity(now))
+		s, ok := h.shares.take(RouteOf(g.Req), h.Tokens.Capacity(now))
 		if !ok {
 			return reason.ErrTokensExhausted
 		}
 		if !h.Tokens.TakeAtNanos(now) {
 			if s != nil {
-				h.shares.Give(s, TokenUnit)
+				h.shares.give(s, TokenUnit)
 			}
 			return reason.ErrTokensExhausted
 		}
@@ -322,8 +322,8 @@ func (r *Reservation) Wait(g *Applicant) error {
 func (r *Reservation) waitPause(g *Applicant) (time.Duration, int64, error) {
 	h := r.H
 	now := g.Cfg.Clock.Nanos()
-	h.Pauses.ClearPauses(now)
-	if p := h.Pauses.pausedFor(now, false); p > 0 && g.Fits(now, p) {
+	h.Pauses.clearPauses(now)
+	if p := h.Pauses.pausedFor(now, false); p > 0 && g.fits(now, p) {
 		if err := sleep(g.Ctx, g.Cancelled(), p); err != nil {
 			return 0, now, err
 		}
@@ -379,7 +379,7 @@ func (r *Reservation) Cancel() {
 	if r.Token {
 		r.H.Tokens.Refund()
 		if r.share != nil {
-			r.H.shares.Give(r.share, TokenUnit)
+			r.H.shares.give(r.share, TokenUnit)
 		}
 	}
 	if r.budgeted {
@@ -399,8 +399,8 @@ func (r *Reservation) Release(g *Applicant, hl Health) {
 	h := r.H
 	if hl == HealthOK && h.Tokens != nil {
 		h.Tokens.Earn()
-		if h.shares.Owing.Load() != 0 {
-			h.shares.Earn(RouteOf(g.Req), h.Tokens.Params().Refill)
+		if h.shares.owing.Load() != 0 {
+			h.shares.earn(RouteOf(g.Req), h.Tokens.Params().Refill)
 		}
 	}
 	if r.done != nil {
@@ -431,7 +431,7 @@ func (g *Applicant) expectedLatency(h *State) time.Duration {
 
 // fits reports whether waiting d from now leaves time before the caller's
 // deadline.
-func (g *Applicant) Fits(now int64, d time.Duration) bool {
+func (g *Applicant) fits(now int64, d time.Duration) bool {
 	dl, ok := g.Ctx.Deadline()
 	return !ok || clock.Later(now, d) < retrycontrol.UnixNanos(dl)
 }
@@ -497,7 +497,7 @@ func (h *State) ReserveHedge(g *Applicant, now int64) (Reservation, error) {
 	switch {
 	case h.Pauses.pushedBack(now):
 		return r, reason.ErrPushback
-	case h.Pauses.pausedFor(now, true) > 0, g.Asked > now, !g.Fits(now, g.expectedLatency(h)):
+	case h.Pauses.pausedFor(now, true) > 0, g.Asked > now, !g.fits(now, g.expectedLatency(h)):
 		return r, reason.ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
 	case h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen:
 		return r, reason.ErrCircuitOpen
@@ -529,7 +529,7 @@ func (h *State) outerWait(g *Applicant, now int64) time.Duration {
 	if g.Asked > now {
 		p = max(p, time.Duration(g.Asked-now))
 	}
-	if p > 0 && g.Fits(now, p) {
+	if p > 0 && g.fits(now, p) {
 		return p
 	}
 	return 0

@@ -30,13 +30,13 @@ type State struct {
 	OpenUntil atomic.Int64
 	// lastUsed (Unix ns) is when a request last used the host: hosts idle
 	// for a window are evicted.
-	LastUsed atomic.Int64
+	lastUsed atomic.Int64
 
 	// evidence: the routes whose server showed it dedupes by key.
 	Evidence Evidence
 	// shares: what each route took of the retry tokens and has not earned
 	// back (routeshare.go).
-	shares RouteShares
+	shares routeShares
 	// transitions: the breaker's, recorded under gobreaker's lock,
 	// dispatched later.
 	transitions transitions
@@ -100,7 +100,7 @@ const lastUsedStep = int64(time.Millisecond)
 
 // lastReplace is how long the cached host must have been unused before
 // another host takes its place in hosts.last.
-const LastReplace = int64(time.Second)
+const lastReplace = int64(time.Second)
 
 // host returns the state of the named host, creating it if needed, and
 // marks it used at now. The common case is the cached host with no sweep
@@ -141,15 +141,15 @@ func (hs *Table) cached(name string) *State {
 
 // used marks h used at ns (Unix ns).
 func (h *State) used(ns int64) {
-	if ns-h.LastUsed.Load() >= lastUsedStep {
-		h.LastUsed.Store(ns)
+	if ns-h.lastUsed.Load() >= lastUsedStep {
+		h.lastUsed.Store(ns)
 	}
 }
 
 // sweepIfDue sweeps the idle hosts if a sweep is due at ns (Unix ns).
 func (hs *Table) sweepIfDue(ns int64) {
 	if n := hs.NextSweep.Load(); ns >= n {
-		hs.Sweep(ns)
+		hs.sweep(ns)
 	}
 }
 
@@ -160,7 +160,7 @@ func (hs *Table) sweepIfDue(ns int64) {
 // first, the cache never keeps an entry the table no longer has.
 func (hs *Table) remember(h *State, ns int64) {
 	if cur := hs.Last.Load(); cur != nil {
-		if ns-cur.LastUsed.Load() < LastReplace {
+		if ns-cur.lastUsed.Load() < lastReplace {
 			return // used lately
 		}
 	}
@@ -173,7 +173,7 @@ func (hs *Table) remember(h *State, ns int64) {
 // newHost returns the state of a host new to the table, used at ns.
 func (hc *Config) newHost(name string, ns int64) *State {
 	h := &State{Name: name}
-	h.LastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
+	h.lastUsed.Store(ns) // used now: a sweep running meanwhile keeps it
 	if hc.Tokens != nil {
 		h.Tokens = NewRetryTokens(*hc.Tokens)
 	}
@@ -184,7 +184,7 @@ func (hc *Config) newHost(name string, ns int64) *State {
 		h.Breaker = newBreaker(*hc.Breaker, h, hc.Clock.Now)
 	}
 	if hc.Quantile > 0 {
-		h.Latency.Hist = NewLatencies(hc.Quantile)
+		h.Latency.Hist = newLatencies(hc.Quantile)
 	}
 	if hc.RateLimit != rate.Inf {
 		h.Limiter = rate.NewLimiter(hc.RateLimit, hc.RateBurst)
@@ -195,7 +195,7 @@ func (hc *Config) newHost(name string, ns int64) *State {
 // sweep removes the hosts idle since before now−idleAfter, unless another
 // goroutine is sweeping. A request that still holds an evicted host's state
 // finishes with it; the next request to that host starts afresh.
-func (hs *Table) Sweep(now int64) {
+func (hs *Table) sweep(now int64) {
 	if !hs.sweeping.CompareAndSwap(false, true) {
 		return
 	}
@@ -218,7 +218,7 @@ func (hs *Table) Sweep(now int64) {
 // waiting in its rate limiter, which would otherwise start afresh, with a
 // full burst, for the next.
 func (h *State) idle(now, idleAfter int64) bool {
-	return now-h.LastUsed.Load() > idleAfter &&
+	return now-h.lastUsed.Load() > idleAfter &&
 		h.Pauses.over(now) &&
 		(h.Breaker == nil || h.Breaker.State() == gobreaker.StateClosed) &&
 		(h.Limiter == nil || h.Limiter.TokensAt(time.Unix(0, now)) >= 0)
@@ -226,8 +226,8 @@ func (h *State) idle(now, idleAfter int64) bool {
 
 // noteFirst notes a first attempt's answer to h at end, healthy if ok, in
 // the window of the host's recent first attempts (firsts.go).
-func (h *State) NoteFirst(end int64, ok bool) { h.Pauses.Firsts.Note(end, ok) }
+func (h *State) NoteFirst(end int64, ok bool) { h.Pauses.Firsts.note(end, ok) }
 
 // firstsShedding reports whether h's recent first attempts show that it
 // sheds at now (firsts.go).
-func (h *State) FirstsShedding(now int64) bool { return h.Pauses.Firsts.Shedding(now) }
+func (h *State) FirstsShedding(now int64) bool { return h.Pauses.Firsts.shedding(now) }

@@ -20,52 +20,52 @@ import (
 // Concurrent samples may then be halved or not: it is an estimate. It is
 // allocated only for a Transport that hedges at a quantile.
 type latencies struct {
-	counts [LatencyBuckets]atomic.Uint32
+	counts [latencyBuckets]atomic.Uint32
 	n      atomic.Int64 // samples since the counts were last halved
 	window int64
 	min    int64 // samples needed before quantile answers
 }
 
 const (
-	LatencyMinExp  = 10 // 2^10 ns ≈ 1 µs: shorter latencies count in the first bucket
-	LatencyMaxExp  = 37 // 2^37 ns ≈ 137 s: longer ones count in the last
+	latencyMinExp  = 10 // 2^10 ns ≈ 1 µs: shorter latencies count in the first bucket
+	latencyMaxExp  = 37 // 2^37 ns ≈ 137 s: longer ones count in the last
 	latencySub     = 4  // buckets per power of two
-	LatencyBuckets = (LatencyMaxExp - LatencyMinExp) * latencySub
+	latencyBuckets = (latencyMaxExp - latencyMinExp) * latencySub
 )
 
 // newLatencies returns the histogram for quantile q: it answers once it
 // holds 5/(1−q) samples (100 for p95; at least 20), and halves its counts
 // every 4 times that (at least 1,024 samples).
-func NewLatencies(q float64) *latencies {
+func newLatencies(q float64) *latencies {
 	m := max(int64(math.Ceil(5/(1-q))), 20)
 	return &latencies{min: m, window: max(4*m, 1024)}
 }
 
 // latencyBucket returns the bucket of d: its power of two and the next two
 // bits below the leading one.
-func LatencyBucket(d time.Duration) int {
+func latencyBucket(d time.Duration) int {
 	v := uint64(max(d, 0))
-	if v < 1<<LatencyMinExp {
+	if v < 1<<latencyMinExp {
 		return 0
 	}
 	e := bits.Len64(v) - 1
-	if e >= LatencyMaxExp {
-		return LatencyBuckets - 1
+	if e >= latencyMaxExp {
+		return latencyBuckets - 1
 	}
 	sub := int(v>>(e-2)) & (latencySub - 1)
-	return (e-LatencyMinExp)*latencySub + sub
+	return (e-latencyMinExp)*latencySub + sub
 }
 
 // latencyUpper is the upper edge of bucket b: a quantile read from the
 // histogram errs long (a later hedge, less load), never short.
-func LatencyUpper(b int) time.Duration {
-	e, sub := b/latencySub+LatencyMinExp, b%latencySub
+func latencyUpper(b int) time.Duration {
+	e, sub := b/latencySub+latencyMinExp, b%latencySub
 	return time.Duration(uint64(latencySub+sub+1) << (e - 2))
 }
 
 // record counts one attempt latency.
-func (l *latencies) Record(d time.Duration) {
-	l.counts[LatencyBucket(d)].Add(1)
+func (l *latencies) record(d time.Duration) {
+	l.counts[latencyBucket(d)].Add(1)
 	if l.n.Add(1) != l.window {
 		return
 	}
@@ -84,7 +84,7 @@ func (l *latencies) Record(d time.Duration) {
 // quantile returns the q-quantile of the recent latencies (the upper edge of
 // its bucket), and false while the histogram holds too few samples.
 func (l *latencies) Quantile(q float64) (time.Duration, bool) {
-	var snap [LatencyBuckets]uint32
+	var snap [latencyBuckets]uint32
 	var total int64
 	for i := range l.counts {
 		snap[i] = l.counts[i].Load()
@@ -98,10 +98,10 @@ func (l *latencies) Quantile(q float64) (time.Duration, bool) {
 	for i, c := range snap {
 		cum += int64(c)
 		if cum >= rank {
-			return LatencyUpper(i), true
+			return latencyUpper(i), true
 		}
 	}
-	return LatencyUpper(LatencyBuckets - 1), true
+	return latencyUpper(latencyBuckets - 1), true
 }
 
 // latency is what a host's attempts took. A moving average of their
@@ -122,7 +122,7 @@ type Latency struct {
 // another: it is an estimate.
 func (l *Latency) Observe(d time.Duration) {
 	if l.Hist != nil {
-		l.Hist.Record(d)
+		l.Hist.record(d)
 	}
 	old := l.Avg.Load()
 	if old == 0 {
@@ -136,6 +136,6 @@ func (l *Latency) Observe(d time.Duration) {
 // without an answer had taken: a lower bound of its latency.
 func (l *Latency) Cut(a *wire.Attempt) {
 	if l.Hist != nil && a.Sent {
-		l.Hist.Record(a.Took)
+		l.Hist.record(a.Took)
 	}
 }

@@ -60,7 +60,7 @@ func (ps *pauses) Shedding(now int64) bool {
 // clearPauses zeroes the pauses that ended at ns (Unix ns) or before, so
 // that first attempts stop reading the clock for them (see wait). A pause
 // renewed meanwhile is kept.
-func (ps *pauses) ClearPauses(ns int64) {
+func (ps *pauses) clearPauses(ns int64) {
 	for _, p := range [...]*atomic.Int64{&ps.PauseUntil, &ps.RetryPauseUntil} {
 		if u := p.Load(); u != 0 && u <= ns {
 			p.CompareAndSwap(u, 0)

@@ -24,39 +24,39 @@ import (
 // host has no share: the host's bucket alone governs it.
 
 // maxRouteShares bounds the routes of a host that keep a share.
-const MaxRouteShares = 64
+const maxRouteShares = 64
 
 // routeShares are the shares of a host's routes. owing counts the routes
 // whose share is not full: while none is, a healthy answer earns nothing
 // for its route and looks nothing up.
-type RouteShares struct {
-	Owing atomic.Int32
-	N     atomic.Int32 // entries in m
+type routeShares struct {
+	owing atomic.Int32
+	n     atomic.Int32 // entries in m
 	m     sync.Map     // route → *routeShare
 }
 
 // routeShare is a route's count of tokens taken and not earned back, in
 // millitokens (see RetryTokens.deficit), ≥ 0.
 type routeShare struct {
-	Deficit atomic.Int64
+	deficit atomic.Int64
 }
 
 // take takes a token from r's share if the share holds one when its route
 // may hold capacity millitokens. It returns the share to give the token
 // back to (nil for a route without a share, which is never refused).
-func (rs *RouteShares) Take(r Route, capacity int64) (*routeShare, bool) {
-	s := rs.Get(r)
+func (rs *routeShares) take(r Route, capacity int64) (*routeShare, bool) {
+	s := rs.get(r)
 	if s == nil {
 		return nil, true
 	}
 	for {
-		d := s.Deficit.Load()
+		d := s.deficit.Load()
 		if d+TokenUnit > capacity {
 			return nil, false
 		}
-		if s.Deficit.CompareAndSwap(d, d+TokenUnit) {
+		if s.deficit.CompareAndSwap(d, d+TokenUnit) {
 			if d == 0 {
-				rs.Owing.Add(1)
+				rs.owing.Add(1)
 			}
 			return s, true
 		}
@@ -64,41 +64,41 @@ func (rs *RouteShares) Take(r Route, capacity int64) (*routeShare, bool) {
 }
 
 // get returns r's share, creating it unless the host has maxRouteShares.
-func (rs *RouteShares) Get(r Route) *routeShare {
+func (rs *routeShares) get(r Route) *routeShare {
 	if v, ok := rs.m.Load(r); ok {
 		return v.(*routeShare)
 	}
-	if rs.N.Load() >= MaxRouteShares {
+	if rs.n.Load() >= maxRouteShares {
 		return nil
 	}
 	v, loaded := rs.m.LoadOrStore(r, &routeShare{})
 	if !loaded {
-		rs.N.Add(1)
+		rs.n.Add(1)
 	}
 	return v.(*routeShare)
 }
 
 // earn gives n millitokens back to r's share, for a healthy answer on r.
-func (rs *RouteShares) Earn(r Route, n int64) {
-	if rs.Owing.Load() == 0 {
+func (rs *routeShares) earn(r Route, n int64) {
+	if rs.owing.Load() == 0 {
 		return
 	}
 	if v, ok := rs.m.Load(r); ok {
-		rs.Give(v.(*routeShare), n)
+		rs.give(v.(*routeShare), n)
 	}
 }
 
 // give gives n millitokens back to s, up to a full share.
-func (rs *RouteShares) Give(s *routeShare, n int64) {
+func (rs *routeShares) give(s *routeShare, n int64) {
 	for {
-		d := s.Deficit.Load()
+		d := s.deficit.Load()
 		if d == 0 {
 			return
 		}
 		nd := max(d-n, 0)
-		if s.Deficit.CompareAndSwap(d, nd) {
+		if s.deficit.CompareAndSwap(d, nd) {
 			if nd == 0 {
-				rs.Owing.Add(-1)
+				rs.owing.Add(-1)
 			}
 			return
 		}

@@ -3,7 +3,7 @@ package loops
 import "sync"
 
 // maxAsked bounds the delays kept.
-const MaxAsked = 4096
+const maxAsked = 4096
 
 // askedDelays are the times servers named for operations' next tries, by
 // operation: an outer loop's key (string), or the failure a loop without
@@ -11,7 +11,7 @@ const MaxAsked = 4096
 // calls of outer loops only.
 type Asked struct {
 	mu    sync.Mutex
-	Until map[any]int64 // Unix ns
+	until map[any]int64 // Unix ns
 }
 
 // set records that the operation k is not to be tried again before until,
@@ -19,32 +19,32 @@ type Asked struct {
 func (a *Asked) Set(k any, until, now int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.Until == nil {
-		a.Until = make(map[any]int64)
+	if a.until == nil {
+		a.until = make(map[any]int64)
 	}
-	if len(a.Until) >= MaxAsked {
-		for k, u := range a.Until {
+	if len(a.until) >= maxAsked {
+		for k, u := range a.until {
 			if u <= now {
-				delete(a.Until, k)
+				delete(a.until, k)
 			}
 		}
-		if len(a.Until) >= MaxAsked {
+		if len(a.until) >= maxAsked {
 			return // full of delays still on: this one is not kept
 		}
 	}
-	a.Until[k] = max(a.Until[k], until)
+	a.until[k] = max(a.until[k], until)
 }
 
 // get returns the time recorded for k, 0 if none is still on at now.
 func (a *Asked) Get(k any, now int64) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	u, ok := a.Until[k]
+	u, ok := a.until[k]
 	if !ok {
 		return 0
 	}
 	if u <= now {
-		delete(a.Until, k)
+		delete(a.until, k)
 		return 0
 	}
 	return u

@@ -8,10 +8,10 @@ import (
 // pendingWindow is how long a pending call is remembered after its last
 // attempt. It is longer than the longest wait of the SDKs that send no call
 // id. A Stainless SDK honours Retry-After up to 60 s, openai-go up to 2 min.
-const PendingWindow = 3 * time.Minute
+const pendingWindow = 3 * time.Minute
 
 // maxPendingCalls bounds the calls remembered.
-const MaxPendingCalls = 4096
+const maxPendingCalls = 4096
 
 // pendingCalls remembers the recent calls of outer loops that send a retry
 // count but no call id (Stainless SDKs). It keys them by request
@@ -26,8 +26,8 @@ const MaxPendingCalls = 4096
 // own was forgotten. A streamed body is not matched at all.
 type Pending struct {
 	mu    sync.Mutex
-	Calls map[string]*pendingSet // by fingerprint
-	N     int                    // calls in all sets
+	calls map[string]*pendingSet // by fingerprint
+	n     int                    // calls in all sets
 	// gone holds, for a window, the fingerprints whose sets evict dropped
 	// (Unix ns until when). A retry of a forgotten call must not match a
 	// later call of the same fingerprint. So retries of them get new keys
@@ -40,7 +40,7 @@ type Pending struct {
 // pendingSet is the calls of one fingerprint.
 type pendingSet struct {
 	last  int64 // Unix ns of the latest attempt of any of them
-	Calls []pendingCall
+	calls []pendingCall
 }
 
 type pendingCall struct {
@@ -55,14 +55,14 @@ type pendingCall struct {
 func (p *Pending) Key(fp string, count int, minted string, ns int64) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.Calls[fp]
-	if s != nil && ns-s.last > int64(PendingWindow) {
+	s := p.calls[fp]
+	if s != nil && ns-s.last > int64(pendingWindow) {
 		p.drop(fp, s)
 		s = nil
 	}
 	if s != nil && count > 0 && ns >= p.lossyUntil && p.gone[fp] <= ns {
 		match := -1
-		for i, pc := range s.Calls {
+		for i, pc := range s.calls {
 			if pc.count != count-1 {
 				continue
 			}
@@ -73,23 +73,23 @@ func (p *Pending) Key(fp string, count int, minted string, ns int64) string {
 			match = i
 		}
 		if match >= 0 {
-			s.Calls[match].count = count
+			s.calls[match].count = count
 			s.last = ns
-			return s.Calls[match].key
+			return s.calls[match].key
 		}
 	}
-	if p.Calls == nil {
-		p.Calls = make(map[string]*pendingSet)
+	if p.calls == nil {
+		p.calls = make(map[string]*pendingSet)
 	}
-	if p.N >= MaxPendingCalls {
+	if p.n >= maxPendingCalls {
 		p.evict(ns)
-		s = p.Calls[fp] // evict may have dropped it
+		s = p.calls[fp] // evict may have dropped it
 	}
 	if s == nil {
 		s = &pendingSet{}
-		p.Calls[fp] = s
+		p.calls[fp] = s
 	}
-	p.resize(s, append(s.Calls, pendingCall{key: minted, count: count}))
+	p.resize(s, append(s.calls, pendingCall{key: minted, count: count}))
 	s.last = ns
 	return minted
 }
@@ -98,18 +98,18 @@ func (p *Pending) Key(fp string, count int, minted string, ns int64) string {
 func (p *Pending) Forget(fp, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.Calls[fp]
+	s := p.calls[fp]
 	if s == nil {
 		return
 	}
-	for i, pc := range s.Calls {
+	for i, pc := range s.calls {
 		if pc.key == key {
-			p.resize(s, append(s.Calls[:i], s.Calls[i+1:]...))
+			p.resize(s, append(s.calls[:i], s.calls[i+1:]...))
 			break
 		}
 	}
-	if len(s.Calls) == 0 {
-		delete(p.Calls, fp)
+	if len(s.calls) == 0 {
+		delete(p.calls, fp)
 	}
 }
 
@@ -120,8 +120,8 @@ func (p *Pending) Forget(fp, key string) {
 func (p *Pending) evict(ns int64) {
 	oldest := ns
 	dropped := false
-	for fp, s := range p.Calls {
-		if ns-s.last > int64(PendingWindow) {
+	for fp, s := range p.calls {
+		if ns-s.last > int64(pendingWindow) {
 			p.drop(fp, s)
 			dropped = true
 			continue
@@ -132,7 +132,7 @@ func (p *Pending) evict(ns int64) {
 		return
 	}
 	cut := oldest + (ns-oldest)/4
-	for fp, s := range p.Calls {
+	for fp, s := range p.calls {
 		if s.last <= cut {
 			p.drop(fp, s)
 			p.tomb(fp, ns)
@@ -146,28 +146,28 @@ func (p *Pending) tomb(fp string, ns int64) {
 	if p.gone == nil {
 		p.gone = make(map[string]int64)
 	}
-	if len(p.gone) >= MaxPendingCalls {
+	if len(p.gone) >= maxPendingCalls {
 		for g, until := range p.gone {
 			if until <= ns {
 				delete(p.gone, g)
 			}
 		}
-		if len(p.gone) >= MaxPendingCalls {
+		if len(p.gone) >= maxPendingCalls {
 			clear(p.gone)
-			p.lossyUntil = ns + int64(PendingWindow)
+			p.lossyUntil = ns + int64(pendingWindow)
 		}
 	}
-	p.gone[fp] = ns + int64(PendingWindow)
+	p.gone[fp] = ns + int64(pendingWindow)
 }
 
 // drop forgets fp's set s.
 func (p *Pending) drop(fp string, s *pendingSet) {
 	p.resize(s, nil)
-	delete(p.Calls, fp)
+	delete(p.calls, fp)
 }
 
 // resize makes calls the calls of set s, keeping the count of all calls.
 func (p *Pending) resize(s *pendingSet, calls []pendingCall) {
-	p.N += len(calls) - len(s.Calls)
-	s.Calls = calls
+	p.n += len(calls) - len(s.calls)
+	s.calls = calls
 }

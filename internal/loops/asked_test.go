@@ -1,10 +1,8 @@
-package resilient
+package loops
 
 import (
 	"strconv"
 	"testing"
-
-	"github.com/resilienthttp/resilient/internal/loops"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -13,8 +11,8 @@ import (
 // at most maxAsked; one that has passed is forgotten, to make room or when
 // read.
 func TestAskedDelaysBounded(t *testing.T) {
-	var a loops.Asked
-	for i := range loops.MaxAsked {
+	var a Asked
+	for i := range maxAsked {
 		a.Set(strconv.Itoa(i), 100+int64(i), 0)
 	}
 	a.Set("new", 500, 0)
@@ -23,7 +21,7 @@ func TestAskedDelaysBounded(t *testing.T) {
 	a.Set("new", 500, 150) // "0"…"49" have passed at 150: room
 	assert.Equal(t, int64(500), a.Get("new", 150))
 	assert.Zero(t, a.Get("60", 160), "passed")
-	assert.LessOrEqual(t, len(a.Until), loops.MaxAsked)
+	assert.LessOrEqual(t, len(a.until), maxAsked)
 	a.Set("new", 400, 150)
 	assert.Equal(t, int64(500), a.Get("new", 150), "a later time is never shortened")
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
-	"reflect"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -179,143 +177,6 @@ func TestHealthOf(t *testing.T) {
 	}
 }
 
-// A host that keeps shedding (every answer 503 with Retry-After, renewed by
-// other requests) gets no retries once its first attempts show it (cold,
-// it gets the few its retry tokens allow), and no retry is slept for and
-// then dropped: the caller of each operation gets the 503 at once, decided
-// before any wait, as from a bare client. First attempts still go out.
-func TestRetriesStopWhileTheHostKeepsShedding(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := stubtest.New(stubtest.Deduping([]int{503}, "Retry-After: 1")...)
-		tr := NewTransport(s)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var (
-			others sync.WaitGroup
-			mu     sync.Mutex
-			waited int // calls that took time: a retry was waited for
-			sent   int // attempts the others sent
-		)
-		others.Go(func() { // other operations, one starting every 100 ms
-			for ctx.Err() == nil {
-				others.Go(func() {
-					rep := new(Report)
-					start := time.Now()
-					if resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(ctx, rep), "{}")); err == nil {
-						resp.Body.Close()
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					sent += len(rep.Attempts)
-					if time.Since(start) > 0 {
-						waited++
-					}
-				})
-				time.Sleep(100 * time.Millisecond)
-			}
-		})
-		time.Sleep(3 * time.Second)
-		rep := new(Report)
-		start := time.Now()
-		resp, err := tr.RoundTrip(stubtest.Post(ContextWithReport(context.Background(), rep), "{}"))
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 503, resp.StatusCode)
-		assert.Len(t, rep.Attempts, 1, "no retry while the host sheds")
-		assert.ErrorIs(t, rep.Stopped, ErrDelayTooLong)
-		assert.Zero(t, time.Since(start), "decided before any wait")
-		cancel()
-		others.Wait()
-		// Until firstsMin first attempts, the host is cold: no evidence
-		// that it sheds, so its 503s' retries wait the delay, as many as
-		// the retry tokens allow (a fresh bucket: 3). From then on, no
-		// retry waited while others were shed.
-		assert.LessOrEqual(t, waited, 3, "only the cold host's retries, within the tokens")
-		assert.LessOrEqual(t, sent, 31+3, "first attempts, and the cold host's retries")
-	})
-}
-
-// TestGateAdmitsAFirstAttemptWithoutAllocating: admitting a first attempt
-// (reserve, wait: the pause check, the deposits) and releasing it allocates
-// nothing, with the defaults (retry tokens) and with a per-host budget.
-func TestGateAdmitsAFirstAttemptWithoutAllocating(t *testing.T) {
-	for name, opts := range map[string][]Option{
-		"defaults": nil,
-		"budget":   {WithRetryControl(RetryTokens{}, RetryBudget{})},
-	} {
-		t.Run(name, func(t *testing.T) {
-			tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opts...)
-			g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
-			now := time.Now()
-			h := tr.hosts.Host("api.test", now.UnixNano())
-			allocs := testing.AllocsPerRun(100, func() {
-				var r host.Reservation
-				var err error
-				if r, err = h.Reserve(g, 0, 0, 0, false, now.UnixNano()); err != nil {
-					t.Fatal(err)
-				}
-				if err := r.Wait(g); err != nil {
-					t.Fatal(err)
-				}
-				r.Release(g, host.HealthOK)
-			})
-			assert.Zero(t, allocs)
-		})
-	}
-}
-
-// BenchmarkGateFirstAttempt measures the admission and release of a first
-// attempt, with the defaults (retry tokens).
-func BenchmarkGateFirstAttempt(b *testing.B) {
-	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
-	now := time.Now()
-	h := tr.hosts.Host("api.test", now.UnixNano())
-	b.ReportAllocs()
-	for b.Loop() {
-		var r host.Reservation
-		r, _ = h.Reserve(g, 0, 0, 0, false, now.UnixNano())
-		r.Wait(g)
-		r.Release(g, host.HealthOK)
-	}
-}
-
-// TestReserveResetsEveryField: reserve fills the reservation field by field
-// (a composite literal costs a copy); one left from the previous attempt's
-// reservation would leak into the next. Every field is set to a non-zero
-// value first, and a field added later without a reset fails here.
-func TestReserveResetsEveryField(t *testing.T) {
-	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...))
-	g := &host.Applicant{Cfg: &tr.hc, Ctx: context.Background()}
-	now := time.Now()
-	h := tr.hosts.Host("api.test", now.UnixNano())
-	var r host.Reservation
-	v := reflect.ValueOf(&r).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		f = reflect.NewAt(f.Type(), f.Addr().UnsafePointer()).Elem() // unexported
-		switch f.Kind() {
-		case reflect.Bool:
-			f.SetBool(true)
-		case reflect.Int64:
-			f.SetInt(7)
-		case reflect.Pointer:
-			f.Set(reflect.New(f.Type().Elem()))
-		case reflect.Func:
-			f.Set(reflect.ValueOf(func(error) {}))
-		case reflect.Struct: // time.Time
-			f.Set(reflect.ValueOf(now.Add(-time.Hour)))
-		default:
-			t.Fatalf("field %s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
-		}
-	}
-	var err error
-	r, err = h.Reserve(g, 0, 0, 0, false, now.UnixNano())
-	require.NoError(t, err)
-	want := host.Reservation{H: h, First: true, At: now.UnixNano()}
-	assert.True(t, reflect.DeepEqual(want, r), "got %+v", r)
-}
-
 // Regression: one breaker Option used by two Transports gave them one
 // settings struct, which each NewTransport wrote while the other read it.
 func TestBreakerOptionBuildsManyTransports(t *testing.T) {
@@ -324,53 +185,6 @@ func TestBreakerOptionBuildsManyTransports(t *testing.T) {
 	b := NewTransport(stubtest.New(stubtest.Deduping([]int{200})...), opt)
 	assert.NotSame(t, a.cfg.breaker, b.cfg.breaker)
 	assert.Equal(t, *a.cfg.breaker, *b.cfg.breaker)
-}
-
-// roundTrip sends req through tr and returns the status, or 0 on error.
-func roundTrip(t *testing.T, tr *Transport, req *http.Request) int {
-	t.Helper()
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// pausing answers 200, and code with Retry-After: retryAfter to a request
-// for /pause.
-func pausing(code int, retryAfter string) RoundTripFunc {
-	return func(req *http.Request) (*http.Response, error) {
-		status, h := http.StatusOK, http.Header{}
-		if req.URL.Path == "/pause" {
-			status = code
-			h.Set("Retry-After", retryAfter)
-		}
-		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
-	}
-}
-
-// TestFirstAttemptWaitsForAPause: a 429 with Retry-After holds back the
-// first attempts that follow it, when the wait fits their deadline.
-func TestFirstAttemptWaitsForAPause(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var sent []time.Duration
-		start := time.Now()
-		base := RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			sent = append(sent, time.Since(start))
-			code, h := http.StatusOK, http.Header{}
-			if len(sent) == 2 {
-				code = http.StatusTooManyRequests
-				h.Set("Retry-After", "3")
-			}
-			return &http.Response{StatusCode: code, Header: h, Body: http.NoBody, Request: req}, nil
-		})
-		tr := NewTransport(base, WithMaxAttempts(1))
-		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		require.Equal(t, 429, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		assert.Equal(t, []time.Duration{0, 0, 3 * time.Second}, sent)
-	})
 }
 
 // TestFirstAttemptsSizeTheTokens: every operation's first attempt is
@@ -411,57 +225,95 @@ func TestPlainSuccessIsCounted(t *testing.T) {
 	})
 }
 
-// TestClearPauses: an ended pause is cleared, a pending one is kept.
-func TestClearPauses(t *testing.T) {
-	var h host.State
-	h.Pauses.PauseUntil.Store(100)
-	h.Pauses.RetryPauseUntil.Store(200)
-	h.Pauses.ClearPauses(150)
-	assert.Zero(t, h.Pauses.PauseUntil.Load())
-	assert.Equal(t, int64(200), h.Pauses.RetryPauseUntil.Load())
-	h.Pauses.ClearPauses(200)
-	assert.Zero(t, h.Pauses.RetryPauseUntil.Load())
+// A breaker-open refusal reaches observers with RetryAt set, and breaker
+// transitions carry the host only, not the identity of the request that
+// happened to observe them.
+func TestObserverSeesRetryAtAndAnonymousTransitions(t *testing.T) {
+	var mu sync.Mutex
+	var events []Event
+	obs := func(_ context.Context, e Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{503})...), WithObserver(obs), WithMaxAttempts(1),
+		WithRetryControl(RetryTokens{}, CircuitBreaker{MinRequests: 2, FailureRatio: 1, OpenTimeout: time.Hour}))
+	for range 2 {
+		resp, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	_, err := tr.RoundTrip(stubtest.Post(context.Background(), "{}"))
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	assert.False(t, re.RetryAt.IsZero())
+
+	var transitions, refusals int
+	for _, e := range events {
+		switch {
+		case e.Kind == EventBreaker:
+			transitions++
+			assert.Equal(t, "api.test", e.Host)
+			assert.Empty(t, e.Key, "a transition belongs to no request")
+			assert.Empty(t, e.Method)
+		case e.Kind == EventOutcome && e.Outcome == OutcomeCircuitOpen:
+			refusals++
+			var ee *Error
+			require.ErrorAs(t, e.Err, &ee)
+			assert.Equal(t, re.RetryAt, ee.RetryAt, "the observer's event carries RetryAt")
+		}
+	}
+	assert.Equal(t, 1, transitions)
+	assert.Equal(t, 1, refusals)
 }
 
-// TestExpiredPauseIsCleared: once a server's pause has ended, the next
-// request clears it.
-func TestExpiredPauseIsCleared(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := NewTransport(pausing(http.StatusTooManyRequests, "2"), WithMaxAttempts(1))
-		pause, _ := http.NewRequest(http.MethodGet, "http://api.test/pause", nil)
-		require.Equal(t, 429, roundTrip(t, tr, pause))
-		v, _ := tr.hosts.M.Load("api.test")
-		h := v.(*host.State)
-		require.NotZero(t, h.Pauses.PauseUntil.Load())
-		time.Sleep(3 * time.Second)
-		require.Equal(t, 200, roundTrip(t, tr, stubtest.Get(context.Background(), "api.test")))
-		assert.Zero(t, h.Pauses.PauseUntil.Load(), "the ended pause is cleared")
-	})
-}
-
-// TestFitsAnyDeadline: whether a wait fits before the caller's deadline is
-// right for any deadline, past the years whose Unix nanoseconds fit in an
-// int64 too (a context.WithTimeout of math.MaxInt64 ends in 2318).
-func TestFitsAnyDeadline(t *testing.T) {
-	now := time.Now()
-	for _, tt := range []struct {
-		name     string
-		deadline time.Time
-		wait     time.Duration
-		fits     bool
+// Answers that say nothing about the host's health do not open a classic
+// breaker: 64 goroutines posting one operation get 409 "in progress", a
+// rate limiter answers 429 with Retry-After, callers give up.
+func TestOnlyUnhealthyOutcomesCountAgainstTheHost(t *testing.T) {
+	tests := []struct {
+		name    string
+		codes   []int
+		headers []string
 	}{
-		{"well before", now.Add(time.Hour), time.Second, true},
-		{"past it", now.Add(time.Second), time.Hour, false},
-		{"a deadline in 2318", now.Add(math.MaxInt64), time.Hour, true},
-		{"a deadline in 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), time.Hour, true},
-		{"a deadline in 1600", time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), 0, false},
-		{"the longest wait", now.Add(time.Hour), math.MaxInt64, false},
-	} {
+		{"409 in progress", []int{409}, []string{"Content-Type: application/problem+json", "Retry-After: 0"}},
+		{"429 with Retry-After", []int{429}, []string{"Retry-After: 0"}},
+	}
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithDeadline(context.Background(), tt.deadline)
-			defer cancel()
-			g := host.Applicant{Ctx: ctx}
-			assert.Equal(t, tt.fits, g.Fits(now.UnixNano(), tt.wait))
+			tr := NewTransport(stubtest.New(stubtest.Deduping(tt.codes, tt.headers...)...), WithBackoff(nil), WithMaxAttempts(2),
+				WithRetryControl(RetryTokens{}, CircuitBreaker{MinRequests: 5, FailureRatio: 0.5, OpenTimeout: time.Hour}))
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					ctx := ContextWithKey(context.Background(), "popular-operation")
+					resp, err := tr.RoundTrip(stubtest.Post(ctx, "{}"))
+					if err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			h, _ := tr.hosts.M.Load("api.test")
+			assert.Equal(t, BreakerClosed, fromGobreaker(h.(*host.State).Breaker.State()))
+			assert.Zero(t, h.(*host.State).Breaker.Counts().TotalFailures)
 		})
 	}
+}
+
+// A redirect hop continues an operation: it is not a new first attempt.
+func TestRedirectHopIsNotAFirstAttempt(t *testing.T) {
+	tr := NewTransport(stubtest.New(stubtest.Deduping([]int{201})...))
+	first := stubtest.Post(context.Background(), "{}")
+	resp, err := tr.RoundTrip(first)
+	require.NoError(t, err)
+	hop := stubtest.Post(context.Background(), "{}")
+	hop.Response = resp
+	resp2, err := tr.RoundTrip(hop)
+	require.NoError(t, err)
+	resp2.Body.Close()
+	h, _ := tr.hosts.M.Load("api.test")
+	firsts := h.(*host.State).Tokens.Firsts(time.Now())
+	assert.Equal(t, int64(1), firsts)
 }

@@ -1,18 +1,16 @@
-package resilient
+package loops
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/resilienthttp/resilient/internal/loops"
-
 	"github.com/stretchr/testify/assert"
 )
 
 func TestPendingCalls(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	var p loops.Pending
+	var p Pending
 	// A call and its retries: one key.
 	assert.Equal(t, "a", p.Key("fp", 0, "a", now.UnixNano()))
 	assert.Equal(t, "a", p.Key("fp", 1, "b", now.UnixNano()))
@@ -24,7 +22,7 @@ func TestPendingCalls(t *testing.T) {
 
 	// Two calls with one fingerprint at once: their retries cannot be told
 	// apart, and each gets a new key.
-	var q loops.Pending
+	var q Pending
 	assert.Equal(t, "x", q.Key("fp", 0, "x", now.UnixNano()))
 	assert.Equal(t, "y", q.Key("fp", 0, "y", now.UnixNano()))
 	assert.Equal(t, "z", q.Key("fp", 1, "z", now.UnixNano()))
@@ -36,30 +34,30 @@ func TestPendingCalls(t *testing.T) {
 	assert.Equal(t, "y", q.Key("fp", 1, "v", now.UnixNano()))
 
 	// Past the window, a set is forgotten whole.
-	assert.Equal(t, "n", q.Key("fp", 2, "n", now.Add(loops.PendingWindow+1).UnixNano()))
+	assert.Equal(t, "n", q.Key("fp", 2, "n", now.Add(pendingWindow+1).UnixNano()))
 }
 
 func TestPendingCallsBounded(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	var p loops.Pending
-	for i := range 3 * loops.MaxPendingCalls {
+	var p Pending
+	for i := range 3 * maxPendingCalls {
 		fp := string(rune('a'+i%7)) + string(rune(i))
 		p.Key(fp, 0, "k", now.Add(time.Duration(i)*time.Millisecond).UnixNano())
-		assert.LessOrEqual(t, p.N, loops.MaxPendingCalls)
+		assert.LessOrEqual(t, p.n, maxPendingCalls)
 	}
 	total := 0
-	for _, s := range p.Calls {
-		total += len(s.Calls)
+	for _, s := range p.calls {
+		total += len(s.calls)
 	}
-	assert.Equal(t, p.N, total)
+	assert.Equal(t, p.n, total)
 	// Many calls with one fingerprint: the set is dropped whole when room
 	// is needed, never one of its calls alone.
-	var q loops.Pending
-	for range loops.MaxPendingCalls + 3 {
+	var q Pending
+	for range maxPendingCalls + 3 {
 		q.Key("same", 0, "k", now.UnixNano())
-		assert.LessOrEqual(t, q.N, loops.MaxPendingCalls)
+		assert.LessOrEqual(t, q.n, maxPendingCalls)
 	}
-	assert.Len(t, q.Calls["same"].Calls, q.N)
+	assert.Len(t, q.calls["same"].calls, q.n)
 }
 
 // Regression: a call whose set was evicted (table full: an outage where
@@ -67,11 +65,11 @@ func TestPendingCallsBounded(t *testing.T) {
 // a later call with the same fingerprint: "never one key for two calls".
 func TestPendingEvictionNeverSharesAKey(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	var p loops.Pending
+	var p Pending
 	// Call A (fingerprint X) sends its first attempt, gets a 500.
 	assert.Equal(t, "A", p.Key("X", 0, "A", now.UnixNano()))
 	// Other calls fill the table within the window (all answered non-2xx).
-	for i := 1; i < loops.MaxPendingCalls+1; i++ {
+	for i := 1; i < maxPendingCalls+1; i++ {
 		p.Key(fmt.Sprint("other", i), 0, "k", now.Add(time.Duration(i)*time.Millisecond).UnixNano())
 	}
 	// Call C: the same request as A (same method, URL and body), a new
