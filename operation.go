@@ -330,10 +330,21 @@ func ValidateKey(key string) error { return wire.ValidateKey(key) }
 // copied.
 func (op *operation) send(t *Transport, ctx context.Context, req *http.Request, i, n int, start int64, held *http.Response, a *wire.Attempt) {
 	if i == 0 && op.asIs {
-		op.body.Take() // the base transport owns it now
-		wire.SendAsIs(&t.wire, req, a, n, start)
-		return
+		op.sendAsIs(t, req, a, n, start)
+	} else {
+		op.sendCopy(t, ctx, req, i, n, start, held, a)
 	}
+}
+
+// sendAsIs is send for a first attempt with nothing to add: op hands its
+// body over to the base transport, which owns it from then on.
+func (op *operation) sendAsIs(t *Transport, req *http.Request, a *wire.Attempt, n int, start int64) {
+	wire.SendAsIs(&t.wire, &op.body, req, a, n, start)
+}
+
+// sendCopy is send for any other attempt: a copy of req with the key and
+// attempt headers, sent with op's body.
+func (op *operation) sendCopy(t *Transport, ctx context.Context, req *http.Request, i, n int, start int64, held *http.Response, a *wire.Attempt) {
 	var p wire.Plan
 	op.plan(&p, ctx, i, n, start, held)
 	s := op.sender(t, req)

@@ -557,7 +557,12 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 	)
 	r.Reset(h, now, false, true, false)
 	r.Sizes()
-	op.send(t, ctx, req, 0, 0, now, nil, &a)
+	// operation.send, spelled out: a call here would cost the GET path.
+	if op.asIs {
+		op.sendAsIs(t, req, &a, 0, now)
+	} else {
+		op.sendCopy(t, ctx, req, 0, 0, now, nil, &a)
+	}
 	if plainSuccess(a.Resp, a.Err) {
 		if op.asIs {
 			h.Succeeded(&g, &a, &r) // operation.succeeded's part: the body went with the request, and no key was sent

@@ -85,15 +85,16 @@ type Sender struct {
 	Clipped, AttemptSet bool
 }
 
-// sendAsIs sends the first attempt of an operation, numbered n and
+// SendAsIs sends the first attempt of an operation, numbered n and
 // admitted at start, when nothing is to be added to the caller's request
 // req (operation.asIs): the attempt is req itself, as a bare client would
 // send it, with no copy of it or of its header. The RoundTripper contract
 // forbids changing the request, not sending it; without an attempt header,
 // a server reads a first attempt. The base transport owns req's body from
-// then on: the operation hands it over first (replayBody.take). The result
-// is written to a, as send's.
-func SendAsIs(cfg *Settings, req *http.Request, a *Attempt, n int, start int64) {
+// then on: body, the operation's, hands it over first (ReplayBody.Take).
+// The result is written to a, as send's.
+func SendAsIs(cfg *Settings, body *ReplayBody, req *http.Request, a *Attempt, n int, start int64) {
+	body.Take()
 	*a = Attempt{N: n, Req: req}
 	resp, err := cfg.Base.RoundTrip(req)
 	a.answer(resp, err, start, cfg.Clock.Nanos(), nil)
