@@ -60,24 +60,49 @@ func (c *call) verdict(a *wire.Attempt) verdict {
 	op := &c.op
 	v, rh := classify(c.cfg, a, c.Ctx, op.key) // 1. classify
 	if !a.Sent || !op.unsafe && (op.key != "" || idempotentMethod(c.Req.Method)) {
-		return v
+		return v // nothing to guard: no answer, or a request safe to re-send
 	}
-	// 2. the unsafe-retry guard. Three things show that the server
-	// dedupes: this answer (shown), the application vouching for it, or
-	// an earlier answer on a's route. The evidence of earlier answers is
-	// looked up only for a retry. A request without a key has none of
-	// them: nothing can dedupe it. A strong precondition (guarded) is
-	// evidence of another kind, with a key or without: a request applied
-	// once fails it when sent again.
 	if op.unsafe {
 		v.shown = a.Resp != nil && showsDedupe(a.Resp.Header, rh, c.cfg.keyHeader, op.key, v.d)
 	}
-	if !v.shown && v.d.Action == Retry && !notApplied(a) &&
-		(!op.unsafe || !c.vouched() && !c.h.Evidence.Has(host.RouteOf(c.Req), a.End)) && !wire.Guarded(c.Req.Header) {
-		v.d = terminal(v.d, a.Resp != nil && a.Resp.StatusCode >= 500 || a.Err != nil)
-		v.stop = ErrUnsafeRetry
+	g := guardFacts{d: v.d, unsafe: op.unsafe, shown: v.shown, notApplied: notApplied(a),
+		guarded: wire.Guarded(c.Req.Header), ambiguous: a.Resp != nil && a.Resp.StatusCode >= 500 || a.Err != nil}
+	if g.d.Action == Retry && op.unsafe && !g.shown {
+		// The evidence of earlier answers is looked up only for a retry.
+		g.vouched = c.vouched()
+		g.evidence = !g.vouched && c.h.Evidence.Has(host.RouteOf(c.Req), a.End)
 	}
+	v.d, v.stop = guard(&g) // 2. the unsafe-retry guard
 	return v
+}
+
+// guardFacts is what the unsafe-retry guard reads of an attempt of a
+// request that is not safe to re-send: one whose method is not
+// idempotent, keyed (unsafe) or not.
+type guardFacts struct {
+	d          Decision // the classifier's (step 1)
+	unsafe     bool     // the request has a key
+	shown      bool     // this answer shows that the server dedupes by the key
+	vouched    bool     // the key is the application's, or it declared the server (WithDedupingServer)
+	evidence   bool     // an earlier answer on the route showed that the server dedupes
+	notApplied bool     // the failure proves the request was not applied (notApplied)
+	guarded    bool     // a strong precondition (precondition.go)
+	ambiguous  bool     // a 5xx or an error: the request may have been applied
+}
+
+// guard is step 2, the unsafe-retry guard, for a request that is not safe
+// to re-send. Three things show that the server dedupes: this answer, the
+// application vouching for it, or an earlier answer on the route. A
+// request without a key has none of them: nothing can dedupe it. A strong
+// precondition is evidence of another kind, with a key or without: a
+// request applied once fails it when sent again. Without any, a retry
+// after an answer that may have been applied is refused: the decision
+// becomes terminal, and stop is ErrUnsafeRetry.
+func guard(f *guardFacts) (d Decision, stop error) {
+	if f.d.Action != Retry || f.shown || f.notApplied || f.guarded || f.unsafe && (f.vouched || f.evidence) {
+		return f.d, nil
+	}
+	return terminal(f.d, f.ambiguous), ErrUnsafeRetry
 }
 
 // facts is what the decision reads of an attempt's answer and its call:
