@@ -522,8 +522,9 @@ func plainBody(req *http.Request) bool {
 // plain success. (RoundTrip tries it when t.plain, for a plainBody.)
 func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *http.Response, err error, ok bool) {
 	ctx := req.Context()
-	if name, _ := operationFromContext(ctx); name != "" || req.Response != nil || outerContexts.Load() || t.loopsKnown() {
-		return nil, nil, false // a named operation, a redirect hop, a loop in sight
+	//lint:ignore SA1019 a field net/http still honours: the loop's admission does (Applicant.Gone)
+	if name, _ := operationFromContext(ctx); name != "" || req.Response != nil || req.Cancel != nil || outerContexts.Load() || t.loopsKnown() {
+		return nil, nil, false // a named operation, a redirect hop, a Request.Cancel, a loop in sight
 	}
 	if _, keyed := keyFromContext(ctx); keyed || reportFromContext(ctx) != nil {
 		return nil, nil, false
@@ -534,7 +535,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 	now := t.cfg.nanos() // the first attempt's admission
 	h := t.hosts.Host(req.URL.Host, now)
 	if h.Pauses.PauseUntil.Load() != 0 || h.Limiter != nil || h.Breaker != nil || ctx.Err() != nil {
-		return nil, nil, false
+		return nil, nil, false // something to admit it through, or a caller gone (Applicant.Gone, without Request.Cancel)
 	}
 	// The operation, as call.resolve resolves it (operation.prepare): a
 	// key minted for the key methods, the body as it is.
