@@ -20,12 +20,12 @@ import (
 //     is retried, after an answer that may have been applied, only with
 //     evidence that the server dedupes it by its key (ErrUnsafeRetry),
 //     which a request without a key never has, or with a strong
-//     precondition (precondition.go);
+//     precondition (internal/wire, precondition.go);
 //  3. the call's limits: attempts (ErrRetriesExhausted), a body that
 //     cannot be replayed (ErrBodyNotReplayable), a server delay over the
 //     maximum (ErrDelayTooLong), then the backoff and the key's age
 //     (ErrKeyExpired);
-//  4. the gate's reservation (gate.go): pushback (ErrPushback), the
+//  4. the gate's reservation (internal/host, gate.go): pushback (ErrPushback), the
 //     deadline (ErrDelayTooLong), the breaker (ErrCircuitOpen), the retry
 //     tokens (ErrTokensExhausted) and the budget (ErrBudgetExhausted).
 //
@@ -86,7 +86,7 @@ type guardFacts struct {
 	vouched    bool     // the key is the application's, or it declared the server (WithDedupingServer)
 	evidence   bool     // an earlier answer on the route showed that the server dedupes
 	notApplied bool     // the failure proves the request was not applied (notApplied)
-	guarded    bool     // a strong precondition (precondition.go)
+	guarded    bool     // a strong precondition (internal/wire, precondition.go)
 	ambiguous  bool     // a 5xx or an error: the request may have been applied
 }
 

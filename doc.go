@@ -171,7 +171,7 @@
 //     nothing is sent, when the server pushed back, the breaker is open,
 //     the host's retry tokens are spent, or the deadline leaves no room
 //     for the host's usual latency. The refusal is an answer the loop does
-//     not retry: sdkmarks.go's table of marks says which SDKs honour it
+//     not retry: internal/wire/sdkmarks.go's table of marks says which SDKs honour it
 //     (see WithRefusalResponses).
 //   - The loop chooses when to send. The Transport adds no wait of its
 //     own. The one wait it adds is the server's: a retry the loop sends

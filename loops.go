@@ -116,9 +116,9 @@ func (c *call) loopState() *loops.Call {
 }
 
 // The policy this file carries out is in doc.go, under "Outer retry
-// loops". The marks are read in sdkmarks.go, a loop's retry is admitted by
+// loops". The marks are read in internal/wire/sdkmarks.go, a loop's retry is admitted by
 // reserveOuterRetry, and a retry finds the call it continues in
-// pendingCalls. A loop without marks is recognised in loopsite.go; none of
+// pendingCalls. A loop without marks is recognised in loops.go; none of
 // that is on the path of a request without marks until a call fails.
 
 // outerMode is WithOuterRetries' setting.
@@ -224,7 +224,7 @@ type outerCall struct {
 	// print is the request's fingerprint when the call is in pendingCalls.
 	print string
 	// lax: a loop's re-send recognised on evidence that another call may
-	// show too (loopsite.go): its attempt is admitted as a first
+	// show too (loops.go): its attempt is admitted as a first
 	// attempt, never refused.
 	lax bool
 }
@@ -284,7 +284,7 @@ func outerStart(o *outerCall, mode outerMode, base int) (*outerCall, int) {
 		switch {
 		case !o.marked:
 			// A repeated key of the application's without marks is left
-			// as it was (recent.go): it may be a loop's retry, or the
+			// as it was (internal/loops, recent.go): it may be a loop's retry, or the
 			// application resolving an unknown outcome, which the
 			// Transport retries.
 		case o.mark.Count < 0:
@@ -318,7 +318,7 @@ func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.Respond }
 // pass). Attempts are not capped across calls: re-sending a key is also how
 // a caller resolves an unknown outcome. When the SDK's marks, or
 // WithOuterRetries(true), say a loop retries, each call sends one attempt
-// and the loop drives (outerloop.go).
+// and the loop drives (loops.go).
 
 // A server's delay holds on every path. The Transport's own retries wait
 // it (decide.go); a 429's pause holds the host (settle.go). A retry that

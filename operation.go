@@ -86,9 +86,9 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 	var o *outerCall
 	switch {
 	case hs.Marked:
-		o, op.key = op.outerKey(cfg, req, pending) // an SDK's marks: outerloop.go
+		o, op.key = op.outerKey(cfg, req, pending) // an SDK's marks: loops.go
 	case scan != nil:
-		o, op.key = scan.recognise(op) // a loop without marks: loopsite.go
+		o, op.key = scan.recognise(op) // a loop without marks: loops.go
 	}
 	op.asIs = op.key == "" && cfg.attemptTimeout == 0 && !cfg.timeBudget && cfg.hedge == nil && !hs.AttemptSet && op.body.Callers()
 	op.clipped, op.attemptSet = hs.Clipped, hs.AttemptSet
@@ -221,7 +221,9 @@ type refusal struct {
 // application's own, not a UUIDv7. Every attempt is checked, retries
 // included, at the time its backoff ends. A pause or a rate limit may make
 // it go later.
-func (op *operation) keyAge(cfg *config, at time.Time) error { return keyAgeAt(cfg, op.key, op.born, at) }
+func (op *operation) keyAge(cfg *config, at time.Time) error {
+	return keyAgeAt(cfg, op.key, op.born, at)
+}
 
 // keyAgeAt is operation.keyAge for a key and the time its record was
 // made (born, zero if none).

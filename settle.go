@@ -119,7 +119,7 @@ func (c *call) observe(a *wire.Attempt, v verdict) {
 	if a.Resp == nil || d.Delay <= 0 || d.Delay > c.cfg.retryAfterMax {
 		return
 	}
-	c.Asked = max(c.Asked, clock.Later(a.End, d.Delay)) // for a loop's next try (serverasked.go)
+	c.Asked = max(c.Asked, clock.Later(a.End, d.Delay)) // for a loop's next try (loops.go, internal/loops asked.go)
 	switch a.Resp.StatusCode {
 	case http.StatusTooManyRequests:
 		c.h.Pauses.Pause(a.End, d.Delay, true)
@@ -169,7 +169,7 @@ func (c *call) succeeded(a *wire.Attempt, res *host.Reservation) {
 
 // succeeded is what a plain success of op, attempt a of g admitted by res
 // to h, does to the operation and its host (call.succeeded). A plain call
-// (plain.go) ends so too.
+// (transport.go, the plain call) ends so too.
 func (op *operation) succeeded(cfg *config, h *host.State, g *host.Applicant, a *wire.Attempt, res *host.Reservation) {
 	h.Succeeded(g, a, res)
 	if op.unsafe && !op.own && h.Evidence.Renews(g.Req, a.End) &&

@@ -36,23 +36,23 @@ type Transport struct {
 	hosts  host.Table
 	recent loops.Recent
 	// flights: the calls of the application's keys in flight, so that
-	// callers of one operation take turns (flight.go).
+	// callers of one operation take turns (internal/loops, internal/loops/flight.go).
 	flights loops.Flights
 	keys    wire.KeySource
 	// pending: the recent calls of outer retry loops that send no call id
-	// (outerloop.go); touched by marked requests only.
+	// (loops.go); touched by marked requests only.
 	pending loops.Pending
 	// loops: the recent retryable failures of calls without marks and
-	// the call sites that loop (loopsite.go); written on failure only.
+	// the call sites that loop (loops.go); written on failure only.
 	loops loops.Sites
 	// asked: the times servers named for outer loops' next tries
-	// (serverasked.go).
+	// (loops.go, internal/loops asked.go).
 	asked loops.Asked
-	// plain: the configuration lets requests be plain calls (plain.go).
+	// plain: the configuration lets requests be plain calls (transport.go, the plain call).
 	plain bool
-	// wire: what sending an attempt needs (send.go), from cfg.
+	// wire: what sending an attempt needs (internal/wire, send.go), from cfg.
 	wire wire.Settings
-	// hc: how the hosts are configured (host.go), from cfg.
+	// hc: how the hosts are configured (internal/host), from cfg.
 	hc host.Config
 }
 
@@ -82,7 +82,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 }
 
 // loopsKnown reports whether t remembers a failure of a call without
-// marks, or a call site that loops (loopsite.go).
+// marks, or a call site that loops (loops.go).
 func (t *Transport) loopsKnown() bool { return t.loops.N.Load() != 0 }
 
 // CloseIdleConnections closes idle connections of the base transport, if it
@@ -108,10 +108,10 @@ type call struct {
 	op  operation
 	h   *host.State
 	led ledger
-	// outer: what an outer retry loop's call needs (outerloop.go); nil
+	// outer: what an outer retry loop's call needs (loops.go); nil
 	// for a request without marks.
 	outer *outerCall
-	// loop: what a call without marks holds of a loop (loopsite.go),
+	// loop: what a call without marks holds of a loop (loops.go),
 	// nil until it fails or is recognised as a loop's re-send.
 	loop *loops.Call
 	// endsOnSuccess: nothing observes c (call.unobserved), so a plain
@@ -132,7 +132,7 @@ func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Resp
 	own := c.op.own && !c.op.hop
 	joined := false
 	if own {
-		// c holds the turn of its key (flight.go) until it ends (call.ended).
+		// c holds the turn of its key (internal/loops, internal/loops/flight.go) until it ends (call.ended).
 		var err error
 		if joined, err = c.takeTurn(); err != nil {
 			return nil, err
@@ -144,7 +144,7 @@ func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Resp
 	l.base = c.firstNumber(own, now)
 	c.Joined, c.Hop, c.Single = joined, c.op.hop, c.outer.sendsOne()
 	if c.Single {
-		c.Asked = c.askedBefore(now) // serverasked.go
+		c.Asked = c.askedBefore(now) // loops.go
 		c.Unlinked = !c.outer.marked && !c.outer.lax
 	}
 	if own || c.outer != nil {
@@ -169,7 +169,7 @@ func (c *call) resolve(hs wire.HeaderScan) error {
 	// A redirect hop continues the operation with the key identity found;
 	// it is not claimed again.
 	claims := op.name != "" && cfg.store != nil && !op.hop
-	var scan *call // the call to scan for a loop's re-send without marks (loopsite.go)
+	var scan *call // the call to scan for a loop's re-send without marks (loops.go)
 	if c.t.loopsKnown() && !op.hop && c.outerMode() == outerAuto {
 		scan = c
 	}
@@ -254,7 +254,7 @@ type loop struct {
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
 //
-// resumed: a plain call (plain.go) sent the first attempt, and its answer
+// resumed: a plain call (transport.go, the plain call) sent the first attempt, and its answer
 // was not a plain success. l holds the attempt and its reservation, and
 // the loop starts at the attempt's settle step.
 func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
@@ -341,7 +341,7 @@ func (c *call) admit(l *loop, i, n int) (end bool, resp *http.Response, err erro
 func (c *call) finish(a *wire.Attempt, d Decision, stop error) (*http.Response, error) {
 	c.op.body.Close()
 	if d.Action == Retry || stop == ErrUnsafeRetry {
-		c.failedRetryably(stop != ErrBodyNotReplayable) // loopsite.go: a loop may send it again
+		c.failedRetryably(stop != ErrBodyNotReplayable) // loops.go: a loop may send it again
 	}
 	if c.cfg.store != nil {
 		c.record(c.led.definitive(a, d))
@@ -417,7 +417,7 @@ func (c *call) refuse(a *wire.Attempt, d Decision, reason error, waited bool) (*
 // records the attempts sent under a key of the application's (own) in
 // recentKeys, after base earlier ones. It ends c's part in pendingCalls. A
 // call answered with a success is not retried, so its key is no longer one
-// a retry may continue. Then it ends c's turn for its key (flight.go).
+// a retry may continue. Then it ends c's turn for its key (internal/loops, internal/loops/flight.go).
 func (c *call) ended(a *wire.Attempt, base int, own bool) {
 	if own {
 		c.t.recent.Record(c.op.key, base+c.led.attempts, c.cfg.nanos())
@@ -439,7 +439,7 @@ func (c *call) ended(a *wire.Attempt, base int, own bool) {
 //	ErrOperationMismatch, ErrKeyExpired, ErrCircuitOpen, ErrTokensExhausted,
 //	ErrBudgetExhausted, ErrRetriesExhausted, ErrDelayTooLong, ErrRateLimited
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	// A plain call (plain.go) sends its first attempt without the loop's
+	// A plain call (transport.go, the plain call) sends its first attempt without the loop's
 	// state; any other request goes through the loop (roundTrip).
 	var (
 		resp *http.Response

@@ -30,7 +30,7 @@ import (
 // breaker, all configured by the application, act on them.
 
 // applicant is what the gate knows of the call whose attempts it admits.
-// A call embeds it (transport.go) and fills it once per call.
+// A call embeds it (the root's transport.go) and fills it once per call.
 type Applicant struct {
 	// hc is the Transport's configuration of its hosts.
 	Cfg *Config
@@ -40,16 +40,16 @@ type Applicant struct {
 	// req is the caller's request: its route shares the host's retry
 	// tokens (routeshare.go).
 	Req *http.Request
-	// joined: the call waited for its key's call in flight (flight.go):
+	// joined: the call waited for its key's call in flight (internal/loops, internal/loops/flight.go):
 	// its first attempt is a first attempt of its own, not a retry.
 	Joined bool
 	Hop    bool // a redirect hop: not a new operation
 	// single: the call sends one attempt, an outer loop retrying
-	// (outerloop.go): the loop waits as it chooses, save for the server's
-	// delay (outerWait). lax: its attempt is never refused (loopsite.go).
+	// (the root's loops.go): the loop waits as it chooses, save for the server's
+	// delay (outerWait). lax: its attempt is never refused (the root's loops.go).
 	Single, Lax bool
 	// asked (Unix ns): the time the server named for the operation's next
-	// try, 0 if none (serverasked.go). unlinked: an outer loop's call
+	// try, 0 if none (internal/loops, asked.go). unlinked: an outer loop's call
 	// that nothing ties to an earlier one (WithOuterRetries(true) without
 	// marks): it may be a retry, and waits as one (outerWait).
 	Asked    int64
@@ -128,7 +128,7 @@ func (h *State) reserve(r *Reservation, g *Applicant, i, n int, backoff time.Dur
 		// it spends a token when there is one, so that the retries inside
 		// it are held to the budget; it is never refused, as a bare
 		// client's call would not be. (An outer loop's retry that the gate
-		// governs, outerloop.go, is admitted below as any retry.)
+		// governs, the root's loops.go, is admitted below as any retry.)
 		if r.Retry && h.Tokens != nil && h.Tokens.TakeAtNanos(now) {
 			r.took(nil)
 		}
@@ -498,7 +498,7 @@ func (h *State) ReserveHedge(g *Applicant, now int64) (Reservation, error) {
 	case h.Pauses.pushedBack(now):
 		return r, reason.ErrPushback
 	case h.Pauses.pausedFor(now, true) > 0, g.Asked > now, !g.fits(now, g.expectedLatency(h)):
-		return r, reason.ErrDelayTooLong // a pause, or the delay a copy's answer named (serverasked.go)
+		return r, reason.ErrDelayTooLong // a pause, or the delay a copy's answer named (internal/loops, asked.go)
 	case h.Breaker != nil && h.Breaker.State() == gobreaker.StateOpen:
 		return r, reason.ErrCircuitOpen
 	}
@@ -538,7 +538,7 @@ func (h *State) outerWait(g *Applicant, now int64) time.Duration {
 // succeeded is what a plain success, attempt a of g admitted by res, does
 // to its host h: it releases the reservation with a healthy answer, and
 // the host hears its latency and, for a first attempt, its health. A
-// plain call (plain.go) ends so too.
+// plain call (the root's transport.go, the plain call) ends so too.
 func (h *State) Succeeded(g *Applicant, a *wire.Attempt, res *Reservation) {
 	res.Release(g, HealthOK)
 	h.Latency.Observe(a.Took)

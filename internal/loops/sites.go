@@ -366,7 +366,7 @@ func sameBody(a, b io.ReadCloser) (same bool) {
 
 // The rules, as Report.Deferred and Summary.Deferred name them.
 const (
-	RuleMark      = "mark"   // an SDK's marks (sdkmarks.go)
+	RuleMark      = "mark"   // an SDK's marks (internal/wire/sdkmarks.go)
 	RuleOption    = "option" // WithOuterRetries(true), ContextWithOuterRetries
 	ruleRequest   = "request"
 	ruleHeader    = "header"

@@ -9,7 +9,7 @@ import (
 
 // The policy this file carries out (which preconditions make a re-send of
 // an unsafe request safe, and what a 412 after an ambiguous attempt means)
-// is in doc.go, under "Conditional requests".
+// is in the root's doc.go, under "Conditional requests".
 
 // errPreconditionUnknown is the cause of the *Error that stands for a 412
 // answering a re-send after an attempt that may have been applied.

@@ -20,7 +20,7 @@ import (
 //	                                                          gccl-attempt-count/N (N from 1)
 //	X-Stripe-Client-User-Agent  stripe-go                     its client; a call that repeats    *Error: retried by the SDK;
 //	                                                          its Idempotency-Key is its retry   with WithRefusalResponses
-//	                                                          (recent.go); the first is not      a 503, Stripe-Should-Retry:
+//	                                                          (internal/loops, internal/loops/recent.go); the first is not      a 503, Stripe-Should-Retry:
 //	                                                          known to be retried                false, Stripe error body:
 //	                                                                                             not retried
 //
@@ -42,7 +42,7 @@ import (
 type Mark struct {
 	// count is the number of attempts the SDK sent before this one for the
 	// same call: 0 for its first attempt. It is -1 when the SDK does not
-	// say; for stripe-go the attempts sent under its key count (recent.go).
+	// say; for stripe-go the attempts sent under its key count (internal/loops, internal/loops/recent.go).
 	Count int
 	// max is the most attempts the SDK sends for the call (AWS's max=M);
 	// 0 when it does not say.
