@@ -25,7 +25,7 @@ const rootPkg = "github.com/resilienthttp/resilient"
 // function, or the mutant fails to apply: a refactor cannot silently turn
 // a mutant into a no-op.
 type edit struct {
-	file   string // a file of the root package
+	file   string // a file of the root module, from its directory
 	fn     string // "name" for a function, "type.name" for a method
 	anchor string // the statement's first line, trimmed
 	op     string // "replace" the statement, or insert code "before" or "after" it
@@ -41,9 +41,9 @@ type mutant struct {
 // mutants are the known bugs the sweep must catch, one at a time.
 var mutants = []mutant{
 	{"newkey", []edit{{ // a retry is sent under a new key
-		file: "send.go", fn: "sender.attemptRequest",
+		file: "internal/wire/send.go", fn: "Sender.attemptRequest",
 		anchor: "w = &wr.w", op: "after",
-		code: "if p.i > 0 { w.key[0], _ = NewKey() }",
+		code: "if p.I > 0 { var ks KeySource; w.key[0], _ = ks.Mint() }",
 	}}},
 	{"redirectdone", []edit{{ // a redirect answer is recorded Done in the Store
 		file: "ledger.go", fn: "isRedirect",
@@ -52,11 +52,11 @@ var mutants = []mutant{
 	}}},
 	{"unsaferesend", []edit{{ // an unsafe request is re-sent without evidence
 		file: "decide.go", fn: "call.verdict",
-		anchor: `if !a.sent || !op.unsafe && (op.key != "" || idempotentMethod(c.req.Method)) {`, op: "replace",
+		anchor: `if !a.Sent || !op.unsafe && (op.key != "" || idempotentMethod(c.Req.Method)) {`, op: "replace",
 		code: "return v",
 	}}},
 	{"anyprecondition", []edit{{ // every request counts as guarded by a strong precondition
-		file: "precondition.go", fn: "guarded",
+		file: "internal/wire/precondition.go", fn: "Guarded",
 		anchor: "if len(h) == 0 {", op: "before",
 		code: "return true",
 	}}},
@@ -66,11 +66,11 @@ var mutants = []mutant{
 		code: "return nil",
 	}}},
 	{"sleeppast", []edit{{ // a retry's wait ignores the deadline...
-		file: "gate.go", fn: "applicant.fits",
-		anchor: "dl, ok := g.ctx.Deadline()", op: "before",
+		file: "internal/host/gate.go", fn: "Applicant.fits",
+		anchor: "dl, ok := g.Ctx.Deadline()", op: "before",
 		code: "return true",
 	}, { // ...and the context
-		file: "gate.go", fn: "sleep",
+		file: "internal/host/gate.go", fn: "sleep",
 		anchor: "if d <= 0 {", op: "before",
 		code: "ctx = context.WithoutCancel(ctx)",
 	}}},
