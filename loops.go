@@ -19,28 +19,13 @@ import (
 // one attempt, no wait of the Transport's (applicant.single). It returns
 // the operation's key: the failed call's, by the request rule.
 func (c *call) recognise(op *operation) (*outerCall, string) {
-	lp := &c.t.loops
-	lp.Mu.Lock()
-	some := lp.Hosts[c.Req.URL.Host] > 0
-	lp.Mu.Unlock()
-	if !some {
+	if !c.t.loops.Remembers(c.Req.URL.Host) {
 		return nil, op.key
 	}
-	lc := c.loopState()
-	at := lc.Origin()
-	bp := loops.BodyPrintOf(&op.body, c.Req.ContentLength)
-	ns := c.cfg.nanos()
-	lp.Mu.Lock()
-	f, rule, strong := lp.Match(c.Req, at, bp, ns)
-	if f == nil {
-		lp.Mu.Unlock()
+	found, strong, _, key := c.t.loops.Recognise(c.loopState(), c.Req, &op.body, c.cfg.clock)
+	if !found {
 		return nil, op.key
 	}
-	f.Claimed = true
-	lp.Site(at.Site, ns).Set(true, 0) // the site loops
-	base, key := f.Attempts, f.Key
-	lp.Mu.Unlock()
-	lc.From, lc.Rule = f, rule
 	// The re-send is never refused: another call may look the same, and
 	// even the loop's own retry, refused, is an error the Transport
 	// cannot know how the loop takes (a hand-written loop may spend an
@@ -49,7 +34,6 @@ func (c *call) recognise(op *operation) (*outerCall, string) {
 	if !strong {
 		return o, op.key // a first attempt, under a key of its own
 	}
-	lc.Base = base // the loop's retry: it takes a retry token if one is left
 	if key == "" || op.own || op.key == "" {
 		key = op.key
 	}
@@ -64,21 +48,11 @@ func (c *call) deferToSite() bool {
 	if c.outer != nil || c.outerMode() != outerAuto {
 		return false
 	}
-	lc := c.loopState()
-	if lc.Asked {
-		return false // asked before: the site had not shown a loop
+	if !c.t.loops.Defers(c.loopState(), c.cfg.clock) {
+		return false
 	}
-	lc.Asked = true
-	at := lc.Origin()
-	lp := &c.t.loops
-	lp.Mu.Lock()
-	learned := lp.Learned(at.Site, c.cfg.nanos())
-	lp.Mu.Unlock()
-	if learned {
-		lc.Rule = loops.RuleSite
-		c.led.deferred(loops.RuleSite)
-	}
-	return learned
+	c.led.deferred(loops.RuleSite)
+	return true
 }
 
 // failedRetryably remembers c, a call that ended with a retryable failure,
@@ -93,18 +67,14 @@ func (c *call) failedRetryably(rewound bool) {
 		return
 	}
 	lc := c.loopState()
-	f := &loops.Failure{Req: c.Req, Header: loops.HeaderPtr(c.Req.Header), Body: c.Req.Body, Sig: loops.SigOf(c.Req), Host: c.Req.URL.Host,
-		Print: loops.BodyPrint{Length: c.Req.ContentLength}, From: lc.Origin(), Attempts: lc.Base + c.led.attempts, At: c.cfg.nanos()}
-	if rewound {
-		f.Print = loops.BodyPrintOf(&c.op.body, c.Req.ContentLength)
+	key := c.op.key
+	if c.op.own {
+		key = ""
 	}
-	if !c.op.own {
-		f.Key = c.op.key
-	}
+	f := c.t.loops.Failed(lc, c.Req, &c.op.body, rewound, key, lc.Base+c.led.attempts, c.cfg.nanos())
 	if c.Asked != 0 {
 		c.t.asked.Set(f, c.Asked, f.At) // the loop's re-send waits for it
 	}
-	c.t.loops.Record(f, lc.From == nil)
 }
 
 // loopState returns c's loopCall, made on first use.

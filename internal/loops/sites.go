@@ -105,18 +105,18 @@ type Call struct {
 // match returns, under lp.mu, the failure at ns that req sends again. req
 // comes from at, and its body is bp. match also returns the rule that found
 // it, and whether the request rule holds (the key may be shared).
-func (lp *Sites) Match(req *http.Request, at origin, bp BodyPrint, ns int64) (*Failure, string, bool) {
+func (lp *Sites) match(req *http.Request, at origin, bp BodyPrint, ns int64) (*Failure, string, bool) {
 	fresh := func(f *Failure) bool { return f != nil && f.From == at && ns-f.At <= int64(loopWindow) }
 	if f := lp.byReq[req]; fresh(f) {
 		strong := !f.Claimed && bp.known && f.Print.known && bp.sum == f.Print.sum && !sameBody(req.Body, f.Body)
 		return f, ruleRequest, strong
 	}
-	if h := HeaderPtr(req.Header); h != nil {
+	if h := headerPtr(req.Header); h != nil {
 		if f := lp.byHeader[h]; fresh(f) {
 			return f, ruleHeader, false
 		}
 	}
-	if f := lp.bySig[SigOf(req)]; fresh(f) && bp.Length == f.Print.Length &&
+	if f := lp.bySig[sigOf(req)]; fresh(f) && bp.Length == f.Print.Length &&
 		(!bp.known || !f.Print.known || bp.sum == f.Print.sum) {
 		return f, ruleIdentical, false
 	}
@@ -144,7 +144,7 @@ func (lc *Call) Origin() origin {
 
 // record remembers f; first says that f's call was no re-send: its site,
 // if learned, awaits the loop's re-send of it.
-func (lp *Sites) Record(f *Failure, first bool) {
+func (lp *Sites) record(f *Failure, first bool) {
 	lp.Mu.Lock()
 	defer lp.Mu.Unlock()
 	if lp.byReq == nil {
@@ -172,8 +172,8 @@ func (lp *Sites) Record(f *Failure, first bool) {
 	lp.bySig[f.Sig] = f
 	lp.Hosts[f.Host]++
 	lp.N.Add(1)
-	if s := lp.Site(f.From.Site, f.At); first && s.learned && s.awaiting == 0 {
-		s.Set(true, f.At) // awaits the loop's re-send
+	if s := lp.site(f.From.Site, f.At); first && s.learned && s.awaiting == 0 {
+		s.set(true, f.At) // awaits the loop's re-send
 	}
 }
 
@@ -208,7 +208,7 @@ func (lp *Sites) sweep(ns int64) {
 }
 
 // site returns, under lp.mu, the state of site id, made at ns if new.
-func (lp *Sites) Site(id uint64, ns int64) *loopSite {
+func (lp *Sites) site(id uint64, ns int64) *loopSite {
 	if lp.sites == nil {
 		lp.sites = make(map[uint64]*loopSite)
 	}
@@ -233,13 +233,13 @@ func (lp *Sites) Site(id uint64, ns int64) *loopSite {
 // learned reports, under lp.mu, whether site id has shown a loop at ns,
 // and unlearns it when a call's first failure from it was not sent again
 // within the window.
-func (lp *Sites) Learned(id uint64, ns int64) bool {
+func (lp *Sites) learned(id uint64, ns int64) bool {
 	s := lp.sites[id]
 	if s == nil || !s.learned {
 		return false
 	}
 	if s.awaiting != 0 && ns-s.awaiting > int64(loopWindow) {
-		s.Set(false, 0)
+		s.set(false, 0)
 		return false
 	}
 	return true
@@ -247,7 +247,7 @@ func (lp *Sites) Learned(id uint64, ns int64) bool {
 
 // set records what s has shown: whether it loops, and since when a call's
 // first failure from it awaits a re-send (0: none).
-func (s *loopSite) Set(learned bool, awaiting int64) {
+func (s *loopSite) set(learned bool, awaiting int64) {
 	s.learned, s.awaiting = learned, awaiting
 }
 
@@ -301,7 +301,7 @@ func goid() uint64 {
 // (the request's ContentLength). It is only the length for a body rb
 // cannot hold (replayBody.hold): over the replay buffer, or streamed,
 // which is read only as it is sent.
-func BodyPrintOf(rb *wire.ReplayBody, length int64) BodyPrint {
+func bodyPrintOf(rb *wire.ReplayBody, length int64) BodyPrint {
 	if !rb.Hold() {
 		return BodyPrint{Length: length}
 	}
@@ -309,7 +309,7 @@ func BodyPrintOf(rb *wire.ReplayBody, length int64) BodyPrint {
 }
 
 // headerPtr identifies a Header map; nil for none.
-func HeaderPtr(h http.Header) unsafe.Pointer {
+func headerPtr(h http.Header) unsafe.Pointer {
 	if h == nil {
 		return nil
 	}
@@ -318,7 +318,7 @@ func HeaderPtr(h http.Header) unsafe.Pointer {
 
 // sigOf is req's method, URL and header fields but those a loop changes
 // on each try (perTry): what makes two requests identical.
-func SigOf(req *http.Request) string {
+func sigOf(req *http.Request) string {
 	names := make([]string, 0, len(req.Header))
 	for k := range req.Header {
 		if !perTry[strings.ToLower(k)] {
