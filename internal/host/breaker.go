@@ -8,7 +8,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// breakerConfig is a host's breaker: the root's CircuitBreaker, its zero
+// BreakerConfig is a host's breaker: the root's CircuitBreaker, its zero
 // fields resolved to their defaults.
 type BreakerConfig struct {
 	FailureRatio   float64

@@ -17,7 +17,7 @@ const dedupeEvidenceTTL = time.Hour
 // maxEvidenceRoutes bounds the routes remembered per host.
 const maxEvidenceRoutes = 256
 
-// evidence remembers the routes of a host whose server showed it dedupes
+// Evidence remembers the routes of a host whose server showed it dedupes
 // by key. Touched only when a response shows it and when an unsafe retry is
 // considered. A server that dedupes shows it on every keyed answer: the
 // route noted last is also kept in fresh, so that noting it again while its
@@ -34,7 +34,7 @@ type notedRoute struct {
 	exp int64
 }
 
-// route is the scope of evidence: the method and the first two segments of
+// Route is the scope of evidence: the method and the first two segments of
 // the path ("POST", "/v1/charges" for /v1/charges/ch_1/refunds). Both are
 // substrings of the request's, so building one does not allocate.
 type Route struct{ method, prefix string }
@@ -83,14 +83,14 @@ func (ev *Evidence) recent(r Route, now int64) bool {
 	return f != nil && f.r == r && f.exp-now > int64(dedupeEvidenceTTL/2)
 }
 
-// renews reports whether noting req's route at now could change ev: false
+// Renews reports whether noting req's route at now could change ev: false
 // when note would do nothing (recent). Then an answer need not be looked
 // at for evidence. No route is built while nothing was noted.
 func (ev *Evidence) Renews(req *http.Request, now int64) bool {
 	return ev.fresh.Load() == nil || !ev.recent(RouteOf(req), now)
 }
 
-// routeOf returns req's route.
+// RouteOf returns req's route.
 func RouteOf(req *http.Request) Route {
 	p := req.URL.Path
 	end := len(p)

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// firsts counts how a host's recent first attempts ended, to tell one bad
+// Firsts counts how a host's recent first attempts ended, to tell one bad
 // backend of many from a host that sheds (see call.observe). Only enough
 // of them can tell: a host with few is not judged shedding. The window
 // is two buckets: the current one and the one before it. A bucket closes
@@ -128,14 +128,14 @@ func (f *Firsts) shedding(now int64) bool {
 	return showsShedding(pOK+cOK+pFail+cFail, pFail+cFail)
 }
 
-// warm reports whether the host's window holds at least firstsMin first
+// Warm reports whether the host's window holds at least firstsMin first
 // attempts at now: enough to tell whether it sheds.
 func (f *Firsts) Warm(now int64) bool {
 	pOK, pFail, cOK, cFail, _ := firstsCounts(f.W.Load(), firstsNow(now))
 	return pOK+pFail+cOK+cFail >= FirstsMin
 }
 
-// coldWait reports whether an operation may wait out, from now, a delay d
+// ColdWait reports whether an operation may wait out, from now, a delay d
 // its first attempt's 503 asked for. On a host whose window holds fewer
 // than firstsMin first attempts (too few to show that it sheds), one
 // operation waits at a time. A second 503 with a delay while one is

@@ -29,38 +29,38 @@ import (
 // after a 429 (when it fits the deadline), a rate limit and a classic
 // breaker, all configured by the application, act on them.
 
-// applicant is what the gate knows of the call whose attempts it admits.
+// Applicant is what the gate knows of the call whose attempts it admits.
 // A call embeds it (the root's transport.go) and fills it once per call.
 type Applicant struct {
 	// hc is the Transport's configuration of its hosts.
 	Cfg *Config
-	// ctx is the caller's: its deadline bounds the waits, its end ends
+	// Ctx is the caller's: its deadline bounds the waits, its end ends
 	// them.
 	Ctx context.Context
-	// req is the caller's request: its route shares the host's retry
+	// Req is the caller's request: its route shares the host's retry
 	// tokens (routeshare.go).
 	Req *http.Request
-	// joined: the call waited for its key's call in flight (internal/loops, internal/loops/flight.go):
+	// Joined: the call waited for its key's call in flight (internal/loops, internal/loops/flight.go):
 	// its first attempt is a first attempt of its own, not a retry.
 	Joined bool
 	Hop    bool // a redirect hop: not a new operation
-	// single: the call sends one attempt, an outer loop retrying
+	// Single: the call sends one attempt, an outer loop retrying
 	// (the root's loops.go): the loop waits as it chooses, save for the server's
 	// delay (outerWait). lax: its attempt is never refused (the root's loops.go).
 	Single, Lax bool
-	// asked (Unix ns): the time the server named for the operation's next
+	// Asked (Unix ns): the time the server named for the operation's next
 	// try, 0 if none (internal/loops, asked.go). unlinked: an outer loop's call
 	// that nothing ties to an earlier one (WithOuterRetries(true) without
 	// marks): it may be a retry, and waits as one (outerWait).
 	Asked    int64
 	Unlinked bool
-	// cold: the retry waits out a 503's Retry-After on a host with too
+	// Cold: the retry waits out a 503's Retry-After on a host with too
 	// few first attempts to tell whether it sheds (firsts.coldWait). It
 	// is judged again when the wait ends (reservation.wait).
 	Cold bool
 }
 
-// reservation is one attempt's admission.
+// Reservation is one attempt's admission.
 type Reservation struct {
 	H        *State
 	Retry    bool          // attempt n > 0 of the operation
@@ -73,14 +73,14 @@ type Reservation struct {
 	budgeted bool
 	done     func(error) // the breaker's, nil if none or uncounted
 	released bool
-	// at is the time of the latest admission step: the reservation's, then
+	// At is the time of the latest admission step: the reservation's, then
 	// the time wait returned at, which is when the attempt starts. Read
 	// again only after something may have blocked, so that an attempt
 	// that waits for nothing reads the clock once before it is sent.
 	At int64 // Unix ns, by the Transport's clock
 }
 
-// health is what an attempt's outcome says about its host.
+// Health is what an attempt's outcome says about its host.
 type Health uint8
 
 const (
@@ -184,7 +184,7 @@ func (h *State) reserveOuterRetry(r *Reservation, g *Applicant, now int64) (time
 	return wait, r.spend(g, now)
 }
 
-// reset makes r a new reservation at now to h. It is of a retry (attempt
+// Reset makes r a new reservation at now to h. It is of a retry (attempt
 // n > 0 of the operation) if retry. It is of the first attempt of this
 // RoundTrip call if first, of a redirect hop if hop. reserve sets its
 // delay. It sets
@@ -241,7 +241,7 @@ func (r *Reservation) withdraw(now int64) bool {
 	return true
 }
 
-// wait sleeps the reservation's delay, then passes the policies that act at
+// Wait sleeps the reservation's delay, then passes the policies that act at
 // send time: a pause that began meanwhile, the rate limiter, the breaker.
 // On error the reservation is cancelled; the error is the reason (a
 // sentinel, the context's error, or errRequestCanceled).
@@ -348,7 +348,7 @@ func (r *Reservation) allow(g *Applicant, uncounted bool) error {
 	return nil
 }
 
-// sizes has a first attempt of an operation (not a redirect hop, not an
+// Sizes has a first attempt of an operation (not a redirect hop, not an
 // outer retry loop's retry), starting at r.at, size the retry tokens and
 // the budget.
 func (r *Reservation) Sizes() {
@@ -370,7 +370,7 @@ func (r *Reservation) settled() bool {
 	return true
 }
 
-// cancel releases a reservation whose attempt was not sent: what the retry
+// Cancel releases a reservation whose attempt was not sent: what the retry
 // took is given back, and the breaker does not count it.
 func (r *Reservation) Cancel() {
 	if !r.settled() {
@@ -390,7 +390,7 @@ func (r *Reservation) Cancel() {
 	}
 }
 
-// release releases the reservation of an attempt of g that was sent, with
+// Release releases the reservation of an attempt of g that was sent, with
 // what its outcome says of the host.
 func (r *Reservation) Release(g *Applicant, hl Health) {
 	if !r.settled() {
@@ -454,11 +454,11 @@ func sleep(ctx context.Context, cancel <-chan struct{}, d time.Duration) error {
 	}
 }
 
-// errRequestCanceled is why a call ends when its caller closed the
+// ErrRequestCanceled is why a call ends when its caller closed the
 // request's Cancel channel: net/http's own words for it.
 var ErrRequestCanceled = errors.New("net/http: request canceled")
 
-// cancelled returns the caller's Request.Cancel, nil if none (or if g has
+// Cancelled returns the caller's Request.Cancel, nil if none (or if g has
 // no request: the gate's own tests admit without one). It is deprecated,
 // but http.Transport honours it as it honours the context, so the
 // Transport's waits do too: a caller that closed it is gone, and no retry
@@ -470,7 +470,7 @@ func (g *Applicant) Cancelled() <-chan struct{} {
 	return g.Req.Cancel //lint:ignore SA1019 a field net/http still honours
 }
 
-// gone returns why the caller gave up, nil if it has not: its context's
+// Gone returns why the caller gave up, nil if it has not: its context's
 // error, or errRequestCanceled once it closed Request.Cancel.
 func (g *Applicant) Gone() error {
 	if err := g.Ctx.Err(); err != nil {
@@ -486,7 +486,7 @@ func (g *Applicant) Gone() error {
 	return nil
 }
 
-// reserveHedge admits a hedge to h at now, as reserve and wait admit a retry
+// ReserveHedge admits a hedge to h at now, as reserve and wait admit a retry
 // sent at once, except that it never waits. These refuse it: the server's
 // pushback, a host paused by a Retry-After, an open breaker, an empty token
 // bucket or budget, a rate limiter without a token at hand, or a deadline
@@ -535,7 +535,7 @@ func (h *State) outerWait(g *Applicant, now int64) time.Duration {
 	return 0
 }
 
-// succeeded is what a plain success, attempt a of g admitted by res, does
+// Succeeded is what a plain success, attempt a of g admitted by res, does
 // to its host h: it releases the reservation with a healthy answer, and
 // the host hears its latency and, for a first attempt, its health. A
 // plain call (the root's transport.go, the plain call) ends so too.

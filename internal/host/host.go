@@ -11,7 +11,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// hostState is what a Transport keeps per destination host (URL.Host). It
+// State is what a Transport keeps per destination host (URL.Host). It
 // holds the policies of its gate: pause, rate limiter, breaker, retry
 // tokens, budget. It holds what they need to know about the host, each part
 // with its owner. It is created on a host's first request. It is evicted
@@ -23,16 +23,16 @@ type State struct {
 	Breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	Limiter *rate.Limiter // nil without a RateLimit
 
-	// pauses: what the server asked of the host's requests (Retry-After,
+	// Pauses: what the server asked of the host's requests (Retry-After,
 	// pushback).
 	Pauses pauses
-	// openUntil (Unix ns) is when an open breaker will let a probe through.
+	// OpenUntil (Unix ns) is when an open breaker will let a probe through.
 	OpenUntil atomic.Int64
 	// lastUsed (Unix ns) is when a request last used the host: hosts idle
 	// for a window are evicted.
 	lastUsed atomic.Int64
 
-	// evidence: the routes whose server showed it dedupes by key.
+	// Evidence: the routes whose server showed it dedupes by key.
 	Evidence Evidence
 	// shares: what each route took of the retry tokens and has not earned
 	// back (routeshare.go).
@@ -40,7 +40,7 @@ type State struct {
 	// transitions: the breaker's, recorded under gobreaker's lock,
 	// dispatched later.
 	transitions transitions
-	// latency: the host's attempt latencies (latency.go). Last: it has a
+	// Latency: the host's attempt latencies (latency.go). Last: it has a
 	// cache line of its own.
 	Latency Latency
 }
@@ -48,7 +48,7 @@ type State struct {
 // cacheLine is the size of a CPU cache line on the common platforms.
 const cacheLine = 64
 
-// hostConfig is how a Transport configures its hosts: each new host's
+// Config is how a Transport configures its hosts: each new host's
 // retry control, and what its gate reads of the Transport.
 type Config struct {
 	Clock          *clock.Clock
@@ -59,21 +59,21 @@ type Config struct {
 	RateLimit      rate.Limit
 	RateBurst      int
 	AttemptTimeout time.Duration
-	// retriesOnly: an open breaker refuses retries only
+	// RetriesOnly: an open breaker refuses retries only
 	// (CircuitBreaker.RetriesOnly).
 	RetriesOnly bool
-	// onTransition hears the breakers' transitions, nil if nothing does.
+	// OnTransition hears the breakers' transitions, nil if nothing does.
 	OnTransition func(host string, from, to gobreaker.State)
 }
 
-// budget is a host's retry budget: the root's Budget.
+// Budget is a host's retry budget: the root's Budget.
 type Budget interface {
 	DepositAt(now time.Time)
 	WithdrawAt(now time.Time) bool
 	RefundAt(at time.Time)
 }
 
-// hosts is a Transport's table of per-host state. A sweep removes entries
+// Table is a Transport's table of per-host state. A sweep removes entries
 // idle for longer than idleAfter, with no breaker open and no pause
 // pending. The sweep runs on the request path at most once per idleAfter.
 // So memory follows the set of active hosts, without a background
@@ -102,7 +102,7 @@ const lastUsedStep = int64(time.Millisecond)
 // another host takes its place in hosts.last.
 const lastReplace = int64(time.Second)
 
-// host returns the state of the named host, creating it if needed, and
+// Host returns the state of the named host, creating it if needed, and
 // marks it used at now. The common case is the cached host with no sweep
 // due: two loads and a comparison of names.
 func (hs *Table) Host(name string, ns int64) *State {
@@ -224,10 +224,10 @@ func (h *State) idle(now, idleAfter int64) bool {
 		(h.Limiter == nil || h.Limiter.TokensAt(time.Unix(0, now)) >= 0)
 }
 
-// noteFirst notes a first attempt's answer to h at end, healthy if ok, in
+// NoteFirst notes a first attempt's answer to h at end, healthy if ok, in
 // the window of the host's recent first attempts (firsts.go).
 func (h *State) NoteFirst(end int64, ok bool) { h.Pauses.Firsts.note(end, ok) }
 
-// firstsShedding reports whether h's recent first attempts show that it
+// FirstsShedding reports whether h's recent first attempts show that it
 // sheds at now (firsts.go).
 func (h *State) FirstsShedding(now int64) bool { return h.Pauses.Firsts.shedding(now) }

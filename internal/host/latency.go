@@ -81,7 +81,7 @@ func (l *latencies) record(d time.Duration) {
 	}
 }
 
-// quantile returns the q-quantile of the recent latencies (the upper edge of
+// Quantile returns the q-quantile of the recent latencies (the upper edge of
 // its bucket), and false while the histogram holds too few samples.
 func (l *latencies) Quantile(q float64) (time.Duration, bool) {
 	var snap [latencyBuckets]uint32
@@ -104,7 +104,7 @@ func (l *latencies) Quantile(q float64) (time.Duration, bool) {
 	return latencyUpper(latencyBuckets - 1), true
 }
 
-// latency is what a host's attempts took. A moving average of their
+// Latency is what a host's attempts took. A moving average of their
 // durations (ns) keeps a retry that cannot finish before the deadline from
 // starting. For a hedge delay at a quantile, a histogram holds the recent
 // ones. Every attempt writes the average. So it has a cache line of its
@@ -117,7 +117,7 @@ type Latency struct {
 	_    [cacheLine - 8]byte
 }
 
-// observe folds an attempt's duration into the average (weight 1/8), and
+// Observe folds an attempt's duration into the average (weight 1/8), and
 // into the histogram when there is one. Concurrent updates may lose one
 // another: it is an estimate.
 func (l *Latency) Observe(d time.Duration) {
@@ -132,7 +132,7 @@ func (l *Latency) Observe(d time.Duration) {
 	l.Avg.Store(old + (int64(d)-old)/8)
 }
 
-// cut records, for the hedge delay's quantile, how long a loser cut short
+// Cut records, for the hedge delay's quantile, how long a loser cut short
 // without an answer had taken: a lower bound of its latency.
 func (l *Latency) Cut(a *wire.Attempt) {
 	if l.Hist != nil && a.Sent {

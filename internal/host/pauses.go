@@ -10,20 +10,20 @@ import (
 // pauses is what the server asked of a host's requests: the gate's to
 // read, observe's to set.
 type pauses struct {
-	// pauseUntil (Unix ns) holds back every request to the host after a 429
+	// PauseUntil (Unix ns) holds back every request to the host after a 429
 	// with a server-directed delay; retryPauseUntil holds back retries only,
 	// after a 503 with one (a first attempt still goes out: the server may
 	// be back, and a single attempt is what a bare client would send).
 	PauseUntil      atomic.Int64
 	RetryPauseUntil atomic.Int64
-	// renewed: the latest answer that asked for a pause came while a
+	// Renewed: the latest answer that asked for a pause came while a
 	// pause was still on, or was a 503 (set only when the host's first
 	// attempts show that it sheds, see observe). While that pause lasts, the host is shedding.
 	Renewed atomic.Bool
-	// pushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
+	// PushbackUntil (Unix ns): the server pushed back (Decision.Pushback);
 	// no retry is sent to the host before then.
 	PushbackUntil atomic.Int64
-	// firsts: how the host's recent first attempts ended; it decides
+	// Firsts: how the host's recent first attempts ended; it decides
 	// whether a 503's delay pauses the host or one operation (observe).
 	Firsts Firsts
 }
@@ -33,7 +33,7 @@ func (ps *pauses) over(now int64) bool {
 	return ps.PauseUntil.Load() <= now && ps.RetryPauseUntil.Load() <= now && ps.PushbackUntil.Load() <= now
 }
 
-// pause holds back requests to the host until now+d: every request if all,
+// Pause holds back requests to the host until now+d: every request if all,
 // else retries only. It never shortens an existing pause.
 func (ps *pauses) Pause(now int64, d time.Duration, all bool) {
 	p := &ps.RetryPauseUntil
@@ -48,7 +48,7 @@ func (ps *pauses) Pause(now int64, d time.Duration, all bool) {
 	}
 }
 
-// shedding reports whether the host is shedding at now: a server-directed
+// Shedding reports whether the host is shedding at now: a server-directed
 // pause is on, and it came from a 503 or was renewed while on. A retry
 // would only add load to a host that sheds it: the gate refuses it before
 // any wait, and the caller has the last answer at once, as from a bare
@@ -68,7 +68,7 @@ func (ps *pauses) clearPauses(ns int64) {
 	}
 }
 
-// pushBack records the server's pushback: no retry to the host until now+d.
+// PushBack records the server's pushback: no retry to the host until now+d.
 // It never shortens an existing pushback.
 func (ps *pauses) PushBack(now int64, d time.Duration) {
 	until := clock.Later(now, d)

@@ -13,14 +13,14 @@ func NewRetryTokens(c retrycontrol.TokensConfig) *retryTokens {
 	return rt
 }
 
-// tokenUnit is one token in millitokens, the unit of capacity and of a
+// TokenUnit is one token in millitokens, the unit of capacity and of a
 // route's share (routeshare.go).
 const TokenUnit = retrycontrol.TokenUnit
 
-// capacity is the bucket's size at now, in millitokens.
+// Capacity is the bucket's size at now, in millitokens.
 func (rt *retryTokens) Capacity(now int64) int64 { return rt.CapacityNanos(now) }
 
-// params returns the resolved configuration the gate reads.
+// Params returns the resolved configuration the gate reads.
 func (rt *retryTokens) Params() tokenParams { return tokenParams{Refill: rt.RefillMilli()} }
 
 // tokenParams: refill is the millitokens a healthy answer earns.

@@ -5,7 +5,7 @@ import "sync"
 // maxAsked bounds the delays kept.
 const maxAsked = 4096
 
-// askedDelays are the times servers named for operations' next tries, by
+// Asked are the times servers named for operations' next tries, by
 // operation: an outer loop's key (string), or the failure a loop without
 // marks sends again (*failure). Touched on the failure path and by the
 // calls of outer loops only.
@@ -14,7 +14,7 @@ type Asked struct {
 	until map[any]int64 // Unix ns
 }
 
-// set records that the operation k is not to be tried again before until,
+// Set records that the operation k is not to be tried again before until,
 // at now.
 func (a *Asked) Set(k any, until, now int64) {
 	a.mu.Lock()
@@ -35,7 +35,7 @@ func (a *Asked) Set(k any, until, now int64) {
 	a.until[k] = max(a.until[k], until)
 }
 
-// get returns the time recorded for k, 0 if none is still on at now.
+// Get returns the time recorded for k, 0 if none is still on at now.
 func (a *Asked) Get(k any, now int64) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()

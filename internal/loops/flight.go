@@ -25,11 +25,11 @@ import (
 // remains, and its retry is paced by the server's Retry-After, not by the
 // host's retry tokens (see reserve).
 
-// errInFlight is the cause of an *Error returned to a call whose context
+// ErrInFlight is the cause of an *Error returned to a call whose context
 // ended while the same operation was in flight in this process.
 var ErrInFlight = errors.New("resilient: operation in flight in this process")
 
-// flights are a Transport's calls of the application's keys that are in
+// Flights are a Transport's calls of the application's keys that are in
 // flight or waiting for their turn, by key. An entry lives while a call
 // holds or waits for it: memory follows the calls in progress. A key whose
 // call has no other waiting for it maps to nil: the common case, one call
@@ -48,7 +48,7 @@ type flight struct {
 	refs int
 }
 
-// acquire waits until no other call of key is in flight on the Transport,
+// Acquire waits until no other call of key is in flight on the Transport,
 // or until ctx is done or cancel closed (the caller's Request.Cancel, nil
 // if none); it reports whether the call had to wait for another. Unless it
 // returns an error, ctx's or errRequestCanceled (then nothing is held), the
@@ -85,7 +85,7 @@ func (fs *Flights) Acquire(ctx context.Context, cancel <-chan struct{}, key stri
 	}
 }
 
-// release ends the turn of the call of key that acquired it: the next
+// Release ends the turn of the call of key that acquired it: the next
 // waiting call, if any, takes it.
 func (fs *Flights) Release(key string) {
 	fs.mu.Lock()
@@ -109,7 +109,7 @@ func (fs *Flights) leave(key string, f *flight) {
 	fs.mu.Unlock()
 }
 
-// size returns the number of keys with a call in flight or waiting.
+// Size returns the number of keys with a call in flight or waiting.
 func (fs *Flights) Size() int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()

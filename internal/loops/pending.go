@@ -13,7 +13,7 @@ const pendingWindow = 3 * time.Minute
 // maxPendingCalls bounds the calls remembered.
 const maxPendingCalls = 4096
 
-// pendingCalls remembers the recent calls of outer loops that send a retry
+// Pending remembers the recent calls of outer loops that send a retry
 // count but no call id (Stainless SDKs). It keys them by request
 // fingerprint, so that a retry takes its call's key. Only marked requests
 // touch it.
@@ -48,7 +48,7 @@ type pendingCall struct {
 	count int // the mark of its latest attempt
 }
 
-// key returns the key for an attempt with fingerprint fp and mark count.
+// Key returns the key for an attempt with fingerprint fp and mark count.
 // It is the key of the one pending call of fp whose latest mark is
 // count-1. Otherwise it is minted, the key of a new call, which key
 // records.
@@ -94,7 +94,7 @@ func (p *Pending) Key(fp string, count int, minted string, ns int64) string {
 	return minted
 }
 
-// forget removes the call with key from fp's set.
+// Forget removes the call with key from fp's set.
 func (p *Pending) Forget(fp, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -12,7 +12,7 @@ const recentWindow = time.Minute
 // maxRecentKeys bounds the keys remembered.
 const maxRecentKeys = 4096
 
-// recentKeys remembers how many attempts were sent under each key in recent
+// Recent remembers how many attempts were sent under each key in recent
 // calls. It holds the application's own keys only: a key the Transport
 // minted is never seen again. It is not on the path of requests with
 // minted keys.
@@ -26,7 +26,7 @@ type recentKey struct {
 	last     int64 // Unix ns of the last call's end
 }
 
-// attempts returns the number of attempts already sent under key in calls
+// Attempts returns the number of attempts already sent under key in calls
 // that ended within recentWindow of now.
 func (r *Recent) Attempts(key string, now int64) int {
 	r.mu.Lock()
@@ -38,7 +38,7 @@ func (r *Recent) Attempts(key string, now int64) int {
 	return e.attempts
 }
 
-// record notes that attempts attempts have now been sent under key.
+// Record notes that attempts attempts have now been sent under key.
 func (r *Recent) Record(key string, attempts int, ns int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

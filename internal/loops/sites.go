@@ -35,11 +35,11 @@ const (
 	maxLoopSites    = 4096
 )
 
-// loops remembers the recent retryable failures of calls without marks,
+// Sites remembers the recent retryable failures of calls without marks,
 // by which a loop's re-send is recognised, and the call sites that have
 // shown a loop. Only the failure path writes it.
 type Sites struct {
-	// n is the failures remembered: with none, a call reads nothing else.
+	// N is the failures remembered: with none, a call reads nothing else.
 	N        atomic.Int32
 	Mu       sync.Mutex
 	byReq    map[*http.Request]*Failure
@@ -49,7 +49,7 @@ type Sites struct {
 	sites    map[uint64]*loopSite
 }
 
-// failure is a call that ended with a retryable failure.
+// Failure is a call that ended with a retryable failure.
 type Failure struct {
 	Req    *http.Request
 	Header unsafe.Pointer // the Header map, nil if none
@@ -58,16 +58,16 @@ type Failure struct {
 	Host   string
 	Print  BodyPrint
 	From   origin
-	// key is the Transport's key of that call, which the request rule
+	// Key is the Transport's key of that call, which the request rule
 	// gives to the re-send; "" for none or the application's.
 	Key      string
 	Attempts int   // the attempts sent under the call's key so far
 	At       int64 // Unix ns of the call's end
-	// claimed: a re-send of it is in flight; live: it is remembered.
+	// Claimed: a re-send of it is in flight; live: it is remembered.
 	Claimed, live bool
 }
 
-// bodyPrint identifies a body: its SHA-256, when known, and its length.
+// BodyPrint identifies a body: its SHA-256, when known, and its length.
 type BodyPrint struct {
 	sum    [sha256.Size]byte
 	known  bool
@@ -88,17 +88,17 @@ type loopSite struct {
 	seen     int64 // Unix ns of its latest failure or re-send
 }
 
-// loopCall is what a call without marks holds of a loop: made once the
+// Call is what a call without marks holds of a loop: made once the
 // call fails, or when it is recognised as a re-send.
 type Call struct {
 	at    origin
 	sited bool // at is computed
-	// from: the failure this call sends again (nil if none); base: the
+	// From: the failure this call sends again (nil if none); base: the
 	// attempts before it the call continues (0: a new operation).
 	From *Failure
 	Base int
 	Rule string
-	// asked: deferToSite read the site once.
+	// Asked: deferToSite read the site once.
 	Asked bool
 }
 
@@ -123,7 +123,7 @@ func (lp *Sites) match(req *http.Request, at origin, bp BodyPrint, ns int64) (*F
 	return nil, "", false
 }
 
-// ended forgets, when c, a re-send, ends, the failure it sent again:
+// Ended forgets, when c, a re-send, ends, the failure it sent again:
 // another re-send of it now continues c's failure, if c failed.
 func (lc *Call) Ended(lp *Sites) {
 	if lc == nil || lc.From == nil {
@@ -134,7 +134,7 @@ func (lc *Call) Ended(lp *Sites) {
 	lp.Mu.Unlock()
 }
 
-// origin returns where lc's call comes from, computed once.
+// Origin returns where lc's call comes from, computed once.
 func (lc *Call) Origin() origin {
 	if !lc.sited {
 		lc.at, lc.sited = origin{Site: callSite(), g: goid()}, true

@@ -16,7 +16,7 @@ import (
 	"github.com/resilienthttp/resilient/internal/reason"
 )
 
-// replayBody produces the request body of each attempt.
+// ReplayBody produces the request body of each attempt.
 //
 // It has four shapes:
 //
@@ -46,7 +46,7 @@ type ReplayBody struct {
 	spent io.Closer
 }
 
-// init prepares req's body for several attempts. A body without GetBody is
+// Init prepares req's body for several attempts. A body without GetBody is
 // streamed (see streamBody), unless whole says the body is needed before
 // the first attempt. Then init reads at most limit+1 bytes of it, and gives
 // up with ctx. Giving up closes the body, which ends a read blocked on a
@@ -147,7 +147,7 @@ func (rb *ReplayBody) none() bool {
 	return rb.first == nil && rb.getBody == nil && rb.Buf == nil && rb.Stream == nil
 }
 
-// replayable reports whether an attempt after the first can still be sent
+// Replayable reports whether an attempt after the first can still be sent
 // with the whole body: false once a body over the limit has been sent.
 func (rb *ReplayBody) Replayable() bool {
 	if rb.Stream != nil {
@@ -156,12 +156,12 @@ func (rb *ReplayBody) Replayable() bool {
 	return !rb.over
 }
 
-// callers reports whether the first attempt carries the request's body as
+// Callers reports whether the first attempt carries the request's body as
 // the caller made it: none, or the caller's own with its GetBody (init
 // keeps both as they are). A buffered or streamed body is not.
 func (rb *ReplayBody) Callers() bool { return rb.none() || rb.getBody != nil }
 
-// body returns the body for attempt n (0 for the first). It fails only for a
+// Body returns the body for attempt n (0 for the first). It fails only for a
 // retry whose GetBody fails, or for a retry of a body that is not replayable.
 func (rb *ReplayBody) Body(n int) (io.ReadCloser, error) {
 	switch {
@@ -192,7 +192,7 @@ func (rb *ReplayBody) Body(n int) (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(rb.Buf)), nil
 }
 
-// rewind is the GetBody set on each attempt's request, so that
+// Rewind is the GetBody set on each attempt's request, so that
 // http.Transport can rewind the body itself when it re-sends on a dead
 // keep-alive connection. nil when the body cannot be replayed.
 func (rb *ReplayBody) Rewind() func() (io.ReadCloser, error) {
@@ -210,7 +210,7 @@ func (rb *ReplayBody) Rewind() func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 }
 
-// close releases the caller's body once the call has ended. It does so at
+// Close releases the caller's body once the call has ended. It does so at
 // once if no attempt holds it. Else the attempt that holds it closes it: a
 // response can come before its request's body is sent (full duplex).
 func (rb *ReplayBody) Close() {
@@ -234,7 +234,7 @@ func (rb *ReplayBody) release() {
 	}
 }
 
-// take hands over the caller's body of the first attempt, nil if rb holds
+// Take hands over the caller's body of the first attempt, nil if rb holds
 // none: the taker closes it.
 func (rb *ReplayBody) Take() io.ReadCloser {
 	f := rb.first
@@ -242,7 +242,7 @@ func (rb *ReplayBody) Take() io.ReadCloser {
 	return f
 }
 
-// fingerprint is a hex SHA-256 over method, URL and body, identifying the
+// Fingerprint is a hex SHA-256 over method, URL and body, identifying the
 // request an operation was claimed with. For a body over the limit it
 // covers the buffered prefix only.
 func (rb *ReplayBody) Fingerprint(req *http.Request) (string, error) {
@@ -285,7 +285,7 @@ func (rb *ReplayBody) fingerprintLarge(h io.Writer) error {
 	return nil
 }
 
-// hold makes the Transport the one owner of a body the caller can rewind
+// Hold makes the Transport the one owner of a body the caller can rewind
 // (GetBody) of at most limit bytes. It reads the body once, from the
 // reader the next attempt would send: the caller's Body before the first
 // attempt, a new GetBody's after. Every attempt after is sent from that

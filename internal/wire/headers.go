@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// keyField finds the caller's key header the way net/http writes header
+// KeyField finds the caller's key header the way net/http writes header
 // fields: the canonical name, else any other spelling of it. net/http
 // writes a non-canonical map key as is, so req.Header["idempotency-key"] is
 // a key on the wire. alt is the map key checkRequest found for it
@@ -20,25 +20,25 @@ func KeyField(h http.Header, canonical, alt string) (string, []string) {
 	return alt, h[alt]
 }
 
-// headerScan is what checkHeader's one pass over the caller's header
+// HeaderScan is what checkHeader's one pass over the caller's header
 // learns besides its validity.
 type HeaderScan struct {
-	// alt is the map key under which the header holds keyHeader, for
+	// Alt is the map key under which the header holds keyHeader, for
 	// keyField: keyHeader itself if present, else another spelling of it;
 	// "" if none.
 	Alt        string
 	AttemptSet bool // a field spells attemptHeader (never, if it is "")
 	Clipped    bool // no value slice has spare capacity (see attemptHeader)
 	Marked     bool // a field may carry an SDK's marks (markField)
-	// method is the request method's bit (methodBit), 0 for a method
+	// Method is the request method's bit (methodBit), 0 for a method
 	// without one.
 	Method uint16
-	// checked: the scan is checkRequest's, which found nothing to refuse.
+	// Checked: the scan is checkRequest's, which found nothing to refuse.
 	// A plain call that is not one hands it to the loop (RoundTrip).
 	Checked bool
 }
 
-// checkRequest refuses, before anything is sent, a request net/http would
+// CheckRequest refuses, before anything is sent, a request net/http would
 // refuse (see checkHeader), and scans its header. A scheme other than http
 // and https is left to the base transport, which may serve it
 // (http.Transport.RegisterProtocol) or refuse it (a terminal error).

@@ -18,7 +18,7 @@ const (
 	DrainTimeout = 100 * time.Millisecond
 )
 
-// keep holds the response of an attempt that a retry may replace. Its body
+// Keep holds the response of an attempt that a retry may replace. Its body
 // is drained in the background, at most drainLimit bytes. So a short error
 // page frees its connection during the backoff. Nothing of it is lost. If
 // the retry is then not sent, the caller reads the whole body: what was
@@ -35,7 +35,7 @@ func Keep(resp *http.Response) {
 	resp.Body = hb
 }
 
-// drop closes the body of a response kept (keep) for a retry that is
+// Drop closes the body of a response kept (keep) for a retry that is
 // sent: the caller will not see it.
 func Drop(resp *http.Response) {
 	if resp != nil && resp.Body != nil {
@@ -125,7 +125,7 @@ func (b *heldBody) Close() error {
 	return b.rc.Close()
 }
 
-// discard drains (at most drainLimit bytes, for at most drainTimeout) and
+// Discard drains (at most drainLimit bytes, for at most drainTimeout) and
 // closes a response the caller will not see, so its connection can be
 // reused. A body that stalls is closed when the timeout fires, which ends a
 // read blocked on the network.
@@ -139,7 +139,7 @@ func Discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// cancelOnClose returns body, which cancels the attempt's context when the
+// CancelOnClose returns body, which cancels the attempt's context when the
 // caller closes it. The body of a 101 Switching Protocols answer is the
 // upgraded connection, an io.ReadWriteCloser: it stays one.
 func CancelOnClose(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
@@ -157,7 +157,7 @@ type cancelRWBody struct {
 
 func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
-// cancelBody cancels the attempt's context when the caller closes the body.
+// CancelBody cancels the attempt's context when the caller closes the body.
 type CancelBody struct {
 	io.ReadCloser
 	Cancel context.CancelFunc

@@ -17,7 +17,7 @@ import (
 // caller (and the longest most servers store).
 const maxKeyLength = 255
 
-// keySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
+// KeySource mints a Transport's keys when no WithKeyFunc is set: the UUIDv7s
 // of NewKey. Their random bits come from crypto/rand through a buffer. So a
 // request does not pay a crypto/rand read of its own; uuid.NewV7 reads 16
 // bytes per key. The buffer is the Transport's, not the process's:
@@ -69,7 +69,7 @@ func (h *heldKeySource) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// mint returns a new key, as NewKey does. Its keys pass ValidateKey by
+// Mint returns a new key, as NewKey does. Its keys pass ValidateKey by
 // construction (36 bytes of hex digits and hyphens).
 //
 // It lays the UUIDv7 out as uuid.NewV7FromReader does: 48 bits of Unix
@@ -183,7 +183,7 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// methodSet is a small set of HTTP methods; a bitmask of the common ones with
+// MethodSet is a small set of HTTP methods; a bitmask of the common ones with
 // a slice for the rest keeps the per-request check free of maps.
 type MethodSet struct {
 	bits  uint16
@@ -235,7 +235,7 @@ func (s MethodSet) Has(m string) bool {
 	return s.HasBit(bit, m)
 }
 
-// hasBit is has for method m, whose bit (methodBit) is bit: 0 for a method
+// HasBit is has for method m, whose bit (methodBit) is bit: 0 for a method
 // without one.
 func (s MethodSet) HasBit(bit uint16, m string) bool {
 	if bit != 0 {
@@ -249,7 +249,7 @@ func (s MethodSet) HasBit(bit uint16, m string) bool {
 	return false
 }
 
-// wireKey returns the spelling under which the Transport sends the key
+// WireKey returns the spelling under which the Transport sends the key
 // header named canonical (see config.keyWire): lower case for the two names
 // net/http takes for a mark of idempotence, canonical otherwise.
 func WireKey(canonical string) string {
@@ -260,7 +260,7 @@ func WireKey(canonical string) string {
 	return canonical
 }
 
-// sentKey returns the key a request sent by the Transport (or by the
+// SentKey returns the key a request sent by the Transport (or by the
 // caller with its own key) carries under the header named canonical, in
 // whatever spelling: "" if none.
 func SentKey(h http.Header, canonical, wire string) string {
@@ -278,7 +278,7 @@ func SentKey(h http.Header, canonical, wire string) string {
 	return ""
 }
 
-// keyTime returns the creation time embedded in a UUIDv7 key, and false for
+// KeyTime returns the creation time embedded in a UUIDv7 key, and false for
 // a key that is not a UUIDv7.
 func KeyTime(key string) (time.Time, bool) {
 	u, err := uuid.Parse(key)

@@ -11,11 +11,11 @@ import (
 // an unsafe request safe, and what a 412 after an ambiguous attempt means)
 // is in the root's doc.go, under "Conditional requests".
 
-// errPreconditionUnknown is the cause of the *Error that stands for a 412
+// ErrPreconditionUnknown is the cause of the *Error that stands for a 412
 // answering a re-send after an attempt that may have been applied.
 var ErrPreconditionUnknown = errors.New("resilient: precondition failed on a re-send: an earlier attempt may have applied the request")
 
-// guarded reports whether header h carries a precondition that a request,
+// Guarded reports whether header h carries a precondition that a request,
 // once applied, fails when it is sent again (RFC 9110, section 13.1):
 //
 //   - If-Match with strong entity tags only: applying the request changes
@@ -65,7 +65,7 @@ func strongTags(vs []string) bool {
 	return n > 0
 }
 
-// preconditionUnknown reports whether resp, the last answer of a call of
+// PreconditionUnknown reports whether resp, the last answer of a call of
 // method whose earlier attempt may have been applied (ambiguous), is a
 // 412. The precondition may have failed because that attempt applied the
 // request: the caller gets an *Error with Unknown set in its place. A safe
@@ -81,7 +81,7 @@ func PreconditionUnknown(method string, resp *http.Response, ambiguous bool) boo
 	return true
 }
 
-// holdAnswer keeps resp, an answer the caller gets in an *Error
+// HoldAnswer keeps resp, an answer the caller gets in an *Error
 // (Error.Response), readable after RoundTrip returns. http.Client cancels
 // the request of a RoundTrip that returned an error (Client.Timeout), and
 // a body read then fails. So its body is drained (keep), and holdAnswer

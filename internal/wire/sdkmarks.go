@@ -38,19 +38,19 @@ import (
 // treated as any other, unless WithOuterRetries says otherwise (a refused
 // retry then gets a response only with WithRefusalResponses).
 
-// mark is what a request's marks say of its SDK's retry loop.
+// Mark is what a request's marks say of its SDK's retry loop.
 type Mark struct {
-	// count is the number of attempts the SDK sent before this one for the
+	// Count is the number of attempts the SDK sent before this one for the
 	// same call: 0 for its first attempt. It is -1 when the SDK does not
 	// say; for stripe-go the attempts sent under its key count (internal/loops, internal/loops/recent.go).
 	Count int
 	// max is the most attempts the SDK sends for the call (AWS's max=M);
 	// 0 when it does not say.
 	max int
-	// id is the SDK's own id of the call, the same on each of its
+	// Id is the SDK's own id of the call, the same on each of its
 	// attempts; "" when it sends none.
 	Id string
-	// respond: a refused retry is answered with a refusal response
+	// Respond: a refused retry is answered with a refusal response
 	// carrying the do-not-retry hints, which this SDK honours.
 	Respond bool
 }
@@ -71,7 +71,7 @@ func markField(name string) bool {
 	return len(name) < len(markFields) && markFields[len(name)] != "" && strings.EqualFold(name, markFields[len(name)])
 }
 
-// readMark reads the marks of h, whose fields checkHeader found to include
+// ReadMark reads the marks of h, whose fields checkHeader found to include
 // one (a field spelt otherwise than canonically is looked up by its
 // spelling). ok is false when none of them is a valid mark.
 func ReadMark(h http.Header) (m Mark, ok bool) {
@@ -162,7 +162,7 @@ func parseGoogClient(v string) (Mark, bool) {
 	return m, true
 }
 
-// willRetry reports whether the mark shows that its SDK retries the call
+// WillRetry reports whether the mark shows that its SDK retries the call
 // on its own. It does if the SDK sent attempts before this one, or says it
 // may send more. A mark with a count that says neither is taken to retry:
 // a Stainless first attempt, a Google one. Such an SDK retries unless

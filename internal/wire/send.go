@@ -14,7 +14,7 @@ import (
 	"github.com/resilienthttp/resilient/internal/clock"
 )
 
-// attempt is one attempt's result, owned by the iteration of the loop that
+// Attempt is one attempt's result, owned by the iteration of the loop that
 // sent it.
 type Attempt struct {
 	N    int
@@ -23,26 +23,26 @@ type Attempt struct {
 	Err  error
 	Took time.Duration // until response headers or error; 0 if never sent
 	End  int64         // Unix ns, by the Transport's clock
-	// sent is false when the attempt never reached the base transport (its
+	// Sent is false when the attempt never reached the base transport (its
 	// body could not be rewound).
 	Sent   bool
 	Writes Writes
 }
 
-// writes is what the write watch of a keyed attempt saw (writeWatch).
+// Writes is what the write watch of a keyed attempt saw (writeWatch).
 type Writes struct {
-	// traced says whether the writes were watched (keyed requests only);
+	// Traced says whether the writes were watched (keyed requests only);
 	// any is true when the request was written at least once.
 	Traced, Any bool
-	// again is true when net/http wrote the request more than once (its
+	// Again is true when net/http wrote the request more than once (its
 	// own re-send on a dead keep-alive connection).
 	Again bool
-	// resends counts the times the base transport sent the attempt again
+	// Resends counts the times the base transport sent the attempt again
 	// on its own (net/http on a dead keep-alive connection).
 	Resends int
 }
 
-// plan is what one attempt is sent with:
+// Plan is what one attempt is sent with:
 //
 //   - its context;
 //   - its place: the i-th of this call, attempt n of the operation;
@@ -56,11 +56,11 @@ type Plan struct {
 	BodyErr error
 	Start   int64 // Unix ns, by the Transport's clock
 	Held    *http.Response
-	// rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
+	// Rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
 	Rewind func() (io.ReadCloser, error)
 }
 
-// settings is what sending needs of the Transport: its base transport,
+// Settings is what sending needs of the Transport: its base transport,
 // its clock and the options that shape an attempt's copy of the request.
 // A Transport has one, made once (NewTransport).
 type Settings struct {
@@ -72,7 +72,7 @@ type Settings struct {
 	TimeBudget     bool   // WithTimeBudgetHeader
 }
 
-// sender sends the attempts of one operation. It holds what send needs of
+// Sender sends the attempts of one operation. It holds what send needs of
 // the Transport, the caller's request and the operation. It is a value of
 // its own, so that hedged copies send at once: a pointer to the operation
 // would have the call escape to the heap with the copies' goroutines.
@@ -81,7 +81,7 @@ type Sender struct {
 	Req   *http.Request
 	Key   string // the operation's key, "" if none
 	Field string // the caller's spelling of the key header, "" if the Transport adds it
-	// clipped, attemptSet: see operation.
+	// Clipped, attemptSet: see operation.
 	Clipped, AttemptSet bool
 }
 
@@ -113,7 +113,7 @@ func (a *Attempt) answer(resp *http.Response, err error, start, end int64, w *wr
 	}
 }
 
-// send sends attempt p through the base transport: a copy of the caller's
+// Send sends attempt p through the base transport: a copy of the caller's
 // request carrying the key and attempt headers (a first attempt with
 // nothing to add is sendAsIs's). The result is written
 // to a, filled in place: a returned attempt would be copied. send never

@@ -141,7 +141,7 @@ var clientLimitErrors = [...]string{
 	"http: Request.RequestURI can't be set in client requests",
 }
 
-// clientLimit reports whether err is one of clientLimitErrors.
+// ClientLimit reports whether err is one of clientLimitErrors.
 func ClientLimit(err error) bool {
 	if isNetError(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return false // a network error (and no text to build)
