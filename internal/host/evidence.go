@@ -39,6 +39,8 @@ type notedRoute struct {
 // substrings of the request's, so building one does not allocate.
 type Route struct{ method, prefix string }
 
+// Note records at now that route r's server showed it dedupes by key, for
+// an hour (dedupeEvidenceTTL).
 func (ev *Evidence) Note(r Route, now int64) {
 	if ev.recent(r, now) {
 		return // fresh enough, and known without the lock
@@ -66,6 +68,8 @@ func (ev *Evidence) Note(r Route, now int64) {
 	ev.fresh.Store(&notedRoute{r, exp})
 }
 
+// Has reports whether route r's server showed at now, within the last
+// hour, that it dedupes by key.
 func (ev *Evidence) Has(r Route, now int64) bool {
 	if f := ev.fresh.Load(); f != nil && f.r == r && f.exp > now {
 		return true

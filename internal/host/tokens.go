@@ -7,6 +7,7 @@ import "github.com/resilienthttp/resilient/internal/retrycontrol"
 // refunds a retry that took a token and was then not sent.
 type retryTokens struct{ retrycontrol.Tokens }
 
+// NewRetryTokens returns a host's bucket, configured by c.
 func NewRetryTokens(c retrycontrol.TokensConfig) *retryTokens {
 	rt := new(retryTokens)
 	rt.Init(c)

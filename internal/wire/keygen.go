@@ -217,6 +217,7 @@ func methodBit(m string) (uint16, bool) {
 	return 0, false
 }
 
+// NewMethodSet returns the set of methods, in any case.
 func NewMethodSet(methods ...string) MethodSet {
 	var s MethodSet
 	for _, m := range methods {
@@ -230,6 +231,7 @@ func NewMethodSet(methods ...string) MethodSet {
 	return s
 }
 
+// Has reports whether m is in s.
 func (s MethodSet) Has(m string) bool {
 	bit, _ := methodBit(m)
 	return s.HasBit(bit, m)
