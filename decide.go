@@ -21,17 +21,21 @@ import (
 //     evidence that the server dedupes it by its key (ErrUnsafeRetry),
 //     which a request without a key never has, or with a strong
 //     precondition (internal/wire, precondition.go);
-//  3. the call's limits: attempts (ErrRetriesExhausted), a body that
-//     cannot be replayed (ErrBodyNotReplayable), a server delay over the
-//     maximum (ErrDelayTooLong), then the backoff and the key's age
+//  3. the call's limits: attempts, or an outer loop or a loop site that
+//     retries instead (ErrRetriesExhausted), a body that cannot be
+//     replayed (ErrBodyNotReplayable), a server delay over the maximum
+//     (ErrDelayTooLong), then the backoff and the key's age
 //     (ErrKeyExpired);
-//  4. the gate's reservation (internal/host, gate.go): pushback (ErrPushback), the
-//     deadline (ErrDelayTooLong), the breaker (ErrCircuitOpen), the retry
-//     tokens (ErrTokensExhausted) and the budget (ErrBudgetExhausted).
+//  4. the host's gate (internal/host, gate.go, State.Reserve): pushback
+//     (ErrPushback), a shedding host and the deadline (ErrDelayTooLong),
+//     the breaker (ErrCircuitOpen), the retry tokens (ErrTokensExhausted)
+//     and the budget (ErrBudgetExhausted).
 //
-// Steps 1 and 2 make an attempt's verdict (call.verdict): settle (settle.go)
-// settles the attempt with it. Steps 3 and 4 decide a retry (decide, over
-// the facts call.facts gathers; the loop asks the gate with its answer).
+// Steps 1 and 2 make an attempt's verdict (call.verdict, with guard):
+// settle (settle.go) settles the attempt with it. Step 3 is decide, over
+// the facts call.facts gathers. Step 4 is the host's: the loop (call.run)
+// asks the gate to reserve the retry decide returns; the gate takes a
+// token or the budget's share.
 // So a 503 answering a POST with a minted key is, in order: retryable
 // (step 1); refused with ErrUnsafeRetry unless the server dedupes on its
 // route, the application vouches for it or the failure proves the POST was
@@ -135,12 +139,12 @@ type next struct {
 	stop    error
 }
 
-// decide is the decision after an attempt's verdict: steps 3 and 4 of the
-// order above. site, if not nil, is asked whether its loop site retries
-// instead (call.deferToSite). It changes nothing but what its questions
-// remember; the caller applies what it returns. The gate's reservation,
-// step 4, is the caller's, with what decide returns: it is the host's
-// decision (internal/host, gate.go), and it takes a token or the budget.
+// decide is step 3 of the order above, after an attempt's verdict: the
+// call's limits. It returns a retry for step 4, the host's gate, which the
+// caller asks (host.State.Reserve), or why the call ends. site, if not
+// nil, is asked whether its loop site retries instead (call.deferToSite).
+// decide changes nothing but what that question remembers and the
+// backoff's jitter source.
 func decide(f *facts, site *call) next {
 	d := f.v.d
 	if d.Action != Retry {

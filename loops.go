@@ -16,7 +16,7 @@ import (
 // recognise looks for the failure that c sends again, when failures are
 // remembered. c's operation op has its key and body ready. When recognise
 // finds one, c defers to its loop. It returns c's part of an outer loop:
-// one attempt, no wait of the Transport's (applicant.single). It returns
+// one attempt, no wait of the Transport's (host.Applicant.Single). It returns
 // the operation's key: the failed call's, by the request rule.
 func (c *call) recognise(op *operation) (*outerCall, string) {
 	if !c.t.loops.Remembers(c.Req.URL.Host) {
@@ -77,7 +77,7 @@ func (c *call) failedRetryably(rewound bool) {
 	}
 }
 
-// loopState returns c's loopCall, made on first use.
+// loopState returns c's loops.Call, made on first use.
 func (c *call) loopState() *loops.Call {
 	if c.loop == nil {
 		c.loop = &loops.Call{}
@@ -88,7 +88,7 @@ func (c *call) loopState() *loops.Call {
 // The policy this file carries out is in doc.go, under "Outer retry
 // loops". The marks are read in internal/wire/sdkmarks.go, a loop's retry is admitted by
 // reserveOuterRetry, and a retry finds the call it continues in
-// pendingCalls. A loop without marks is recognised in loops.go; none of
+// the pending calls (loops.Pending). A loop without marks is recognised in loops.go; none of
 // that is on the path of a request without marks until a call fails.
 
 // outerMode is WithOuterRetries' setting.
@@ -191,7 +191,7 @@ type outerCall struct {
 	// single: this call sends one attempt; the loop retries. Its retries
 	// are admitted by the gate as retries, which it may refuse.
 	single bool
-	// print is the request's fingerprint when the call is in pendingCalls.
+	// print is the request's fingerprint when the call is in the pending calls (loops.Pending).
 	print string
 	// lax: a loop's re-send recognised on evidence that another call may
 	// show too (loops.go): its attempt is admitted as a first
@@ -295,7 +295,7 @@ func (o *outerCall) refuses() bool { return o.sendsOne() && o.mark.Respond }
 // an outer loop sends, an SDK's marked loop or a hand-written one, is a
 // call of its own: the time its server named for the operation's next try
 // is kept here between the calls. The loop's next try waits what is left
-// of it (hostState.outerWait), within the caller's deadline: the one wait
+// of it (host.State.outerWait), within the caller's deadline: the one wait
 // the Transport adds to a loop, the server's.
 
 // askedBefore returns the time the server named for the next try of the

@@ -61,7 +61,7 @@ type operation struct {
 // finds the loop whose re-send a request without marks is, and the key it
 // continues (call.recognise).
 //
-// hs is what checkRequest found of req, if hs.checked; prepare checks req
+// hs is what wire.CheckRequest found of req, if hs.Checked; prepare checks req
 // itself otherwise.
 func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request, hs wire.HeaderScan, keys *wire.KeySource, pending *loops.Pending, claims bool, scan *call) (*outerCall, *refusal) {
 	if !hs.Checked {
@@ -99,7 +99,7 @@ func (op *operation) prepare(cfg *config, ctx context.Context, req *http.Request
 // context's key, or the key of the request this one is a redirect of. For
 // the configured methods it may be a new one. identity notes whose it is
 // (op.own, op.field). A Store claim may replace it later. hs is what
-// checkRequest found: the key header field under another spelling than the
+// wire.CheckRequest found: the key header field under another spelling than the
 // canonical one (alt, "" if none), the method's bit. On error the key is
 // not to be used.
 func (op *operation) identity(cfg *config, ctx context.Context, req *http.Request, keys *wire.KeySource, hs wire.HeaderScan) (string, error) {
@@ -160,7 +160,7 @@ func (op *operation) claim(cfg *config, ctx context.Context, req *http.Request) 
 	}
 	now := cfg.now()
 	// A minted key is a substring of a slab shared with 15 others (see
-	// keySource.mint): a Store keeps a copy of its own, not the slab.
+	// wire.KeySource.Mint): a Store keeps a copy of its own, not the slab.
 	candidate := persist.Record{Operation: op.name, Key: strings.Clone(op.key), Fingerprint: fp, Created: now, State: persist.Pending}
 	var (
 		rec     persist.Record

@@ -24,8 +24,8 @@ import (
 // Anything else ends the read with the error a bare client would have
 // returned, wrapped (resumeError).
 //
-// A resume is admitted by the gate as a retry is (reserveResume, then
-// reservation.wait): the caller's deadline and cancellation, the server's
+// A resume is admitted by the gate as a retry is (admitResume, then
+// host.Reservation.Wait): the caller's deadline and cancellation, the server's
 // pushback and pauses, the rate limiter and the breaker apply to it. A
 // resume after bytes is free: no backoff, no retry token, no attempt. A
 // resume after one that brought no byte is a retry: it waits the backoff

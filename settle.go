@@ -97,8 +97,8 @@ func (c *call) settle(a *wire.Attempt, res *host.Reservation, ro role, wait time
 // looks so. So does a cold host: one or two failed calls are no evidence
 // that it sheds. A cold host (fewer than 20 first attempts) has one such
 // wait at a time: a second 503 with a delay while one is waited out is
-// taken as the host shedding (firsts.coldWait). When the wait ends, the
-// host is judged again (reservation.wait): if the first attempts sent
+// taken as the host shedding (host.Firsts.ColdWait). When the wait ends, the
+// host is judged again (host.Reservation.Wait): if the first attempts sent
 // meanwhile show that it sheds, the retry is not sent and the 503
 // stands. A single call of a cold client sends nothing meanwhile, and
 // retries. A fleet of cold per-client Transports on a shedding server
@@ -128,7 +128,7 @@ func (c *call) observe(a *wire.Attempt, v verdict) {
 		case c.unlinkedOuter() || c.h.FirstsShedding(a.End) || !f.ColdWait(a.End, d.Delay):
 			c.h.Pauses.Pause(a.End, d.Delay, false)
 		case !f.Warm(a.End):
-			c.Cold = true // judged again when the wait ends (reservation.wait)
+			c.Cold = true // judged again when the wait ends (host.Reservation.Wait)
 		}
 	}
 }

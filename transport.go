@@ -122,7 +122,7 @@ type call struct {
 // roundTrip sends req through the loop (call.run): the general path of
 // RoundTrip, for a request that is not a plain call.
 //
-// hs is checkRequest's scan of req, if hs.checked (a plain call that was not
+// hs is wire.CheckRequest's scan of req, if hs.Checked (a plain call that was not
 // one).
 func (t *Transport) roundTrip(req *http.Request, hs wire.HeaderScan) (*http.Response, error) {
 	c := &call{t: t, cfg: &t.cfg, Applicant: host.Applicant{Cfg: &t.hc, Ctx: req.Context(), Req: req}}
@@ -193,7 +193,7 @@ func (c *call) resolve(hs wire.HeaderScan) error {
 }
 
 // takeTurn waits until c is the only call of its key in flight on the
-// Transport. c's key is the application's. flights.acquire gives the turn;
+// Transport. c's key is the application's. loops.Flights.Acquire gives the turn;
 // call.ended ends it. takeTurn reports whether c joined another call of its
 // key and waited for it to end. c's first attempt is then a first attempt of
 // its own, not a retry of that call's. If c's context ends first, or its
@@ -216,7 +216,7 @@ func (c *call) takeTurn() (joined bool, err error) {
 
 // firstNumber returns the number of c's first attempt, admitted at now. It
 // counts the attempts sent under its key by earlier calls. Those are a
-// recent key of the application's (recentKeys) or an outer retry loop's
+// recent key of the application's (loops.Recent) or an outer retry loop's
 // count.
 func (c *call) firstNumber(own bool, now int64) int {
 	base := 0
@@ -254,12 +254,12 @@ type loop struct {
 // call ends. The call ends with a definitive answer, or when a limit or the
 // gate refuses another attempt.
 //
-// resumed: a plain call (transport.go, the plain call) sent the first attempt, and its answer
+// handed: the plain call (sendPlain) sent the first attempt, and its answer
 // was not a plain success. l holds the attempt and its reservation, and
 // the loop starts at the attempt's settle step.
-func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
+func (c *call) run(l *loop, now int64, handed bool) (*http.Response, error) {
 	c.endsOnSuccess = c.unobserved()
-	if !resumed {
+	if !handed {
 		var err error
 		if l.res, err = c.h.Reserve(&c.Applicant, 0, l.base, 0, false, now); err != nil {
 			return c.refuse(&l.cur, l.curV.d, err, false) // the first attempt refused before any wait
@@ -267,7 +267,7 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 	}
 	for i := 0; ; i++ {
 		n := l.base + i
-		if i > 0 || !resumed {
+		if i > 0 || !handed {
 			if end, resp, err := c.admit(l, i, n); end {
 				return resp, err
 			}
@@ -280,7 +280,7 @@ func (c *call) run(l *loop, now int64, resumed bool) (*http.Response, error) {
 			l.cur, l.curV, sent = c.hedged(&l.res, i, n, l.hedges, hd)
 			l.hedges += sent
 		} else {
-			if i > 0 || !resumed { // else sent by the plain call
+			if i > 0 || !handed { // else sent by the plain call
 				c.op.send(c.t, c.Ctx, c.Req, i, n, l.res.At, l.prev.Resp, &l.cur)
 			}
 			var done bool
@@ -415,7 +415,7 @@ func (c *call) refuse(a *wire.Attempt, d Decision, reason error, waited bool) (*
 
 // ended records what later calls read when c ends after attempt a. It
 // records the attempts sent under a key of the application's (own) in
-// recentKeys, after base earlier ones. It ends c's part in pendingCalls. A
+// loops.Recent, after base earlier ones. It ends c's part in the pending calls (loops.Pending). A
 // call answered with a success is not retried, so its key is no longer one
 // a retry may continue. Then it ends c's turn for its key (internal/loops, internal/loops/flight.go).
 func (c *call) ended(a *wire.Attempt, base int, own bool) {
@@ -447,7 +447,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ok   bool
 		hs   wire.HeaderScan // the header's scan, made once
 	)
-	if t.plain && plainBody(req) {
+	if t.plain {
 		resp, err, ok = t.sendPlain(req, &hs)
 	}
 	if !ok {
@@ -505,7 +505,7 @@ func Wrap(c *http.Client, opts ...Option) *http.Client {
 // it skips is the loop's state, which a plain success never reads: the
 // call, the loop and the ledger are built only for any other answer. That
 // answer is handed to the loop at its settle step, with the state the loop
-// would have built (Transport.resume), as if the loop had sent it.
+// would have built (Transport.handOff), as if the loop had sent it.
 // plain_internal_test.go checks the two paths against each other.
 
 // plainBody reports whether req's body may be a plain call's: none, or one
@@ -519,8 +519,12 @@ func plainBody(req *http.Request) bool {
 // is not; nothing was sent then, and the loop sends it, with *hs, the scan
 // of req's header if sendPlain made one (hs.checked). Else sendPlain
 // returns the call's outcome, the loop's if the first answer was not a
-// plain success. (RoundTrip tries it when t.plain, for a plainBody.)
+// plain success. Its guards are the one test of a plain call, with
+// t.plain, the configuration's (config.plainCalls), which RoundTrip reads.
 func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *http.Response, err error, ok bool) {
+	if !plainBody(req) {
+		return nil, nil, false // a body the Transport must read to send it again
+	}
 	ctx := req.Context()
 	//lint:ignore SA1019 a field net/http still honours: the loop's admission does (Applicant.Gone)
 	if name, _ := operationFromContext(ctx); name != "" || req.Response != nil || req.Cancel != nil || outerContexts.Load() || t.loopsKnown() {
@@ -550,7 +554,7 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 	if req.Body != nil {
 		op.body.Init(ctx, req, t.cfg.maxBodyBuffer, false) // http.NoBody, or GetBody's: nothing to read, so no error
 	}
-	op.asIs, op.clipped = op.key == "", hs.Clipped // a plainBody is the caller's own (replayBody.callers)
+	op.asIs, op.clipped = op.key == "", hs.Clipped // a plainBody is the caller's own (wire.ReplayBody.Callers)
 	g := host.Applicant{Cfg: &t.hc, Ctx: ctx, Req: req}
 	var (
 		a wire.Attempt
@@ -572,16 +576,16 @@ func (t *Transport) sendPlain(req *http.Request, hs *wire.HeaderScan) (resp *htt
 		}
 		return a.Resp, nil, true
 	}
-	resp, err = t.resume(&g, h, &op, &a, &r)
+	resp, err = t.handOff(&g, h, &op, &a, &r)
 	return resp, err, true
 }
 
-// resume hands a plain call of op whose first attempt a, admitted by r to
+// handOff hands a plain call of op whose first attempt a, admitted by r to
 // h, got another answer than a plain success to the loop. The call is as
 // call.resolve and Transport.roundTrip build it for the request: unnamed,
 // unobserved, keyed by the Transport if at all, its own first attempt
 // (numbered 0), with no outer loop.
-func (t *Transport) resume(g *host.Applicant, h *host.State, op *operation, a *wire.Attempt, r *host.Reservation) (*http.Response, error) {
+func (t *Transport) handOff(g *host.Applicant, h *host.State, op *operation, a *wire.Attempt, r *host.Reservation) (*http.Response, error) {
 	c := &call{t: t, cfg: &t.cfg, Applicant: *g, h: h, op: *op}
 	c.led.start(&t.cfg, g.Ctx, g.Req, "", nil)
 	c.led.resolved(op.key, !op.body.Replayable())

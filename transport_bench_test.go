@@ -90,7 +90,7 @@ func (f fixedTransport) RoundTrip(*http.Request) (*http.Response, error) { retur
 // TestRoundTripAllocs pins what a request allocates in the Transport itself
 // with the defaults: nothing for a GET (its first attempt is the caller's
 // request, sent as is); for a POST without a body, the key (its UUID; its
-// string takes a sixteenth of an allocation, see keySource.mint), the watch
+// string takes a sixteenth of an allocation, see wire.KeySource.Mint), the watch
 // of its writes (the watch, which is also the attempt's context, and its
 // WroteRequest method value: a request without a body has no rewind to
 // guard), the attempt's request and its header (map and group).

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -55,8 +54,8 @@ type Applicant struct {
 	Asked    int64
 	Unlinked bool
 	// Cold: the retry waits out a 503's Retry-After on a host with too
-	// few first attempts to tell whether it sheds (firsts.coldWait). It
-	// is judged again when the wait ends (reservation.wait).
+	// few first attempts to tell whether it sheds (Firsts.ColdWait). It
+	// is judged again when the wait ends (Reservation.Wait).
 	Cold bool
 }
 
@@ -104,7 +103,7 @@ func (h *State) Reserve(g *Applicant, i, n int, backoff time.Duration, polling b
 
 // reserve is Reserve, into r.
 func (h *State) reserve(r *Reservation, g *Applicant, i, n int, backoff time.Duration, polling bool, now int64) error {
-	// A call that waited for its key's call in flight (applicant.joined)
+	// A call that waited for its key's call in flight (Applicant.Joined)
 	// sends its first attempt as a first attempt: it retries nothing.
 	r.Reset(h, now, n > 0 && (i > 0 || !g.Joined), i == 0, g.Hop)
 	r.Delay = 0
@@ -244,7 +243,7 @@ func (r *Reservation) withdraw(now int64) bool {
 // Wait sleeps the reservation's delay, then passes the policies that act at
 // send time: a pause that began meanwhile, the rate limiter, the breaker.
 // On error the reservation is cancelled; the error is the reason (a
-// sentinel, the context's error, or errRequestCanceled).
+// sentinel, the context's error, or reason.ErrRequestCanceled).
 //
 // r.at is then when the attempt starts.
 func (r *Reservation) Wait(g *Applicant) error {
@@ -450,13 +449,9 @@ func sleep(ctx context.Context, cancel <-chan struct{}, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-cancel:
-		return ErrRequestCanceled
+		return reason.ErrRequestCanceled
 	}
 }
-
-// ErrRequestCanceled is why a call ends when its caller closed the
-// request's Cancel channel: net/http's own words for it.
-var ErrRequestCanceled = errors.New("net/http: request canceled")
 
 // Cancelled returns the caller's Request.Cancel, nil if none (or if g has
 // no request: the gate's own tests admit without one). It is deprecated,
@@ -479,7 +474,7 @@ func (g *Applicant) Gone() error {
 	if c := g.Cancelled(); c != nil {
 		select {
 		case <-c:
-			return ErrRequestCanceled
+			return reason.ErrRequestCanceled
 		default:
 		}
 	}

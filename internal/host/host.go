@@ -1,3 +1,8 @@
+// Package host is a Transport's state per destination host and its gate:
+// the admission of each attempt (retry tokens and route shares, budget,
+// breaker, rate limit, pauses, pushback), and what the host's answers
+// showed (recent first attempts, latency, dedupe evidence). The root builds
+// its Config from the options and asks it; it never imports the root.
 package host
 
 import (
@@ -86,14 +91,14 @@ type Budget interface {
 // an entry of the table (see remember and sweep).
 type Table struct {
 	Cfg       *Config
-	M         sync.Map // URL.Host → *hostState
+	M         sync.Map // URL.Host → *State
 	Last      atomic.Pointer[State]
 	IdleAfter int64 // ns
 	NextSweep atomic.Int64
 	sweeping  atomic.Bool
 }
 
-// lastUsedStep is the resolution of hostState.lastUsed. A request updates
+// lastUsedStep is the resolution of State.lastUsed. A request updates
 // it only when it is older than that. So requests sharing a host do not all
 // write its cache line. Idle hosts are evicted up to this early.
 const lastUsedStep = int64(time.Millisecond)

@@ -34,7 +34,10 @@ func (ps *pauses) over(now int64) bool {
 }
 
 // Pause holds back requests to the host until now+d: every request if all,
-// else retries only. It never shortens an existing pause.
+// else retries only. It never shortens an existing pause. A retries' pause
+// (a 503's, set when the root's call.observe takes the host as shedding), or a
+// pause renewed while one is on, marks the host shedding (Shedding) until
+// it ends: its retries are then refused, not waited out.
 func (ps *pauses) Pause(now int64, d time.Duration, all bool) {
 	p := &ps.RetryPauseUntil
 	if all {

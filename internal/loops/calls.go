@@ -1,3 +1,10 @@
+// Package loops is what a Transport remembers of other retry loops, and
+// the one place that recognises them: pending calls of SDKs that mark
+// their retries, recent keys of the application's, failures a loop without
+// marks may send again and the call sites that loop, the delays servers
+// named for a loop's next try, and the calls of one key in flight. The
+// root asks it three questions (calls.go); the stack walk, the Header
+// map's pointer and the body prints stay inside.
 package loops
 
 import (

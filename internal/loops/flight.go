@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/resilienthttp/resilient/internal/host"
+	"github.com/resilienthttp/resilient/internal/reason"
 )
 
 // Callers in one process of one operation — calls with the same key of the
@@ -81,7 +81,7 @@ func (fs *Flights) Acquire(ctx context.Context, cancel <-chan struct{}, key stri
 		return true, ctx.Err()
 	case <-cancel:
 		fs.leave(key, f)
-		return true, host.ErrRequestCanceled
+		return true, reason.ErrRequestCanceled
 	}
 }
 

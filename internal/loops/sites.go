@@ -299,7 +299,7 @@ func goid() uint64 {
 
 // bodyPrintOf returns the fingerprint of the body rb sends, of length length
 // (the request's ContentLength). It is only the length for a body rb
-// cannot hold (replayBody.hold): over the replay buffer, or streamed,
+// cannot hold (wire.ReplayBody.Hold): over the replay buffer, or streamed,
 // which is read only as it is sent.
 func bodyPrintOf(rb *wire.ReplayBody, length int64) BodyPrint {
 	if !rb.Hold() {

@@ -36,4 +36,7 @@ var (
 	ErrInvalidRequest = errors.New("resilient: invalid request")
 	// ErrUnsafeRetry is resilient.ErrUnsafeRetry.
 	ErrUnsafeRetry = errors.New("resilient: not retried: unsafe request may have been applied and the server is not known to dedupe by key")
+	// ErrRequestCanceled is why a call ends when its caller closed the
+	// request's Cancel channel: net/http's own words for it.
+	ErrRequestCanceled = errors.New("net/http: request canceled")
 )

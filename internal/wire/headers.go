@@ -10,8 +10,8 @@ import (
 // KeyField finds the caller's key header the way net/http writes header
 // fields: the canonical name, else any other spelling of it. net/http
 // writes a non-canonical map key as is, so req.Header["idempotency-key"] is
-// a key on the wire. alt is the map key checkRequest found for it
-// (headerScan.alt), "" if the header has none: then keyField looks nothing
+// a key on the wire. alt is the map key CheckRequest found for it
+// (HeaderScan.Alt), "" if the header has none: then keyField looks nothing
 // up. canonical is the configured name. keyField returns the map key found.
 func KeyField(h http.Header, canonical, alt string) (string, []string) {
 	if alt == "" {
@@ -33,7 +33,7 @@ type HeaderScan struct {
 	// Method is the request method's bit (methodBit), 0 for a method
 	// without one.
 	Method uint16
-	// Checked: the scan is checkRequest's, which found nothing to refuse.
+	// Checked: the scan is CheckRequest's, which found nothing to refuse.
 	// A plain call that is not one hands it to the loop (RoundTrip).
 	Checked bool
 }

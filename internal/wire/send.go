@@ -1,3 +1,8 @@
+// Package wire is one attempt of the Transport on the wire: the check of
+// the caller's request and header, its idempotency key, its replayable
+// body, the copy that is sent and its send, the watch of its writes, the
+// answers kept while a retry waits, preconditions and SDK marks. It knows
+// nothing of the Transport's decisions; the root drives it.
 package wire
 
 import (
@@ -56,7 +61,7 @@ type Plan struct {
 	BodyErr error
 	Start   int64 // Unix ns, by the Transport's clock
 	Held    *http.Response
-	// Rewind is the GetBody of a copy of the caller's request (replayBody.rewind).
+	// Rewind is the GetBody of a copy of the caller's request (ReplayBody.Rewind).
 	Rewind func() (io.ReadCloser, error)
 }
 
@@ -267,7 +272,7 @@ func (s *Sender) attemptFields(areq *http.Request, p *Plan, w *writeWatch) {
 	if key {
 		extra++
 	}
-	areq.Header = attemptHeader(s.Req.Header, extra, p.I == 0 && s.Clipped) // never nil: checkRequest refused a nil Header
+	areq.Header = attemptHeader(s.Req.Header, extra, p.I == 0 && s.Clipped) // never nil: CheckRequest refused a nil Header
 	if key {
 		// Under the spelling net/http does not take for a mark of
 		// idempotence (see config.keyWire): it then re-sends the request
