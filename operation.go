@@ -328,14 +328,16 @@ func ValidateKey(key string) error { return wire.ValidateKey(key) }
 // with nothing to add to the caller's request req goes as it is
 // (op.asIs, wire.SendAsIs); any other is a copy carrying the key and
 // attempt headers (wire.Sender). held is the answer the attempt replaces.
-// The result is written to a, in place: a returned attempt would be
-// copied.
-func (op *operation) send(t *Transport, ctx context.Context, req *http.Request, i, n int, start int64, held *http.Response, a *wire.Attempt) {
+// It returns the attempt. (The plain call, whose first attempt is the
+// common request, calls the halves itself, which fill its attempt in
+// place: a returned attempt is copied.)
+func (op *operation) send(t *Transport, ctx context.Context, req *http.Request, i, n int, start int64, held *http.Response) (a wire.Attempt) {
 	if i == 0 && op.asIs {
-		op.sendAsIs(t, req, a, n, start)
+		op.sendAsIs(t, req, &a, n, start)
 	} else {
-		op.sendCopy(t, ctx, req, i, n, start, held, a)
+		op.sendCopy(t, ctx, req, i, n, start, held, &a)
 	}
+	return a
 }
 
 // sendAsIs is send for a first attempt with nothing to add: op hands its

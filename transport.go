@@ -281,7 +281,7 @@ func (c *call) run(l *loop, now int64, handed bool) (*http.Response, error) {
 			l.hedges += sent
 		} else {
 			if i > 0 || !handed { // else sent by the plain call
-				c.op.send(c.t, c.Ctx, c.Req, i, n, l.res.At, l.prev.Resp, &l.cur)
+				l.cur = c.op.send(c.t, c.Ctx, c.Req, i, n, l.res.At, l.prev.Resp)
 			}
 			var done bool
 			if l.curV, done = c.settle(&l.cur, &l.res, alone, l.res.Delay, false, nil); done {
