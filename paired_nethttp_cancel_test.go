@@ -472,3 +472,55 @@ func TestPairedCancelWhileTheKeyIsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestPairedCancelledBeforeTheCall: a caller that gave up before the call,
+// by its context or by Request.Cancel, gets an error wrapped as bare, and
+// the server sees no request from either side. A plain call (a GET, a POST
+// with GetBody: the Transport's short path) and a call through the loop
+// (a POST with a key of the caller's) answer alike: the plain path does
+// not take a request with Request.Cancel, which the loop honours before
+// sending, as net/http does.
+func TestPairedCancelledBeforeTheCall(t *testing.T) {
+	for _, how := range []string{"context", "Request.Cancel"} {
+		for _, kind := range []string{"GET", "POST", "keyed POST"} {
+			t.Run(how+"/"+kind, func(t *testing.T) {
+				var arrivals atomic.Int32
+				bare, wrapped := pnBubble(t, func(w http.ResponseWriter, r *http.Request, _ <-chan struct{}) {
+					arrivals.Add(1)
+					io.Copy(io.Discard, r.Body)
+					w.WriteHeader(http.StatusOK)
+				}, func(t *testing.T, c *http.Client) string {
+					arrivals.Store(0)
+					ctx, cancel := context.WithCancel(context.Background())
+					stop := make(chan struct{})
+					method, body := http.MethodGet, io.Reader(nil)
+					if kind != "GET" {
+						method, body = http.MethodPost, strings.NewReader("{}")
+					}
+					req, err := http.NewRequestWithContext(ctx, method, "http://api.test/x", body)
+					require.NoError(t, err)
+					if kind == "keyed POST" {
+						req.Header.Set("Idempotency-Key", "k-1")
+					}
+					if how == "Request.Cancel" {
+						//lint:ignore SA1019 the deprecated field is the case: net/http still honours it
+						req.Cancel = stop
+						close(stop)
+					} else {
+						cancel()
+					}
+					defer cancel()
+					resp, err := c.Do(req)
+					if err == nil {
+						resp.Body.Close()
+					}
+					synctest.Wait()
+					assert.Error(t, err)
+					assert.Zero(t, arrivals.Load(), "requests the server saw")
+					return fmt.Sprintf("failed=%t canceled=%t", err != nil, err != nil && strings.Contains(err.Error(), "cancel"))
+				})
+				assert.Equal(t, bare, wrapped)
+			})
+		}
+	}
+}
