@@ -1,14 +1,18 @@
 package resilient
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/resilienthttp/resilient/internal/clock"
+	"github.com/resilienthttp/resilient/internal/host"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,6 +35,7 @@ type decisionRow struct {
 	request string // the request, and what is known of its server
 	call    string // the call's state, "" for a call with attempts left
 	failed  bool   // the answer is an error, not a response
+	status  int    // the answer's status code, when it is a response
 	d       Decision
 	// safe: the request is safe to re-send (an idempotent method, or a key
 	// on an idempotent one): the guard is not asked. Else g is what it
@@ -59,42 +64,42 @@ var (
 
 // decisionRows is the decision table, in the order of decide.go's steps.
 var decisionRows = []decisionRow{
-	{answer: "2xx", request: "any", d: ok200, safe: true},
-	{answer: "404, other terminal answers", request: "any", d: notFound, safe: true},
-	{answer: "pushback (`X-Should-Retry: false`)", request: "any", d: pushedBack, safe: true},
-	{answer: "503", request: "GET, PUT, DELETE; any keyed idempotent request", d: r503, safe: true,
+	{answer: "2xx", status: 200, request: "any", d: ok200, safe: true},
+	{answer: "404, other terminal answers", status: 404, request: "any", d: notFound, safe: true},
+	{answer: "pushback (`X-Should-Retry: false`)", status: 503, request: "any", d: pushedBack, safe: true},
+	{answer: "503", status: 503, request: "GET, PUT, DELETE; any keyed idempotent request", d: r503, safe: true,
 		retry: true, delay: 100 * time.Millisecond},
-	{answer: "503 + `Retry-After: 1`", request: "GET", d: r503ra, safe: true, retry: true, delay: time.Second},
-	{answer: "503 + `Retry-After: 60`", request: "GET", d: r503long, safe: true, stop: ErrDelayTooLong},
-	{answer: "503", request: "GET", call: "4 attempts sent of 4", d: r503, safe: true,
+	{answer: "503 + `Retry-After: 1`", status: 503, request: "GET", d: r503ra, safe: true, retry: true, delay: time.Second},
+	{answer: "503 + `Retry-After: 60`", status: 503, request: "GET", d: r503long, safe: true, stop: ErrDelayTooLong},
+	{answer: "503", status: 503, request: "GET", call: "4 attempts sent of 4", d: r503, safe: true,
 		f: facts{attempts: 4}, stop: ErrRetriesExhausted},
-	{answer: "503", request: "GET", call: "an outer loop sends the retries", d: r503, safe: true,
+	{answer: "503", status: 503, request: "GET", call: "an outer loop sends the retries", d: r503, safe: true,
 		f: facts{outer: true}, stop: ErrRetriesExhausted},
-	{answer: "503", request: "PUT", call: "the body cannot be sent again", d: r503, safe: true,
+	{answer: "503", status: 503, request: "PUT", call: "the body cannot be sent again", d: r503, safe: true,
 		f: facts{replayable: false}, stop: ErrBodyNotReplayable},
-	{answer: "503", request: "POST, the key from a Store", call: "the key too old when the retry would go",
+	{answer: "503", status: 503, request: "POST, the key from a Store", call: "the key too old when the retry would go",
 		d: r503, safe: true, f: facts{key: keyAge{key: "k"}}, stop: ErrKeyExpired},
-	{answer: "409 in progress + `Retry-After: 2`", request: "keyed POST", d: busy409,
+	{answer: "409 in progress + `Retry-After: 2`", status: 409, request: "keyed POST", d: busy409,
 		g: guardFacts{unsafe: true, shown: true}, retry: true, delay: 2 * time.Second},
-	{answer: "503", request: "POST, minted key, nothing shows the server dedupes", d: r503,
+	{answer: "503", status: 503, request: "POST, minted key, nothing shows the server dedupes", d: r503,
 		g: guardFacts{unsafe: true, ambiguous: true}, stop: ErrUnsafeRetry},
-	{answer: "503 + `Retry-After: 1`", request: "POST, minted key, nothing shows the server dedupes", d: r503ra,
+	{answer: "503 + `Retry-After: 1`", status: 503, request: "POST, minted key, nothing shows the server dedupes", d: r503ra,
 		g: guardFacts{unsafe: true, ambiguous: true}, stop: ErrUnsafeRetry},
 	{answer: "reset after the request was written", request: "POST without a key", failed: true, d: reset,
 		g: guardFacts{ambiguous: true}, stop: ErrUnsafeRetry},
-	{answer: "503 echoing the key", request: "POST, minted key", d: r503,
+	{answer: "503 echoing the key", status: 503, request: "POST, minted key", d: r503,
 		g: guardFacts{unsafe: true, shown: true, ambiguous: true}, retry: true, delay: 100 * time.Millisecond},
-	{answer: "503", request: "POST, minted key; an earlier answer on the route showed dedupe", d: r503,
+	{answer: "503", status: 503, request: "POST, minted key; an earlier answer on the route showed dedupe", d: r503,
 		g: guardFacts{unsafe: true, evidence: true, ambiguous: true}, retry: true, delay: 100 * time.Millisecond},
-	{answer: "503 + `Retry-After: 1`", request: "POST to a declared deduping server (`WithDedupingServer`)", d: r503ra,
+	{answer: "503 + `Retry-After: 1`", status: 503, request: "POST to a declared deduping server (`WithDedupingServer`)", d: r503ra,
 		g: guardFacts{unsafe: true, vouched: true, ambiguous: true}, retry: true, delay: time.Second},
-	{answer: "503", request: "POST with the application's own key", d: r503,
+	{answer: "503", status: 503, request: "POST with the application's own key", d: r503,
 		g: guardFacts{unsafe: true, vouched: true, ambiguous: true}, retry: true, delay: 100 * time.Millisecond},
 	{answer: "dial error (nothing sent)", request: "POST, with a key or without", failed: true, d: reset,
 		g: guardFacts{notApplied: true, ambiguous: true}, retry: true, delay: 100 * time.Millisecond},
-	{answer: "429 + `Retry-After: 1`", request: "POST, with a key or without", d: r429,
+	{answer: "429 + `Retry-After: 1`", status: 429, request: "POST, with a key or without", d: r429,
 		g: guardFacts{notApplied: true}, retry: true, delay: time.Second},
-	{answer: "503", request: "PATCH with `If-Match: \"v7\"`, no key", d: r503,
+	{answer: "503", status: 503, request: "PATCH with `If-Match: \"v7\"`, no key", d: r503,
 		g: guardFacts{guarded: true, ambiguous: true}, retry: true, delay: 100 * time.Millisecond},
 }
 
@@ -175,13 +180,13 @@ func spliceTable(doc, table string) (string, error) {
 // renderDecisionTable renders decisionRows as the docs show them.
 func renderDecisionTable() string {
 	var b strings.Builder
-	b.WriteString("| the answer (step 1) | the request (step 2) | the call (step 3) | what follows |\n|---|---|---|---|\n")
+	b.WriteString("| the answer (step 1) | the request (step 2) | the call (step 3) | what follows | the host hears |\n|---|---|---|---|---|\n")
 	for _, r := range decisionRows {
 		call := r.call
 		if call == "" {
 			call = "attempts left"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.answer, r.request, call, r.follows())
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.answer, r.request, call, r.follows(), r.hears())
 	}
 	return b.String()
 }
@@ -216,4 +221,28 @@ func errName(err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// hears says what row r's answer tells its host (healthOf): what counts
+// against it, for the retry tokens and the breaker.
+func (r decisionRow) hears() string {
+	var (
+		resp *http.Response
+		err  error
+	)
+	if r.failed {
+		err = errors.New("connection reset by peer")
+	} else {
+		resp = &http.Response{StatusCode: r.status, Header: http.Header{}}
+		if r.d.Delay > 0 {
+			resp.Header.Set("Retry-After", strconv.Itoa(int(r.d.Delay/time.Second)))
+		}
+	}
+	switch healthOf(resp, err, r.d) {
+	case host.HealthOK:
+		return "healthy"
+	case host.HealthFailure:
+		return "unhealthy"
+	}
+	return "nothing"
 }
