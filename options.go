@@ -301,12 +301,7 @@ func (c *config) hostConfig() host.Config {
 		hc.Budget = func(string) host.Budget { return newBudget(bc) }
 	case c.budgetFunc != nil:
 		f := c.budgetFunc
-		hc.Budget = func(name string) host.Budget {
-			if b := f(name); b != nil {
-				return b
-			}
-			return nil
-		}
+		hc.Budget = func(name string) host.Budget { return f(name) } // a nil Budget is a nil host.Budget
 	}
 	if c.breaker != nil {
 		bc := host.BreakerConfig(c.breaker.resolved())
